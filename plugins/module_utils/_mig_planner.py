@@ -1,0 +1,326 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Validate a MIG layout for a GPU model and plan it: placements, creation order, resources.
+
+A layout is a mapping profile name -> instance count for ONE GPU. Pure functions, no I/O.
+
+Geometry rules (SPECS 3.2): every GPU instance needs an allowed start on the memory-slice axis
+with no two instances overlapping; the compute slices of all instances must fit the GPU; no
+profile may exceed its maximum count. The planner finds explicit placements by a backtracking
+search over bit masks, which is exhaustive (a layout is rejected only when no placement exists).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import (
+    GpuModel,
+    MigProfile,
+    normalize_profile_name,
+)
+
+try:
+    from collections.abc import Mapping
+except ImportError:  # pragma: no cover - Python 2 is not supported, but sanity compiles for it
+    Mapping = dict
+
+try:
+    from typing import Dict, Iterable, List, Optional, Tuple
+except ImportError:  # pragma: no cover
+    pass
+
+STRATEGIES = ('none', 'single', 'mixed')
+RESOURCE_PREFIX = 'nvidia.com/'
+
+
+class LayoutError(ValueError):
+    """A layout cannot be realised on the GPU model; `problems` explains every reason found."""
+
+    def __init__(self, model_key, problems):
+        # type: (str, List[str]) -> None
+        self.model_key = model_key
+        self.problems = list(problems)
+        super(LayoutError, self).__init__('; '.join(self.problems))
+
+
+class Placement:
+    """One GPU instance at a fixed position on the memory-slice axis."""
+
+    __slots__ = ('profile', 'start', 'size')
+
+    def __init__(self, profile, start, size):
+        # type: (str, int, int) -> None
+        self.profile = profile
+        self.start = start
+        self.size = size
+
+    def as_dict(self):
+        # type: () -> Dict[str, object]
+        return {'profile': self.profile, 'start': self.start, 'size': self.size}
+
+    def __eq__(self, other):
+        return isinstance(other, Placement) and (self.profile, self.start, self.size) == (
+            other.profile, other.start, other.size)
+
+    def __hash__(self):
+        return hash((self.profile, self.start, self.size))
+
+    def __repr__(self):
+        return '%s@%d:%d' % (self.profile, self.start, self.size)
+
+
+class GpuPlan:
+    """The plan for one GPU of one model: where every instance goes and in which order."""
+
+    __slots__ = ('model', 'layout', 'placements', 'unused_memory_slices', 'unused_compute_slices')
+
+    def __init__(self, model, layout, placements):
+        # type: (GpuModel, Dict[str, int], Tuple[Placement, ...]) -> None
+        self.model = model
+        self.layout = layout
+        self.placements = placements
+        used_memory = 0
+        for placement in placements:
+            used_memory |= _mask(placement.start, placement.size)
+        self.unused_memory_slices = tuple(
+            s for s in range(model.memory_slices) if not used_memory & (1 << s))
+        used_compute = sum(model.profile(p.profile).compute_slices for p in placements)
+        self.unused_compute_slices = model.compute_slices - used_compute
+
+    @property
+    def creation_order(self):
+        # type: () -> Tuple[str, ...]
+        """nvidia-smi `-cgi` tuples with explicit starts, largest instance first.
+
+        Explicit starts sidestep the driver's ordering issue (SPECS 3.2: `-cgi 19,19,14,9` fails
+        while `-cgi 9,19,14,19` succeeds); largest-first matches nvidia-mig-parted's own order.
+        """
+        return tuple('%s:%d' % (p.profile, p.start) for p in self.placements)
+
+    def resources(self, strategy):
+        # type: (str) -> Optional[Dict[str, int]]
+        """Extended resources this GPU yields under a device-plugin MIG strategy (SPECS 9.1).
+
+        `none` exposes no MIG device; `single` is possible only with one profile (None otherwise);
+        `mixed` names one resource per profile ('+' becomes '.').
+        """
+        if strategy not in STRATEGIES:
+            raise ValueError('unknown MIG strategy %r; expected one of %s' % (strategy, ', '.join(STRATEGIES)))
+        if strategy == 'none':
+            return {}
+        counts = dict((name, count) for name, count in self.layout.items() if count > 0)
+        if strategy == 'single':
+            if len(counts) > 1:
+                return None
+            return {RESOURCE_PREFIX + 'gpu': sum(counts.values())} if counts else {}
+        return dict((mixed_resource_name(name), count) for name, count in sorted(counts.items()))
+
+    @property
+    def single_possible(self):
+        # type: () -> bool
+        return self.resources('single') is not None
+
+    def as_dict(self):
+        # type: () -> Dict[str, object]
+        return {
+            'model': self.model.key,
+            'layout': dict(self.layout),
+            'placements': [p.as_dict() for p in self.placements],
+            'creation_order': list(self.creation_order),
+            'unused_memory_slices': list(self.unused_memory_slices),
+            'unused_compute_slices': self.unused_compute_slices,
+            'resources': {
+                'mixed': self.resources('mixed'),
+                'single': self.resources('single'),
+            },
+            'single_possible': self.single_possible,
+        }
+
+
+def mixed_resource_name(profile_name):
+    # type: (str) -> str
+    return '%smig-%s' % (RESOURCE_PREFIX, profile_name.replace('+', '.'))
+
+
+def _mask(start, size):
+    # type: (int, int) -> int
+    return ((1 << size) - 1) << start
+
+
+def _slice_list(mask, width):
+    # type: (int, int) -> str
+    taken = [str(s) for s in range(width) if mask & (1 << s)]
+    return ','.join(taken) if taken else 'none'
+
+
+def _starts_text(profile):
+    # type: (MigProfile) -> str
+    if len(profile.starts) == 1:
+        return 'can only start at memory slice %d' % profile.starts[0]
+    return 'can start at memory slices %s' % ', '.join(str(s) for s in profile.starts)
+
+
+def normalize_layout(model, layout):
+    # type: (GpuModel, Mapping[str, object]) -> Tuple[Dict[str, int], List[str]]
+    """Canonical profile names and integer counts; problems for anything that is not."""
+    problems = []  # type: List[str]
+    result = {}  # type: Dict[str, int]
+    if not isinstance(layout, Mapping):
+        return result, ['the layout must be a mapping of profile name to count, got %s' % type(layout).__name__]
+    for raw_name, raw_count in layout.items():
+        profile = model.profile(str(raw_name))
+        if profile is None:
+            problems.append('profile %r is not a MIG profile of %s; valid profiles: %s' % (
+                raw_name, model.key, ', '.join(model.profile_names())))
+            continue
+        if isinstance(raw_count, bool) or not isinstance(raw_count, int):
+            try:
+                count = int(str(raw_count).strip())
+            except ValueError:
+                problems.append('count for %s must be a whole number, got %r' % (profile.name, raw_count))
+                continue
+        else:
+            count = raw_count
+        if count < 0:
+            problems.append('count for %s must not be negative, got %d' % (profile.name, count))
+            continue
+        result[profile.name] = result.get(profile.name, 0) + count
+    return result, problems
+
+
+def _capacity_problems(model, counts):
+    # type: (GpuModel, Dict[str, int]) -> List[str]
+    problems = []
+    for name, count in sorted(counts.items()):
+        profile = model.profile(name)
+        if count > profile.max_instances:
+            problems.append('%d x %s requested but %s allows at most %d %s instance%s' % (
+                count, name, model.key, profile.max_instances, name,
+                '' if profile.max_instances == 1 else 's'))
+    total = sum(counts.values())
+    if total > model.max_instances:
+        problems.append('%d GPU instances requested but %s supports at most %d' % (
+            total, model.key, model.max_instances))
+    compute = sum(model.profile(n).compute_slices * c for n, c in counts.items())
+    if compute > model.compute_slices:
+        problems.append('the layout needs %d compute slices but %s has %d' % (
+            compute, model.key, model.compute_slices))
+    memory = sum(model.profile(n).memory_slices * c for n, c in counts.items())
+    if memory > model.memory_slices:
+        problems.append('the layout needs %d memory slices but %s has %d' % (
+            memory, model.key, model.memory_slices))
+    return problems
+
+
+def _instances_largest_first(model, counts):
+    # type: (GpuModel, Dict[str, int]) -> List[MigProfile]
+    """Expand counts to instances: big and constrained ones first, which prunes the search."""
+    profiles = [model.profile(n) for n, c in counts.items() for _ in range(c)]
+    profiles.sort(key=lambda p: (-p.memory_slices, -p.compute_slices, len(p.starts), p.name))
+    return profiles
+
+
+def _search(instances, width):
+    # type: (List[MigProfile], int) -> Tuple[Optional[List[int]], int, int]
+    """Backtracking placement search.
+
+    Returns (starts or None, index of the deepest instance that could not be placed, the
+    occupied mask at that point) so that a failure can be explained.
+    """
+    full = (1 << width) - 1
+    starts = [0] * len(instances)
+    deepest = [0, 0]  # [index, occupied mask] of the furthest failure
+
+    def place(i, occupied):
+        # type: (int, int) -> bool
+        if i == len(instances):
+            return True
+        profile = instances[i]
+        previous_same = i > 0 and instances[i - 1] is profile
+        for start in profile.starts:
+            # Identical instances are interchangeable: keep their starts increasing.
+            if previous_same and start <= starts[i - 1]:
+                continue
+            mask = _mask(start, profile.memory_slices)
+            if mask & occupied or mask & ~full:
+                continue
+            starts[i] = start
+            if place(i + 1, occupied | mask):
+                return True
+        if i >= deepest[0]:
+            deepest[0], deepest[1] = i, occupied
+        return False
+
+    if place(0, 0):
+        return starts, -1, 0
+    return None, deepest[0], deepest[1]
+
+
+def plan_layout(model, layout):
+    # type: (GpuModel, Mapping[str, object]) -> GpuPlan
+    """Validate `layout` for `model` and return its plan, or raise LayoutError explaining why not."""
+    counts, problems = normalize_layout(model, layout)
+    if problems:
+        raise LayoutError(model.key, problems)
+    problems = _capacity_problems(model, counts)
+    if problems:
+        raise LayoutError(model.key, problems)
+    instances = _instances_largest_first(model, counts)
+    starts, failed_index, occupied = _search(instances, model.memory_slices)
+    if starts is None:
+        profile = instances[failed_index]
+        raise LayoutError(model.key, [
+            'no non-overlapping placement exists: %s %s (size %d) and every start it allows is '
+            'already taken by the larger instances (memory slices %s in use)' % (
+                profile.name, _starts_text(profile), profile.memory_slices,
+                _slice_list(occupied, model.memory_slices))])
+    placements = tuple(Placement(p.name, s, p.memory_slices) for p, s in zip(instances, starts))
+    return GpuPlan(model, dict((n, c) for n, c in counts.items() if c > 0), placements)
+
+
+def check_layout(model, layout):
+    # type: (GpuModel, Mapping[str, object]) -> List[str]
+    """The problems of a layout (empty when it is valid)."""
+    try:
+        plan_layout(model, layout)
+    except LayoutError as error:
+        return error.problems
+    return []
+
+
+def layout_of_placements(placements):
+    # type: (Iterable[Placement]) -> Dict[str, int]
+    counts = {}  # type: Dict[str, int]
+    for placement in placements:
+        counts[placement.profile] = counts.get(placement.profile, 0) + 1
+    return counts
+
+
+def node_resources(gpu_plans, strategy, full_gpus=0):
+    # type: (Iterable[Optional[GpuPlan]], str, int) -> Optional[Dict[str, int]]
+    """Resources of a node whose GPUs have these plans (None = GPU with MIG disabled).
+
+    `full_gpus` counts extra non-MIG GPUs. Under `single` every GPU must be MIG-enabled with the
+    same one profile, else the device plugin advertises nothing usable and None is returned.
+    """
+    plans = list(gpu_plans)
+    whole = full_gpus + sum(1 for p in plans if p is None)
+    mig_plans = [p for p in plans if p is not None]
+    totals = {}  # type: Dict[str, int]
+    if strategy == 'none':
+        return {RESOURCE_PREFIX + 'gpu': whole} if whole else {}
+    if strategy == 'single':
+        profiles = set(name for p in mig_plans for name, c in p.layout.items() if c > 0)
+        if mig_plans and (whole or len(profiles) > 1):
+            return None
+        if not mig_plans:
+            return {RESOURCE_PREFIX + 'gpu': whole} if whole else {}
+        return {RESOURCE_PREFIX + 'gpu': sum(sum(p.layout.values()) for p in mig_plans)}
+    if whole:
+        totals[RESOURCE_PREFIX + 'gpu'] = whole
+    for plan in mig_plans:
+        for name, count in plan.resources('mixed').items():
+            totals[name] = totals.get(name, 0) + count
+    return totals
