@@ -22,20 +22,18 @@ $(STAMP): requirements-dev.txt
 system-deps:
 	@command -v /usr/sbin/sshd >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client >/dev/null; }
 
-# ansible-test and ansible-playbook need the collection under ansible_collections/<ns>/<name>.
+# ansible-playbook finds the collection through ANSIBLE_COLLECTIONS_PATH=.build (a symlink to this tree).
 collection:
-	@rm -rf $(BUILD) && mkdir -p $(BUILD)
-	@git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C $(BUILD)
+	@mkdir -p .build/ansible_collections/gpufleet && ln -sfn ../../.. .build/ansible_collections/gpufleet/sharing
 
 units: venv
 	$(BIN)/python -m pytest -q tests/unit tests/lab
 
-sanity: venv collection
-	cd $(BUILD) && git init -q . 2>/dev/null; cd $(BUILD) && git add -A >/dev/null && \
-	  $(CURDIR)/$(BIN)/ansible-test sanity --python 3.11 --color no
+sanity: venv
+	tests/tools/sanity.sh
 
 lint: venv collection
-	cd $(BUILD) && $(CURDIR)/$(BIN)/ansible-lint --profile production --offline
+	$(BIN)/ansible-lint --profile production --offline
 
 molecule: venv system-deps collection
 	cd extensions && ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/.build $(CURDIR)/$(BIN)/molecule test --all

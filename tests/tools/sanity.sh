@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Run `ansible-test sanity` on a private copy of the working tree laid out as
+# ansible_collections/gpufleet/sharing (ansible-test requires that path; a symlink is not enough
+# because it resolves the working directory). Each run gets its own copy, so parallel runs do not
+# disturb each other. Arguments are passed to ansible-test (e.g. a file list or --test NAME).
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d /tmp/gpufleet-sanity.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+dest="$work/ansible_collections/gpufleet/sharing"
+mkdir -p "$dest"
+cd "$repo"
+git ls-files -co --exclude-standard -z | while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done \
+  | tar --null -T - -cf - | tar -xf - -C "$dest"
+cd "$dest"
+# ansible-test lists files through git when a repository is present; give it one.
+git init -q . && git add -A >/dev/null
+"$repo/.venv/bin/ansible-test" sanity --python 3.11 --color no "$@"
