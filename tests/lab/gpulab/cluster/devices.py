@@ -1,0 +1,673 @@
+"""What a GPU node advertises to Kubernetes: the lab's model of the NVIDIA device plugin and GFD.
+
+Pure functions, no I/O.  Given the node's GPUs as they are *currently* configured (from the
+simulator's state), the ClusterPolicy MIG strategy and the selected device-plugin sharing config,
+compute:
+
+* the extended resources the device plugin registers (capacity == allocatable),
+* the labels GPU Feature Discovery writes (SPECS §8, §9.4),
+* the allocatable devices (IDs the kubelet hands out) and what ``nvidia-smi -L`` prints inside a
+  container that received them (SPECS §4.7),
+* the error the plugin dies with when its config or the node's MIG layout is invalid (SPECS §9.2,
+  §8 single strategy).
+
+This is an independent model: it must never import the collection's ``plugins/module_utils``, so
+that a wrong formula in the collection shows up as a verification failure against the lab.
+Every rule cites the reference fact it follows; where the reference is silent the choice is
+written down in the docstring of the function that makes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import yaml
+
+RESOURCE_DOMAIN = "nvidia.com"
+GPU_RESOURCE = "nvidia.com/gpu"
+STRATEGIES = ("none", "single", "mixed")
+
+# Replicated device IDs are "<device id>::<n>" (SPECS §9.2, AnnotatedID).
+REPLICA_SEPARATOR = "::"
+
+_PROFILE_RE = re.compile(r"^(?:(?P<c>\d+)c\.)?(?P<g>\d+)g\.(?P<gb>\d+)gb(?P<attrs>[+-][a-z.+-]*)?$")
+
+
+
+class PluginConfigError(ValueError):
+    """The device-plugin config cannot be loaded: the real plugin exits and its pod crash-loops."""
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs
+
+
+@dataclasses.dataclass(frozen=True)
+class MigProfileSpec:
+    """Attributes of one GPU-instance profile, as `nvidia-smi mig -lgip` prints them."""
+
+    name: str  # "2g.20gb", "1g.10gb+me"
+    memory_mib: int
+    multiprocessors: int
+    copy_engines: int
+    decoders: int
+    encoders: int
+    jpegs: int
+    ofas: int
+
+
+@dataclasses.dataclass(frozen=True)
+class MigDeviceView:
+    """One MIG device (= one compute instance) on a GPU."""
+
+    profile: str  # device profile: "2g.20gb", or "1c.3g.20gb" for a partial compute instance
+    gi_profile: str  # the GPU instance's profile, "3g.20gb"
+    gi_id: int
+    ci_id: int
+    uuid: str
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuView:
+    """One physical GPU as the device plugin sees it through NVML."""
+
+    index: int
+    name: str  # product name, "NVIDIA H100 80GB HBM3"
+    uuid: str
+    memory_mib: int
+    family: str = ""  # "hopper", "ampere" (lower case, as GFD prints it)
+    compute_capability: str = ""  # "9.0"
+    mig_capable: bool = False
+    mig_enabled: bool = False
+    mig_devices: Tuple[MigDeviceView, ...] = ()
+    mig_profiles: Mapping[str, MigProfileSpec] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedResource:
+    name: str  # full resource name, "nvidia.com/mig-1g.10gb"
+    replicas: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SharingConfig:
+    """A parsed, validated device-plugin config (`version: v1`, SPECS §9.2)."""
+
+    method: str = "none"  # "none" | "time-slicing" | "mps"
+    rename_by_default: bool = False
+    fail_requests_greater_than_one: bool = False
+    resources: Tuple[SharedResource, ...] = ()
+    flags_mig_strategy: Optional[str] = None
+    warnings: Tuple[str, ...] = ()
+
+    def replicas_for(self, resource: str) -> int:
+        for shared in self.resources:
+            if shared.name == resource:
+                return shared.replicas
+        return 1
+
+
+NO_SHARING = SharingConfig()
+
+
+# --------------------------------------------------------------------------------------------
+# Outputs
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    """An allocatable device: what the kubelet hands to a container."""
+
+    id: str  # GPU UUID, MIG UUID, or "<uuid>::<n>" for a replica
+    resource: str
+    gpu_index: int
+    gpu_name: str
+    gpu_uuid: str
+    mig_profile: Optional[str] = None
+    mig_uuid: Optional[str] = None
+    replica: Optional[int] = None
+
+    @property
+    def physical_id(self) -> str:
+        """The underlying device, shared by all its replicas."""
+        return self.mig_uuid or self.gpu_uuid
+
+
+@dataclasses.dataclass
+class NodeDevices:
+    """Everything the device plugin and GFD publish for one node."""
+
+    resources: Dict[str, int]
+    labels: Dict[str, str]
+    devices: Dict[str, List[Device]]
+    plugin_error: Optional[str] = None
+    gfd_error: Optional[str] = None
+    sharing: SharingConfig = NO_SHARING
+    log: List[str] = dataclasses.field(default_factory=list)
+
+    def max_request(self, resource: str) -> Optional[int]:
+        """1 when the plugin refuses requests > 1 for this shared resource (SPECS §9.3)."""
+        base = resource[: -len(".shared")] if resource.endswith(".shared") else resource
+        if self.sharing.replicas_for(base) > 1 and self.sharing.fail_requests_greater_than_one:
+            return 1
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers on names
+
+
+def sanitize_product(name: str) -> str:
+    """GFD product label value: drop characters outside [A-Za-z0-9-_. ], spaces become '-' (SPECS §8)."""
+    kept = "".join(ch for ch in name if ch.isascii() and (ch.isalnum() or ch in "-_. "))
+    return kept.strip().replace(" ", "-")
+
+
+def profile_slices(profile: str) -> Tuple[int, int]:
+    """(GPU-instance slices, compute-instance slices) of a profile name (SPECS §1.2)."""
+    match = _PROFILE_RE.match(profile)
+    if not match:
+        raise ValueError(f"not a MIG profile name: {profile!r}")
+    g = int(match.group("g"))
+    c = int(match.group("c")) if match.group("c") else g
+    return g, c
+
+
+def is_full_compute_profile(profile: str) -> bool:
+    """True for `<G>g.<GB>gb[attrs]` (C == G); only those become mixed-strategy resources (SPECS §9.1)."""
+    match = _PROFILE_RE.match(profile)
+    return bool(match) and match.group("c") is None
+
+
+def mig_resource_name(profile: str) -> str:
+    """`1g.10gb+me` -> `nvidia.com/mig-1g.10gb.me` ('+' becomes '.', '-me' is kept; SPECS §9.1)."""
+    return f"{RESOURCE_DOMAIN}/mig-{profile.replace('+', '.')}"
+
+
+def gib_to_mib(gib: float) -> int:
+    """Memory of a MIG profile in MiB from the GiB column of `-lgip` (two decimals).
+
+    NVML reports MIG memory in MiB that are multiples of 32 on every capture we have, so round to
+    32 MiB: 9.75 -> 9984 and 19.62 -> 20096 (H100, SPECS §8 GFD example), 10.75 -> 11008 and
+    21.62 -> 22144 (H100 NVL, SPECS §8), 32.50 -> 33280 (H200 NVML capture).
+    """
+    return int(round(gib * 1024 / 32.0)) * 32
+
+
+# --------------------------------------------------------------------------------------------
+# Device-plugin config (SPECS §9.2, §9.5)
+
+
+def _bool_field(section: Mapping[str, Any], key: str, default: bool, where: str) -> bool:
+    value = section.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise PluginConfigError(f"{where}.{key}: expected a boolean, got {value!r}")
+    return value
+
+
+def _resource_full_name(raw: Any, where: str) -> str:
+    if not isinstance(raw, str) or not raw.strip():
+        raise PluginConfigError(f"{where}.name: a resource name is required")
+    name = raw.strip()
+    if "/" not in name:
+        name = f"{RESOURCE_DOMAIN}/{name}"  # prefix added when omitted (SPECS §9.2)
+    domain, _, short = name.partition("/")
+    if domain != RESOURCE_DOMAIN:
+        raise PluginConfigError(f"{where}.name: invalid resource name {raw!r}: only {RESOURCE_DOMAIN}/ resources can be shared")
+    if short != "gpu" and not (short.startswith("mig-") and _PROFILE_RE.match(short[4:].replace(".me", "+me", 1))):
+        raise PluginConfigError(f"{where}.name: invalid resource name {raw!r}: expected 'gpu' or 'mig-<profile>'")
+    return name
+
+
+def _parse_sharing_section(section: Any, method: str) -> Tuple[bool, Optional[bool], Tuple[SharedResource, ...], List[str]]:
+    where = f"sharing.{'timeSlicing' if method == 'time-slicing' else 'mps'}"
+    if not isinstance(section, Mapping):
+        raise PluginConfigError(f"{where}: expected a mapping")
+    rename = _bool_field(section, "renameByDefault", False, where)
+    fail_gt_one: Optional[bool] = None
+    if section.get("failRequestsGreaterThanOne") is not None:
+        fail_gt_one = _bool_field(section, "failRequestsGreaterThanOne", False, where)
+    resources_raw = section.get("resources")
+    if not isinstance(resources_raw, list) or not resources_raw:
+        raise PluginConfigError(f"{where}.resources: at least one resource is required")
+    warnings: List[str] = []
+    seen: Dict[str, int] = {}
+    resources: List[SharedResource] = []
+    for position, entry in enumerate(resources_raw):
+        entry_where = f"{where}.resources[{position}]"
+        if not isinstance(entry, Mapping):
+            raise PluginConfigError(f"{entry_where}: expected a mapping")
+        name = _resource_full_name(entry.get("name"), entry_where)
+        replicas = entry.get("replicas")
+        if isinstance(replicas, bool) or not isinstance(replicas, int):
+            raise PluginConfigError(f"{entry_where}.replicas: expected an integer, got {replicas!r}")
+        if replicas < 2:
+            raise PluginConfigError(f"{entry_where}: number of replicas must be >= 2 (got {replicas} for {name})")
+        if name in seen:
+            raise PluginConfigError(f"{entry_where}: resource {name} is listed twice")
+        seen[name] = replicas
+        if entry.get("devices") not in (None, "all"):
+            # Parsed but not honoured by the real plugin (SPECS §9.2).
+            warnings.append("Customizing the 'devices' field is not yet supported in the config. Ignoring...")
+        if method == "mps" and name != GPU_RESOURCE:
+            raise PluginConfigError(f"{entry_where}: sharing MIG devices with MPS is not supported ({name})")
+        resources.append(SharedResource(name=name, replicas=replicas))
+    return rename, fail_gt_one, tuple(resources), warnings
+
+
+def parse_plugin_config(text: str) -> SharingConfig:
+    """Parse and validate one named device-plugin config (a ConfigMap value). Raises PluginConfigError.
+
+    Unknown keys are ignored, as the real plugin's JSON decoding does; a typo therefore silently
+    means "no sharing", which the collection's verification has to catch.
+    """
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise PluginConfigError(f"unable to parse config file: {exc}") from exc
+    if not isinstance(doc, Mapping):
+        raise PluginConfigError("unable to parse config file: expected a mapping at the top level")
+    version = doc.get("version")
+    if version is None:
+        raise PluginConfigError("unable to parse config file: missing version field")
+    if version != "v1":
+        raise PluginConfigError(f"unable to parse config file: unknown version: {version}")
+    flags = doc.get("flags") or {}
+    if not isinstance(flags, Mapping):
+        raise PluginConfigError("flags: expected a mapping")
+    flags_strategy = flags.get("migStrategy")
+    if flags_strategy is not None and flags_strategy not in STRATEGIES:
+        raise PluginConfigError(f"flags.migStrategy: unknown MIG strategy: {flags_strategy}")
+    sharing = doc.get("sharing") or {}
+    if not isinstance(sharing, Mapping):
+        raise PluginConfigError("sharing: expected a mapping")
+    time_slicing = sharing.get("timeSlicing")
+    mps = sharing.get("mps")
+    has_ts = isinstance(time_slicing, Mapping) and bool(time_slicing.get("resources"))
+    has_mps = isinstance(mps, Mapping) and bool(mps.get("resources"))
+    if has_ts and has_mps:
+        raise PluginConfigError("sharing: timeSlicing and mps are mutually exclusive")
+    if mps is not None and not has_ts:
+        rename, fail_gt_one, resources, warnings = _parse_sharing_section(mps, "mps")
+        # MPS refuses requests > 1 unless told otherwise (SPECS §9.2).
+        return SharingConfig("mps", rename, True if fail_gt_one is None else fail_gt_one, resources, flags_strategy, tuple(warnings))
+    if time_slicing is not None:
+        rename, fail_gt_one, resources, warnings = _parse_sharing_section(time_slicing, "time-slicing")
+        return SharingConfig("time-slicing", rename, bool(fail_gt_one), resources, flags_strategy, tuple(warnings))
+    return SharingConfig(flags_mig_strategy=flags_strategy)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigChoice:
+    """Which named config the plugin on a node loads (SPECS §9.5)."""
+
+    name: Optional[str]  # None: no config (plain plugin, no sharing)
+    text: Optional[str]
+    error: Optional[str] = None  # the pod cannot start (ConfigMap missing, no usable default)
+    skipped: bool = False  # label names an unknown key: keep whatever was loaded before
+
+
+def select_plugin_config(
+    configmap_name: Optional[str],
+    configmap_data: Optional[Mapping[str, str]],
+    node_label: Optional[str],
+    default_key: Optional[str],
+) -> ConfigChoice:
+    """Select the named config for a node.
+
+    * no ConfigMap in the ClusterPolicy -> no config;
+    * ConfigMap named but absent -> the plugin pod cannot mount it and never starts;
+    * node label present and known -> that key; unknown -> skipped (the config-manager logs and keeps
+      the current config);
+    * no label -> ClusterPolicy `devicePlugin.config.default`; under the operator an omitted default
+      means the config is applied to no node until it is labelled (SPECS §9.5).
+    """
+    if not configmap_name:
+        return ConfigChoice(None, None)
+    if configmap_data is None:
+        return ConfigChoice(None, None, error=f'configmap "{configmap_name}" not found')
+    if node_label:
+        if node_label in configmap_data:
+            return ConfigChoice(node_label, configmap_data[node_label])
+        return ConfigChoice(None, None, skipped=True)
+    if default_key:
+        if default_key in configmap_data:
+            return ConfigChoice(default_key, configmap_data[default_key])
+        return ConfigChoice(None, None, error=f'unable to select default config "{default_key}": not present in configmap "{configmap_name}"')
+    return ConfigChoice(None, None)
+
+
+# --------------------------------------------------------------------------------------------
+# The node model
+
+
+def _device_profile(gpu: GpuView, mig: MigDeviceView) -> Optional[MigProfileSpec]:
+    return gpu.mig_profiles.get(mig.gi_profile) or gpu.mig_profiles.get(mig.profile)
+
+
+def _base_devices(gpus: Sequence[GpuView], strategy: str) -> Tuple[Dict[str, List[Device]], Optional[str]]:
+    """Physical devices per resource before replication, and the plugin's startup error if any.
+
+    none: every GPU is one `nvidia.com/gpu`, MIG mode is ignored (SPECS §9.1);
+    single: MIG devices are `nvidia.com/gpu`; all GPUs must agree on MIG mode and on one profile;
+    mixed: full GPUs are `nvidia.com/gpu`, each MIG device `nvidia.com/mig-<profile>`; partial
+    compute-instance profiles (`1c.3g.20gb`) are not exposed.
+    """
+    devices: Dict[str, List[Device]] = {}
+
+    def add(resource: str, device: Device) -> None:
+        devices.setdefault(resource, []).append(device)
+
+    for gpu in gpus:
+        full = Device(gpu.uuid, GPU_RESOURCE, gpu.index, gpu.name, gpu.uuid)
+        if strategy == "none" or not gpu.mig_enabled:
+            add(GPU_RESOURCE, full)
+            continue
+        for mig in gpu.mig_devices:
+            if strategy == "mixed" and not is_full_compute_profile(mig.profile):
+                continue
+            resource = GPU_RESOURCE if strategy == "single" else mig_resource_name(mig.profile)
+            add(resource, Device(mig.uuid, resource, gpu.index, gpu.name, gpu.uuid, mig.profile, mig.uuid))
+
+    if strategy == "single":
+        enabled = [gpu for gpu in gpus if gpu.mig_enabled]
+        if enabled and len(enabled) != len(gpus):
+            return devices, "invalid MIG configuration: all devices on the node must be configured with the same migEnabled value"
+        profiles = {mig.profile for gpu in enabled for mig in gpu.mig_devices}
+        if len(profiles) > 1:
+            return devices, "invalid MIG configuration: more than one MIG device type present on node: " + ", ".join(sorted(profiles))
+    return devices, None
+
+
+def _replicate(devices: Dict[str, List[Device]], sharing: SharingConfig) -> Dict[str, List[Device]]:
+    """Expand shared resources into `<id>::<n>` replicas; renamed ones become `<name>.shared` (SPECS §9.3, §10)."""
+    result: Dict[str, List[Device]] = {}
+    for resource, physical in devices.items():
+        replicas = sharing.replicas_for(resource)
+        if replicas <= 1:
+            result[resource] = list(physical)
+            continue
+        name = f"{resource}.shared" if sharing.rename_by_default else resource
+        result[name] = [
+            dataclasses.replace(device, id=f"{device.id}{REPLICA_SEPARATOR}{n}", resource=name, replica=n)
+            for device in physical
+            for n in range(replicas)
+        ]
+    return result
+
+
+def _sharing_labels(prefix: str, resource: str, sharing: SharingConfig) -> Dict[str, str]:
+    replicas = sharing.replicas_for(resource)
+    return {
+        f"{prefix}.replicas": str(replicas),
+        f"{prefix}.sharing-strategy": sharing.method if replicas > 1 else "none",
+    }
+
+
+def _product(base: str, resource: str, sharing: SharingConfig) -> str:
+    """`-SHARED` suffix when the resource is replicated and not renamed (SPECS §9.4)."""
+    if sharing.replicas_for(resource) > 1 and not sharing.rename_by_default:
+        return f"{base}-SHARED"
+    return base
+
+
+def _mig_attribute_labels(prefix: str, profile: str, spec: Optional[MigProfileSpec]) -> Dict[str, str]:
+    gi_slices, ci_slices = profile_slices(profile)
+    labels = {f"{prefix}.slices.gi": str(gi_slices), f"{prefix}.slices.ci": str(ci_slices)}
+    if spec is not None:
+        labels.update(
+            {
+                f"{prefix}.memory": str(spec.memory_mib),
+                f"{prefix}.multiprocessors": str(spec.multiprocessors),
+                f"{prefix}.engines.copy": str(spec.copy_engines),
+                f"{prefix}.engines.decoder": str(spec.decoders),
+                f"{prefix}.engines.encoder": str(spec.encoders),
+                f"{prefix}.engines.jpeg": str(spec.jpegs),
+                f"{prefix}.engines.ofa": str(spec.ofas),
+            }
+        )
+    return labels
+
+
+def _common_labels(gpus: Sequence[GpuView], strategy: str, sharing: SharingConfig, driver_version: str) -> Dict[str, str]:
+    first = gpus[0]
+    labels = {
+        "nvidia.com/gpu.family": first.family or "unknown",
+        "nvidia.com/mig.capable": "true" if any(gpu.mig_capable for gpu in gpus) else "false",
+        "nvidia.com/mps.capable": "true" if sharing.method == "mps" else "false",
+    }
+    if first.compute_capability and "." in first.compute_capability:
+        major, minor = first.compute_capability.split(".", 1)
+        labels["nvidia.com/gpu.compute.major"] = major
+        labels["nvidia.com/gpu.compute.minor"] = minor
+    if strategy != "none":
+        labels["nvidia.com/mig.strategy"] = strategy
+    parts = driver_version.split(".") if driver_version else []
+    if len(parts) == 3:
+        labels.update(
+            {
+                "nvidia.com/cuda.driver-version.full": driver_version,
+                "nvidia.com/cuda.driver-version.major": parts[0],
+                "nvidia.com/cuda.driver-version.minor": parts[1],
+                "nvidia.com/cuda.driver-version.revision": parts[2],
+            }
+        )
+    return labels
+
+
+def _full_gpu_labels(gpus: Sequence[GpuView], exposes_full_gpus: bool, sharing: SharingConfig) -> Dict[str, str]:
+    """`nvidia.com/gpu.*` for physical GPUs; replicas 0 when no full GPU is exposed (MIG parents, SPECS §8)."""
+    first = gpus[0]
+    product = sanitize_product(first.name)
+    labels = {
+        "nvidia.com/gpu.count": str(len(gpus)),
+        "nvidia.com/gpu.memory": str(first.memory_mib),
+    }
+    if exposes_full_gpus:
+        labels["nvidia.com/gpu.product"] = _product(product, GPU_RESOURCE, sharing)
+        labels.update(_sharing_labels("nvidia.com/gpu", GPU_RESOURCE, sharing))
+    else:
+        labels["nvidia.com/gpu.product"] = product
+        labels["nvidia.com/gpu.replicas"] = "0"
+        labels["nvidia.com/gpu.sharing-strategy"] = "none"
+    return labels
+
+
+def _gfd_labels(gpus: Sequence[GpuView], strategy: str, sharing: SharingConfig, driver_version: str) -> Dict[str, str]:
+    if not gpus:
+        return {}
+    labels = _common_labels(gpus, strategy, sharing, driver_version)
+    product = sanitize_product(gpus[0].name)
+    enabled = [gpu for gpu in gpus if gpu.mig_enabled]
+
+    if strategy == "none" or not enabled:
+        labels.update(_full_gpu_labels(gpus, True, sharing))
+        return labels
+
+    if strategy == "single":
+        profiles = sorted({mig.profile for gpu in enabled for mig in gpu.mig_devices})
+        if len(enabled) != len(gpus) or len(profiles) != 1:
+            # Mixed MIG modes, several profiles or no MIG device at all (SPECS §8).
+            labels.update(
+                {
+                    "nvidia.com/gpu.product": f"{product}-MIG-INVALID",
+                    "nvidia.com/gpu.count": "0",
+                    "nvidia.com/gpu.replicas": "0",
+                    "nvidia.com/gpu.memory": str(gpus[0].memory_mib),
+                    "nvidia.com/gpu.sharing-strategy": "none",
+                }
+            )
+            return labels
+        profile = profiles[0]
+        owner = next(gpu for gpu in enabled if gpu.mig_devices)
+        spec = _device_profile(owner, owner.mig_devices[0])
+        labels.update(_mig_attribute_labels("nvidia.com/gpu", profile, spec))
+        labels["nvidia.com/gpu.product"] = _product(f"{product}-MIG-{profile}", GPU_RESOURCE, sharing)
+        labels["nvidia.com/gpu.count"] = str(sum(len(gpu.mig_devices) for gpu in enabled))
+        labels.update(_sharing_labels("nvidia.com/gpu", GPU_RESOURCE, sharing))
+        return labels
+
+    # mixed
+    labels.update(_full_gpu_labels(gpus, len(enabled) != len(gpus), sharing))
+    per_profile: Dict[str, List[Tuple[GpuView, MigDeviceView]]] = {}
+    for gpu in enabled:
+        for mig in gpu.mig_devices:
+            if is_full_compute_profile(mig.profile):
+                per_profile.setdefault(mig.profile, []).append((gpu, mig))
+    for profile, members in sorted(per_profile.items()):
+        resource = mig_resource_name(profile)
+        prefix = resource
+        owner, mig = members[0]
+        labels.update(_mig_attribute_labels(prefix, profile, _device_profile(owner, mig)))
+        labels[f"{prefix}.count"] = str(len(members))
+        labels[f"{prefix}.product"] = _product(f"{sanitize_product(owner.name)}-MIG-{profile}", resource, sharing)
+        labels.update(_sharing_labels(prefix, resource, sharing))
+    return labels
+
+
+def compute_node(
+    gpus: Sequence[GpuView],
+    mig_strategy: str,
+    sharing: SharingConfig = NO_SHARING,
+    driver_version: str = "",
+) -> NodeDevices:
+    """Resources, labels and devices of one node for the current GPU state.
+
+    `mig_strategy` is the ClusterPolicy's `spec.mig.strategy`; it is passed to the plugin as an env
+    var and so overrides `flags.migStrategy` of the ConfigMap (SPECS §7.3, §10).
+    """
+    if mig_strategy not in STRATEGIES:
+        raise ValueError(f"unknown MIG strategy {mig_strategy!r}")
+    base, error = _base_devices(gpus, mig_strategy)
+    log: List[str] = list(sharing.warnings)
+    if error is None and sharing.method == "mps":
+        shared_mig = [d for d in base.get(GPU_RESOURCE, []) if d.mig_uuid]
+        if shared_mig and sharing.replicas_for(GPU_RESOURCE) > 1:
+            error = "error creating MPS manager: sharing using MPS is not supported on devices with MIG enabled"
+    labels = _gfd_labels(gpus, mig_strategy, sharing, driver_version)
+    if error is not None:
+        log.append(error)
+        return NodeDevices(resources={}, labels=labels, devices={}, plugin_error=error, sharing=sharing, log=log)
+    devices = _replicate({name: found for name, found in base.items() if found}, sharing)
+    for shared in sharing.resources:
+        if shared.name not in base:
+            log.append(f"resource {shared.name} listed in the sharing config is not present on this node; skipping")
+    resources = {name: len(found) for name, found in sorted(devices.items())}
+    return NodeDevices(resources=resources, labels=labels, devices=devices, sharing=sharing, log=log)
+
+
+def compute_node_from_config(
+    gpus: Sequence[GpuView],
+    mig_strategy: str,
+    config_text: Optional[str],
+    driver_version: str = "",
+) -> NodeDevices:
+    """`compute_node` after parsing `config_text`; an invalid config makes the plugin (and GFD) fail."""
+    try:
+        sharing = parse_plugin_config(config_text) if config_text is not None else NO_SHARING
+    except PluginConfigError as exc:
+        message = f"unable to load config: {exc}"
+        return NodeDevices(resources={}, labels={}, devices={}, plugin_error=message, gfd_error=message, log=[message])
+    return compute_node(gpus, mig_strategy, sharing, driver_version)
+
+
+# --------------------------------------------------------------------------------------------
+# Labels owned by GFD (so that stale ones can be removed when the node changes)
+
+_OPERATOR_GPU_LABELS = ("nvidia.com/gpu.present", "nvidia.com/gpu.deploy.")
+
+
+def is_gfd_label(key: str) -> bool:
+    """True for node labels that GFD writes and therefore rewrites/removes on every pass."""
+    if key.startswith(_OPERATOR_GPU_LABELS):
+        return False
+    if key.startswith(("nvidia.com/gpu.", "nvidia.com/cuda.", "nvidia.com/mig-")):
+        return True
+    return key in ("nvidia.com/mig.capable", "nvidia.com/mps.capable", "nvidia.com/mig.strategy", "nvidia.com/gfd.timestamp")
+
+
+# --------------------------------------------------------------------------------------------
+# `nvidia-smi -L` inside a container (SPECS §4.7)
+
+
+def render_smi_list(devices: Iterable[Device]) -> str:
+    """What `nvidia-smi -L` prints in a container that was allocated `devices`.
+
+    The container sees only its devices, renumbered from 0 in allocation order; the replicas of one
+    device are the same device; a MIG device shows under its parent GPU line.
+    """
+    parents: List[Tuple[str, str]] = []
+    migs: Dict[str, List[Tuple[str, str]]] = {}
+    seen: set = set()
+    for device in devices:
+        if device.physical_id in seen:
+            continue
+        seen.add(device.physical_id)
+        if (device.gpu_uuid, device.gpu_name) not in parents:
+            parents.append((device.gpu_uuid, device.gpu_name))
+        if device.mig_uuid:
+            migs.setdefault(device.gpu_uuid, []).append((device.mig_profile or "", device.mig_uuid))
+    lines: List[str] = []
+    for index, (uuid, name) in enumerate(parents):
+        lines.append(f"GPU {index}: {name} (UUID: {uuid})")
+        for mig_index, (profile, mig_uuid) in enumerate(migs.get(uuid, [])):
+            lines.append(f"  {'MIG ' + profile:<16}Device {mig_index:>2}: (UUID: {mig_uuid})")
+    return "".join(line + "\n" for line in lines)
+
+
+# --------------------------------------------------------------------------------------------
+# From the simulator's state (reads the model fixtures through gpulab.models, cached)
+
+
+def profile_specs(model_key: str) -> Dict[str, MigProfileSpec]:
+    """MIG profile attributes of a lab model, from its `-lgip` fixture."""
+    from gpulab.models import load_model  # pylint: disable=import-outside-toplevel
+
+    spec = load_model(model_key)
+    return {
+        profile.name: MigProfileSpec(
+            name=profile.name,
+            memory_mib=gib_to_mib(float(profile.memory_gib)),
+            multiprocessors=profile.sm,
+            copy_engines=profile.ce,
+            decoders=profile.dec,
+            encoders=profile.enc,
+            jpegs=profile.jpeg,
+            ofas=profile.ofa,
+        )
+        for profile in spec.profiles
+    }
+
+
+def gpu_views(state: Any) -> List[GpuView]:
+    """GpuViews of a `gpulab.gpustate.HostState`: what NVML reports right now on that host."""
+    from gpulab.models import load_model  # pylint: disable=import-outside-toplevel
+
+    views: List[GpuView] = []
+    for gpu in state.gpus:
+        model = load_model(gpu.model)
+        migs: Tuple[MigDeviceView, ...] = ()
+        if gpu.mig_current:
+            migs = tuple(
+                MigDeviceView(profile=ci.profile, gi_profile=gi.profile, gi_id=gi.gi_id, ci_id=ci.ci_id, uuid=ci.uuid)
+                for gi, ci in gpu.mig_devices()
+            )
+        views.append(
+            GpuView(
+                index=gpu.index,
+                name=gpu.name,
+                uuid=gpu.uuid,
+                memory_mib=gpu.memory_total_mib,
+                family=(gpu.architecture or model.architecture).lower(),
+                compute_capability=gpu.compute_cap or model.compute_cap,
+                mig_capable=gpu.mig_current is not None,
+                mig_enabled=bool(gpu.mig_current),
+                mig_devices=migs,
+                mig_profiles=profile_specs(gpu.model) if model.mig_capable else {},
+            )
+        )
+    return views
