@@ -1,0 +1,665 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Device-plugin sharing configs (time-slicing, MPS) and what a node must advertise.
+
+Pure logic, no I/O. The single source of truth for "what this node must advertise" is
+:func:`expected_node`; ``gpu_sharing`` (plan, check-mode diff, wait), ``gpu_verify`` (comparison)
+and the report all call it.
+
+Facts followed (SPECS = shared/reference/SPECS.md):
+- config file format ``version: v1``, ``sharing.timeSlicing`` / ``sharing.mps`` (SPECS 9.2);
+- capacity = devices x replicas, ``renameByDefault`` -> ``<name>.shared`` and ``<name>`` 0 (SPECS 9.3);
+- ``-SHARED`` product suffix unless renamed (SPECS 9.4);
+- time-slicing of ``nvidia.com/mig-*`` only with the mixed MIG strategy, MPS never on MIG (SPECS 9.2, 10);
+- GFD labels per strategy (SPECS 8).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
+
+GPU_RESOURCE = "nvidia.com/gpu"
+RESOURCE_PREFIX = "nvidia.com/"
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+CONFIG_LABEL = "nvidia.com/device-plugin.config"
+STRATEGIES = ("none", "time-slicing", "mps")
+MIG_STRATEGIES = ("none", "single", "mixed")
+
+# Kubernetes label value (the config name is used as the node label value) and ConfigMap key rules.
+_LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_MIG_RESOURCE_RE = re.compile(r"^nvidia\.com/mig-[0-9]+g\.[0-9]+gb([-.][a-z.]+)?$")
+_PRODUCT_UNSAFE_RE = re.compile(r"[^A-Za-z0-9\-_. ]")
+
+
+class SharingError(ValueError):
+    """Invalid sharing input; ``problems`` lists every problem found (one sentence each)."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+# --------------------------------------------------------------------------------------------
+# Configs
+
+
+@dataclass(frozen=True)
+class SharedResource:
+    name: str
+    replicas: int
+
+
+@dataclass(frozen=True)
+class SharingConfig:
+    """One named device-plugin config (one key of the ConfigMap)."""
+
+    name: str
+    strategy: str  # none | time-slicing | mps
+    resources: Tuple[SharedResource, ...] = ()
+    rename_by_default: bool = False
+    fail_requests_greater_than_one: bool = False
+    mig_strategy: Optional[str] = None  # rendered as flags.migStrategy when set
+    nodes: Tuple[str, ...] = ()
+    node_selector: Tuple[Tuple[str, str], ...] = ()
+
+    def replicas_for(self, resource: str) -> int:
+        """Configured replicas of ``resource`` (1 = not shared)."""
+        if self.strategy == "none":
+            return 1
+        for item in self.resources:
+            if item.name == resource:
+                return item.replicas
+        return 1
+
+    def advertised_name(self, resource: str) -> str:
+        if self.rename_by_default and self.replicas_for(resource) > 1:
+            return resource + ".shared"
+        return resource
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {
+            "name": self.name,
+            "strategy": self.strategy,
+            "resources": [{"name": r.name, "replicas": r.replicas} for r in self.resources],
+            "rename_by_default": self.rename_by_default,
+            "fail_requests_greater_than_one": self.fail_requests_greater_than_one,
+            "mig_strategy": self.mig_strategy,
+            "nodes": list(self.nodes),
+            "node_selector": dict(self.node_selector),
+        }
+
+
+def normalize_resource_name(name: str) -> str:
+    """The device plugin adds ``nvidia.com/`` when it is missing (SPECS 9.2)."""
+    name = name.strip()
+    if "/" not in name:
+        return RESOURCE_PREFIX + name
+    return name
+
+
+def parse_selector(selector: Any, where: str) -> Tuple[Tuple[str, str], ...]:
+    """A node selector as a mapping or ``"k=v,k2=v2"``; equality only."""
+    if selector in (None, "", {}):
+        return ()
+    pairs: List[Tuple[str, str]] = []
+    if isinstance(selector, Mapping):
+        for key, value in selector.items():
+            pairs.append((str(key), "" if value is None else str(value)))
+    elif isinstance(selector, str):
+        for part in selector.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if "!=" in part or "=" not in part:
+                raise SharingError(["%s: node_selector term %r must be key=value" % (where, part)])
+            key, _, value = part.partition("=")
+            pairs.append((key.strip().rstrip("="), value.strip()))
+    else:
+        raise SharingError(["%s: node_selector must be a mapping or a 'key=value,...' string" % where])
+    return tuple(sorted(pairs))
+
+
+def _bool(raw: Mapping[str, Any], key: str, default: bool, where: str, problems: List[str]) -> bool:
+    value = raw.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    problems.append("%s: %s must be true or false, got %r" % (where, key, value))
+    return default
+
+
+def parse_config(raw: Mapping[str, Any]) -> SharingConfig:
+    """Validate one user config; raises SharingError naming the config and the field."""
+    problems: List[str] = []
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise SharingError(["a sharing config has no name"])
+    where = "sharing config %r" % name
+    if len(name) > 63 or not _LABEL_VALUE_RE.match(name):
+        problems.append(
+            "%s: name must be a valid label value (<= 63 chars of letters, digits, '-', '_', '.', "
+            "starting and ending with a letter or digit) because nodes select it with the label %s"
+            % (where, CONFIG_LABEL)
+        )
+    strategy = raw.get("strategy", "time-slicing")
+    if strategy not in STRATEGIES:
+        problems.append("%s: strategy must be one of %s, got %r" % (where, ", ".join(STRATEGIES), strategy))
+    version = raw.get("version", "v1")
+    if version != "v1":
+        problems.append("%s: version must be v1 (the only device-plugin config version), got %r" % (where, version))
+    mig_strategy = raw.get("mig_strategy")
+    if mig_strategy is not None and mig_strategy not in MIG_STRATEGIES:
+        problems.append("%s: mig_strategy must be one of %s, got %r" % (where, ", ".join(MIG_STRATEGIES), mig_strategy))
+
+    resources: List[SharedResource] = []
+    seen = set()
+    raw_resources = raw.get("resources") or []
+    if strategy in ("time-slicing", "mps") and not raw_resources:
+        problems.append("%s: resources is required and must not be empty for strategy %s" % (where, strategy))
+    if strategy == "none" and raw_resources:
+        problems.append("%s: strategy none shares nothing; remove resources or choose time-slicing or mps" % where)
+    for index, item in enumerate(raw_resources):
+        item_where = "%s resources[%d]" % (where, index)
+        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str) or not item.get("name"):
+            problems.append("%s: needs a name (nvidia.com/gpu or nvidia.com/mig-<profile>)" % item_where)
+            continue
+        rname = normalize_resource_name(item["name"])
+        item_where = "%s resources[%d] (%s)" % (where, index, rname)
+        if rname != GPU_RESOURCE and not _MIG_RESOURCE_RE.match(rname):
+            problems.append(
+                "%s: resource name must be nvidia.com/gpu or nvidia.com/mig-<profile> (e.g. nvidia.com/mig-1g.10gb)"
+                % item_where
+            )
+        if strategy == "mps" and rname != GPU_RESOURCE:
+            problems.append("%s: MPS shares only nvidia.com/gpu on full GPUs (MPS is not supported with MIG)" % item_where)
+        if rname in seen:
+            problems.append("%s: listed twice" % item_where)
+        seen.add(rname)
+        replicas = item.get("replicas")
+        if isinstance(replicas, bool) or not isinstance(replicas, int):
+            problems.append("%s: replicas must be an integer >= 2, got %r" % (item_where, replicas))
+            continue
+        if replicas == 1:
+            problems.append(
+                "%s: replicas 1 means sharing off for this resource; remove it from the config "
+                "(or use strategy none) instead" % item_where
+            )
+        elif replicas < 2:
+            problems.append("%s: replicas must be >= 2, got %d" % (item_where, replicas))
+        resources.append(SharedResource(rname, replicas))
+
+    rename = _bool(raw, "rename_by_default", False, where, problems)
+    fail_gt1_default = strategy == "mps"
+    fail_gt1 = _bool(raw, "fail_requests_greater_than_one", fail_gt1_default, where, problems)
+    if strategy == "mps" and not fail_gt1:
+        problems.append("%s: fail_requests_greater_than_one cannot be false with MPS (the plugin always enforces it)" % where)
+
+    nodes_raw = raw.get("nodes") or []
+    if isinstance(nodes_raw, str) or not isinstance(nodes_raw, Sequence):
+        problems.append("%s: nodes must be a list of node names" % where)
+        nodes_raw = []
+    nodes = tuple(sorted({str(n) for n in nodes_raw}))
+    try:
+        selector = parse_selector(raw.get("node_selector"), where)
+    except SharingError as exc:
+        problems.extend(exc.problems)
+        selector = ()
+    if problems:
+        raise SharingError(problems)
+    return SharingConfig(
+        name=name,
+        strategy=strategy,
+        resources=tuple(resources),
+        rename_by_default=rename,
+        fail_requests_greater_than_one=fail_gt1,
+        mig_strategy=mig_strategy,
+        nodes=nodes,
+        node_selector=selector,
+    )
+
+
+def parse_configs(raw_configs: Sequence[Mapping[str, Any]], default: Optional[str] = None) -> Dict[str, SharingConfig]:
+    """Validate every config (all problems at once); names unique; default must exist."""
+    problems: List[str] = []
+    configs: Dict[str, SharingConfig] = {}
+    for raw in raw_configs:
+        try:
+            cfg = parse_config(raw)
+        except SharingError as exc:
+            problems.extend(exc.problems)
+            continue
+        if cfg.name in configs:
+            problems.append("sharing config %r: defined twice" % cfg.name)
+        configs[cfg.name] = cfg
+    if default and default not in configs and not problems:
+        problems.append(
+            "default config %r is not one of the configs (%s)" % (default, ", ".join(sorted(configs)) or "none defined")
+        )
+    if problems:
+        raise SharingError(problems)
+    return configs
+
+
+# --------------------------------------------------------------------------------------------
+# Rendering (device-plugin config file v1, SPECS 9.2). Deterministic: same input, same bytes.
+
+
+def render_config(cfg: SharingConfig) -> str:
+    lines = ["version: v1"]
+    if cfg.mig_strategy:
+        lines += ["flags:", "  migStrategy: %s" % cfg.mig_strategy]
+    if cfg.strategy != "none":
+        lines += ["sharing:", "  %s:" % ("timeSlicing" if cfg.strategy == "time-slicing" else "mps")]
+        lines.append("    renameByDefault: %s" % ("true" if cfg.rename_by_default else "false"))
+        if cfg.strategy == "time-slicing":
+            lines.append("    failRequestsGreaterThanOne: %s" % ("true" if cfg.fail_requests_greater_than_one else "false"))
+        lines.append("    resources:")
+        for item in cfg.resources:
+            lines += ["    - name: %s" % item.name, "      replicas: %d" % item.replicas]
+    return "\n".join(lines) + "\n"
+
+
+def render_configmap_data(configs: Mapping[str, SharingConfig]) -> Dict[str, str]:
+    return {name: render_config(configs[name]) for name in sorted(configs)}
+
+
+# --------------------------------------------------------------------------------------------
+# Node assignment
+
+
+def selector_matches(selector: Sequence[Tuple[str, str]], labels: Mapping[str, str]) -> bool:
+    return bool(selector) and all(labels.get(key) == value for key, value in selector)
+
+
+def assign_nodes(configs: Mapping[str, SharingConfig], node_labels: Mapping[str, Mapping[str, str]]) -> Dict[str, str]:
+    """Node name -> config name, from each config's node list and selector.
+
+    Errors: a listed node that does not exist, a node claimed by two configs.
+    """
+    problems: List[str] = []
+    assigned: Dict[str, str] = {}
+    for name in sorted(configs):
+        cfg = configs[name]
+        chosen = set()
+        for node in cfg.nodes:
+            if node not in node_labels:
+                problems.append("sharing config %r: node %r does not exist in the cluster" % (name, node))
+            else:
+                chosen.add(node)
+        if cfg.node_selector:
+            chosen.update(n for n, labels in node_labels.items() if selector_matches(cfg.node_selector, labels))
+        for node in sorted(chosen):
+            if node in assigned and assigned[node] != name:
+                problems.append("node %r is selected by two sharing configs: %r and %r" % (node, assigned[node], name))
+            assigned[node] = name
+    if problems:
+        raise SharingError(problems)
+    return assigned
+
+
+def effective_config_name(node_labels: Mapping[str, str], existing_keys: Sequence[str], default: Optional[str]) -> Optional[str]:
+    """The config the device plugin applies on a node (SPECS 9.5): label if it names a key, else default."""
+    label = node_labels.get(CONFIG_LABEL)
+    if label and label in existing_keys:
+        return label
+    if label:
+        return None  # unknown key: the plugin skips reconfiguration
+    return default or None
+
+
+# --------------------------------------------------------------------------------------------
+# What GPUs a node has
+
+
+def sanitize_product(name: str) -> str:
+    """GFD product label value: drop characters outside [A-Za-z0-9-_. ], spaces become '-' (SPECS 8)."""
+    return _PRODUCT_UNSAFE_RE.sub("", name).strip().replace(" ", "-")
+
+
+def mig_resource_name(profile: str) -> str:
+    """Mixed-strategy resource of a GI profile: ``+`` becomes ``.`` (SPECS 9.1)."""
+    return MIG_RESOURCE_PREFIX + profile.replace("+", ".")
+
+
+def profile_of_mig_resource(resource: str) -> str:
+    return resource[len(MIG_RESOURCE_PREFIX):]
+
+
+@dataclass(frozen=True)
+class NodeGpus:
+    """The GPUs of one node as the device plugin sees them (physical, before sharing).
+
+    ``mig_devices`` maps the mixed-strategy resource name to the number of MIG devices.
+    ``known_mig_resources`` is every mixed resource the node's GPU models can have (for validating
+    config resource names); ``None`` when the models are unknown.
+    """
+
+    full_gpus: int = 0
+    mig_gpus: int = 0
+    mig_devices: Tuple[Tuple[str, int], ...] = ()
+    product: Optional[str] = None
+    models: Tuple[str, ...] = ()
+    known_mig_resources: Optional[FrozenSet[str]] = None
+    source: str = "plan"
+
+    @property
+    def mig_enabled(self) -> bool:
+        return self.mig_gpus > 0 or bool(self.mig_devices)
+
+    def mig_dict(self) -> Dict[str, int]:
+        return dict(self.mig_devices)
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {
+            "full_gpus": self.full_gpus,
+            "mig_gpus": self.mig_gpus,
+            "mig_devices": self.mig_dict(),
+            "product": self.product,
+            "models": list(self.models),
+            "source": self.source,
+        }
+
+
+def _model_mig_resources(model: Any) -> FrozenSet[str]:
+    """Every mixed-strategy resource a catalog model can have (its GI profiles with C == G)."""
+    names = set()
+    for profile in getattr(model, "profiles", ()) or ():
+        pname = getattr(profile, "name", profile)
+        if isinstance(pname, str):
+            names.add(mig_resource_name(pname))
+    return frozenset(names)
+
+
+def node_gpus_from_plan(gpus: Sequence[Mapping[str, Any]], where: str = "node") -> NodeGpus:
+    """Build NodeGpus from planned GPUs: ``[{model, count=1, mig: {profile: n} | None, product}]``.
+
+    MIG devices come from the planner (``plan_layout(...).resources("mixed")``), so the layout is
+    validated against the model's geometry here too.
+    """
+    # Imported here so that the config/render half of this file works without the planner.
+    from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import (  # noqa: E501
+        CatalogError,
+        resolve_model,
+    )
+    from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import LayoutError, plan_layout
+
+    problems: List[str] = []
+    full = 0
+    mig_gpus = 0
+    mig: Dict[str, int] = {}
+    products = set()
+    models: List[str] = []
+    known: set = set()
+    for index, gpu in enumerate(gpus):
+        gwhere = "%s gpus[%d]" % (where, index)
+        count = gpu.get("count", 1)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            problems.append("%s: count must be an integer >= 1, got %r" % (gwhere, count))
+            continue
+        model_name = gpu.get("model")
+        model = None
+        if model_name:
+            try:
+                model = resolve_model(str(model_name))
+            except CatalogError as exc:
+                problems.append("%s: unknown GPU model %r (%s)" % (gwhere, model_name, exc))
+                continue
+            key = getattr(model, "key", None) or str(model_name)
+            if key not in models:
+                models.append(key)
+            known.update(_model_mig_resources(model))
+        if gpu.get("product"):
+            products.add(sanitize_product(str(gpu["product"])))
+        layout = gpu.get("mig")
+        if not layout:
+            full += count
+            continue
+        if model is None:
+            problems.append("%s: a MIG layout needs the GPU model" % gwhere)
+            continue
+        try:
+            resources = plan_layout(model, dict(layout)).resources("mixed")
+        except LayoutError as exc:
+            detail = "; ".join(getattr(exc, "problems", None) or [str(exc)])
+            problems.append("%s: MIG layout %s is invalid for %s: %s" % (gwhere, dict(layout), model_name, detail))
+            continue
+        mig_gpus += count
+        for rname, n in resources.items():
+            mig[rname] = mig.get(rname, 0) + n * count
+    if len(products) > 1:
+        problems.append("%s: GPUs of different products on one node (%s) are not supported" % (where, ", ".join(sorted(products))))
+    if problems:
+        raise SharingError(problems)
+    return NodeGpus(
+        full_gpus=full,
+        mig_gpus=mig_gpus,
+        mig_devices=tuple(sorted(mig.items())),
+        product=products.pop() if products else None,
+        models=tuple(models),
+        known_mig_resources=frozenset(known) if known else None,
+        source="plan",
+    )
+
+
+def _int_label(labels: Mapping[str, str], key: str) -> Optional[int]:
+    try:
+        return int(labels[key])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def node_gpus_from_labels(labels: Mapping[str, str], mig_strategy: str, where: str = "node") -> NodeGpus:
+    """Physical GPUs read back from GFD labels, for nodes without a GPU plan.
+
+    Works for MIG-disabled nodes, and for MIG nodes whose layout the labels fully determine
+    (single strategy; mixed with every GPU MIG-enabled, shown by ``nvidia.com/gpu.replicas=0``).
+    Anything else needs a plan, and the error says so.
+    """
+    count = _int_label(labels, "nvidia.com/gpu.count")
+    if count is None:
+        raise SharingError(["%s: no GPU plan given and no nvidia.com/gpu.count label (is GPU feature discovery running?)" % where])
+    product = labels.get("nvidia.com/gpu.product") or None
+    mig = {}
+    for key, value in labels.items():
+        if key.startswith(MIG_RESOURCE_PREFIX) and key.endswith(".count"):
+            n = _int_label(labels, key)
+            if n:
+                mig[key[: -len(".count")]] = n
+    single_mig = product is not None and "-MIG-" in product
+    if product:
+        product = re.sub(r"(-MIG-.*)?(-SHARED)?$", "", product, count=1)
+    if single_mig:
+        profile = (labels.get("nvidia.com/gpu.product") or "").split("-MIG-", 1)[1]
+        profile = re.sub(r"-SHARED$", "", profile)
+        return NodeGpus(
+            mig_gpus=0,
+            mig_devices=((mig_resource_name(profile), count),),
+            product=product,
+            source="labels",
+        )
+    if mig:
+        if labels.get("nvidia.com/gpu.replicas") == "0":
+            return NodeGpus(
+                full_gpus=0,
+                mig_gpus=count,
+                mig_devices=tuple(sorted(mig.items())),
+                product=product,
+                source="labels",
+            )
+        raise SharingError(
+            [
+                "%s: has MIG devices (%s) next to full GPUs; give its GPU plan (nodes[].gpus) so the expected "
+                "capacity can be computed" % (where, ", ".join(sorted(mig)))
+            ]
+        )
+    if labels.get("nvidia.com/mig.config") not in (None, "", "all-disabled") and mig_strategy == "none":
+        raise SharingError(
+            ["%s: MIG config %r is set but the MIG strategy is none; give its GPU plan" % (where, labels.get("nvidia.com/mig.config"))]
+        )
+    return NodeGpus(full_gpus=count, product=product, source="labels")
+
+
+# --------------------------------------------------------------------------------------------
+# Validation of a config against a node, and the expectation
+
+
+def config_problems(cfg: Optional[SharingConfig], gpus: NodeGpus, mig_strategy: str, node: str) -> List[str]:
+    """Why ``cfg`` cannot work on ``node`` (empty list = fine)."""
+    problems: List[str] = []
+    where = "node %r" % node
+    if mig_strategy not in MIG_STRATEGIES:
+        return ["%s: MIG strategy must be one of %s, got %r" % (where, ", ".join(MIG_STRATEGIES), mig_strategy)]
+    if gpus.mig_enabled and mig_strategy == "none":
+        problems.append(
+            "%s: has MIG-enabled GPUs but the ClusterPolicy MIG strategy is none, so its MIG devices are not "
+            "advertised; use single or mixed" % where
+        )
+    if mig_strategy == "single" and gpus.mig_enabled:
+        if gpus.full_gpus:
+            problems.append("%s: MIG strategy single needs every GPU MIG-enabled (%d GPUs have MIG off)" % (where, gpus.full_gpus))
+        if len(gpus.mig_devices) > 1:
+            problems.append(
+                "%s: MIG strategy single needs one MIG profile on the node, the plan has %s"
+                % (where, ", ".join(profile_of_mig_resource(r) for r, _ in gpus.mig_devices))
+            )
+    if cfg is None:
+        return problems
+    cwhere = "sharing config %r on node %r" % (cfg.name, node)
+    if cfg.strategy == "mps" and gpus.mig_enabled:
+        problems.append("%s: MPS is not supported on MIG-enabled GPUs; use time-slicing or disable MIG" % cwhere)
+    if cfg.mig_strategy and cfg.mig_strategy != mig_strategy:
+        problems.append(
+            "%s: flags.migStrategy %s differs from the ClusterPolicy MIG strategy %s, which takes precedence; "
+            "set them equal or drop mig_strategy from the config" % (cwhere, cfg.mig_strategy, mig_strategy)
+        )
+    for item in cfg.resources:
+        if not item.name.startswith(MIG_RESOURCE_PREFIX):
+            continue
+        if mig_strategy != "mixed":
+            problems.append(
+                "%s: %s can only be time-sliced with the mixed MIG strategy (with %s MIG devices are "
+                "nvidia.com/gpu)" % (cwhere, item.name, mig_strategy)
+            )
+        elif gpus.known_mig_resources is not None and item.name not in gpus.known_mig_resources:
+            problems.append(
+                "%s: %s is not a MIG profile of %s (valid: %s)"
+                % (cwhere, item.name, "/".join(gpus.models) or "its GPUs", ", ".join(sorted(gpus.known_mig_resources)))
+            )
+    return problems
+
+
+@dataclass(frozen=True)
+class ExpectedNode:
+    """What one node must advertise: capacity (= allocatable) and GFD labels.
+
+    ``product_suffixes`` holds label -> required suffix for product labels whose base name is not
+    known from the plan (the comparison then checks the suffix only).
+    """
+
+    node: str
+    config: Optional[str]
+    sharing: str
+    mig_strategy: str
+    resources: Dict[str, int] = field(default_factory=dict)
+    labels: Dict[str, str] = field(default_factory=dict)
+    product_suffixes: Dict[str, str] = field(default_factory=dict)
+    gpus: Optional[NodeGpus] = None
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {
+            "node": self.node,
+            "config": self.config,
+            "sharing": self.sharing,
+            "mig_strategy": self.mig_strategy,
+            "resources": dict(sorted(self.resources.items())),
+            "labels": dict(sorted(self.labels.items())),
+            "product_suffixes": dict(sorted(self.product_suffixes.items())),
+            "gpus": self.gpus.as_dict() if self.gpus else None,
+        }
+
+
+def _describe(resource: str, physical: int, cfg: Optional[SharingConfig], product_base: Optional[str], product_tail: str,
+              resources: Dict[str, int], labels: Dict[str, str], suffixes: Dict[str, str]) -> None:
+    """Capacity and GFD labels of one resource type (SPECS 8, 9.3, 9.4)."""
+    replicas = cfg.replicas_for(resource) if cfg else 1
+    shared = replicas > 1
+    if shared and cfg is not None and cfg.rename_by_default:
+        resources[resource] = 0
+        resources[resource + ".shared"] = physical * replicas
+    else:
+        resources[resource] = physical * replicas
+    labels[resource + ".count"] = str(physical)
+    labels[resource + ".replicas"] = str(replicas)
+    labels[resource + ".sharing-strategy"] = cfg.strategy if (shared and cfg is not None) else "none"
+    suffix = product_tail + ("-SHARED" if shared and cfg is not None and not cfg.rename_by_default else "")
+    if product_base:
+        labels[resource + ".product"] = product_base + suffix
+    else:
+        suffixes[resource + ".product"] = suffix
+
+
+def expected_node(node: str, gpus: NodeGpus, mig_strategy: str, cfg: Optional[SharingConfig],
+                  labelled: bool = False) -> ExpectedNode:
+    """What ``node`` must advertise with ``gpus``, the ClusterPolicy ``mig_strategy`` and config ``cfg``.
+
+    ``labelled``: the node selects ``cfg`` by the label nvidia.com/device-plugin.config (rather
+    than through the ClusterPolicy default), so that label is expected too.
+
+    Raises SharingError when the combination cannot work (MPS on MIG, mig-* without mixed, ...).
+    """
+    problems = config_problems(cfg, gpus, mig_strategy, node)
+    if problems:
+        raise SharingError(problems)
+    resources: Dict[str, int] = {}
+    labels: Dict[str, str] = {}
+    suffixes: Dict[str, str] = {}
+    base = gpus.product
+    if mig_strategy == "single" and gpus.mig_enabled:
+        (mig_resource, devices), = gpus.mig_devices
+        _describe(GPU_RESOURCE, devices, cfg, base, "-MIG-" + profile_of_mig_resource(mig_resource), resources, labels, suffixes)
+    else:
+        _describe(GPU_RESOURCE, gpus.full_gpus, cfg, base, "", resources, labels, suffixes)
+        if mig_strategy == "mixed" and gpus.mig_enabled:
+            # GFD counts every physical GPU; a node whose GPUs are all MIG-enabled shows gpu.replicas=0.
+            labels["nvidia.com/gpu.count"] = str(gpus.full_gpus + gpus.mig_gpus)
+            if gpus.full_gpus == 0:
+                # No full GPU is exposed: GFD describes the MIG parents unshared (SPECS 8 mixed example).
+                labels["nvidia.com/gpu.replicas"] = "0"
+                labels["nvidia.com/gpu.sharing-strategy"] = "none"
+                if base:
+                    labels["nvidia.com/gpu.product"] = base
+                else:
+                    suffixes["nvidia.com/gpu.product"] = ""
+            for mig_resource, devices in gpus.mig_devices:
+                _describe(mig_resource, devices, cfg, base, "-MIG-" + profile_of_mig_resource(mig_resource), resources, labels, suffixes)
+    if mig_strategy != "none":
+        labels["nvidia.com/mig.strategy"] = mig_strategy
+    if labelled and cfg is not None:
+        labels[CONFIG_LABEL] = cfg.name
+    labels["nvidia.com/mps.capable"] = "true" if cfg is not None and cfg.strategy == "mps" else "false"
+    sharing = "none"
+    if cfg is not None and any(item.replicas > 1 for item in cfg.resources):
+        live = [r for r in cfg.resources if resources.get(cfg.advertised_name(r.name), 0) > 0]
+        sharing = cfg.strategy if live else "none"
+    return ExpectedNode(
+        node=node,
+        config=cfg.name if cfg else None,
+        sharing=sharing,
+        mig_strategy=mig_strategy,
+        resources=resources,
+        labels=labels,
+        product_suffixes=suffixes,
+        gpus=gpus,
+    )
+
+
+def product_matches(actual: Optional[str], suffix: str) -> bool:
+    """A product label whose base is unknown: strip the known tails and re-add the expected one."""
+    if actual is None:
+        return False
+    base = re.sub(r"(-MIG-.*)?(-SHARED)?$", "", actual, count=1)
+    return base + suffix == actual
