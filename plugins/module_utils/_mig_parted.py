@@ -16,7 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import MODELS, GpuModel
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import MODELS, CatalogError, GpuModel, resolve_model
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import LayoutError, plan_layout
 
 CONFIG_VERSION = "v1"
 ITEM_FIELDS = ("device-filter", "devices", "mig-enabled", "mig-devices")
@@ -355,7 +356,12 @@ def current_layout(gpu: Mapping[str, Any]) -> Dict[str, Any]:
         "mig_enabled": bool(mig.get("current")),
         "mig_pending": bool(mig.get("pending")),
         "mig_devices": dict(sorted(devices.items())),
+        "mig_profiles": _profiles_list(devices),
     }
+
+
+def _profiles_list(devices: Mapping[str, int]) -> List[str]:
+    return sorted(profile for profile, count in devices.items() for _unused in range(count))
 
 
 def instance_profile(instance: Mapping[str, Any]) -> str:
@@ -385,6 +391,7 @@ def desired_layout(current: Mapping[str, Any], desired: Optional[DesiredGpu]) ->
     after["mig_enabled"] = desired.mig_enabled
     after["mig_pending"] = desired.mig_enabled
     after["mig_devices"] = dict(sorted(desired.mig_devices.items())) if desired.mig_enabled else {}
+    after["mig_profiles"] = _profiles_list(after["mig_devices"])
     return after
 
 
@@ -399,6 +406,109 @@ def busy_problems(gpus: Sequence[Mapping[str, Any]], indexes: Iterable[int]) -> 
         if pids:
             lines.append("GPU %s (%s) has compute processes running: PIDs %s" % (gpu["index"], gpu.get("uuid"), ", ".join(str(p) for p in pids)))
     return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole-host plan: validate everything first, then say what changes on which GPU
+
+
+@dataclass(frozen=True)
+class GpuChange:
+    """One GPU the selected config addresses: its before/after state and what must happen."""
+
+    index: int
+    uuid: Optional[str]
+    model: Optional[str]
+    before: Dict[str, Any]
+    after: Dict[str, Any]
+    mode_change: bool
+    layout_change: bool
+    creation_order: Tuple[str, ...] = ()
+    had_instances: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return self.mode_change or self.layout_change
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    config_name: str
+    gpus: Tuple[GpuChange, ...]
+    before: Tuple[Dict[str, Any], ...]
+    after: Tuple[Dict[str, Any], ...]
+
+    @property
+    def changes(self) -> Tuple[GpuChange, ...]:
+        return tuple(gpu for gpu in self.gpus if gpu.changed)
+
+
+def plan_host(config: MigPartedConfig, selected: Optional[str], gpus: Sequence[Mapping[str, Any]]) -> HostPlan:
+    """Validate the selected config for every GPU of the host and compute the changes.
+
+    Every layout is checked against the catalog and the planner for the GPU's own model before
+    anything is planned; all problems are reported together (GPU index, product, model, profile and
+    the planner's reason, which names the valid profiles).
+    """
+    name, items = select_config(config, selected)
+    desired = desired_state(items, gpus, name)
+    problems = []  # type: List[str]
+    changes = []  # type: List[GpuChange]
+    before_all = []  # type: List[Dict[str, Any]]
+    after_all = []  # type: List[Dict[str, Any]]
+    for gpu in sorted(gpus, key=lambda g: int(g["index"])):
+        index = int(gpu["index"])
+        before = current_layout(gpu)
+        wanted = desired.get(index)
+        after = desired_layout(before, wanted)
+        before_all.append(before)
+        after_all.append(after)
+        if wanted is None:
+            continue
+        model = None  # type: Optional[GpuModel]
+        order = ()  # type: Tuple[str, ...]
+        where = "GPU %d (%s)" % (index, gpu.get("name") or "unknown product")
+        try:
+            model = resolve_model(str(gpu.get("name") or ""), gpu.get("pci_device_id"))
+        except CatalogError as exc:
+            if wanted.mig_enabled:
+                problems.append("%s: %s" % (where, exc))
+                continue
+        if wanted.mig_enabled and model is not None:
+            where = "GPU %d (%s, model %s)" % (index, gpu.get("name") or "unknown product", model.key)
+            try:
+                order = plan_layout(model, wanted.mig_devices).creation_order
+            except LayoutError as exc:
+                problems.extend("%s, config %s: %s" % (where, name, problem) for problem in exc.problems)
+                continue
+        change = needs_change(before, wanted)
+        changes.append(GpuChange(
+            index=index, uuid=gpu.get("uuid"), model=model.key if model else None, before=before, after=after,
+            mode_change=change["mode"], layout_change=change["layout"], creation_order=order,
+            had_instances=bool(before["mig_devices"]),
+        ))
+    if problems:
+        raise MigPartedError(problems)
+    return HostPlan(config_name=name, gpus=tuple(changes), before=tuple(before_all), after=tuple(after_all))
+
+
+def clear_commands(change: GpuChange) -> List[List[str]]:
+    """nvidia-smi argv (without the binary) destroying a GPU's CIs, then its GIs (SPECS §4.6)."""
+    if not change.had_instances or not change.before["mig_enabled"]:
+        return []
+    index = str(change.index)
+    return [["mig", "-i", index, "-dci"], ["mig", "-i", index, "-dgi"]]
+
+
+def mode_command(change: GpuChange) -> List[str]:
+    return ["-i", str(change.index), "-mig", "1" if change.after["mig_enabled"] else "0"]
+
+
+def create_command(change: GpuChange) -> List[str]:
+    """``-cgi`` with explicit ``profile:start`` tuples in the planner's order, ``-C`` for default CIs."""
+    if not change.after["mig_enabled"] or not change.creation_order:
+        return []
+    return ["mig", "-i", str(change.index), "-cgi", ",".join(change.creation_order), "-C"]
 
 
 # ---------------------------------------------------------------------------------------------
