@@ -117,6 +117,9 @@ class HostState:
     powered_on: bool = True  # False after `shutdown -h`: the host is "down"
     services_enabled: Dict[str, bool] = field(default_factory=dict)
     next_pid: int = 4100  # fake PIDs handed to simulated workloads
+    # Services whose active state counts as a client holding every GPU (e.g. ["nvsm", "nvidia-dcgm"]
+    # to model a DGX, SPECS §5); empty by default.
+    gpu_client_services: List[str] = field(default_factory=list)
     schema: int = SCHEMA_VERSION
 
     def gpu(self, index: int) -> Gpu:
