@@ -18,7 +18,6 @@ __metaclass__ = type
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import (
     GpuModel,
     MigProfile,
-    normalize_profile_name,
 )
 
 try:
@@ -217,7 +216,7 @@ def _capacity_problems(model, counts):
 def _instances_largest_first(model, counts):
     # type: (GpuModel, Dict[str, int]) -> List[MigProfile]
     """Expand counts to instances: big and constrained ones first, which prunes the search."""
-    profiles = [model.profile(n) for n, c in counts.items() for _ in range(c)]
+    profiles = [profile for n, c in counts.items() for profile in [model.profile(n)] * c]
     profiles.sort(key=lambda p: (-p.memory_slices, -p.compute_slices, len(p.starts), p.name))
     return profiles
 

@@ -12,6 +12,17 @@ mkdir -p "$dest"
 cd "$repo"
 git ls-files -co --exclude-standard -z | while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done \
   | tar --null -T - -cf - | tar -xf - -C "$dest"
+# The import test bootstraps pip from a download we cannot reach: provide the script locally.
+pip_version=$("$repo/.venv/bin/python" - <<'PY'
+import inspect, re
+from ansible_test._internal import python_requirements
+match = re.search(r"pip='([0-9.]+)'", inspect.getsource(python_requirements.get_venv_packages))
+print(match.group(1) if match else '24.2')
+PY
+)
+cache="$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py"
+mkdir -p "$(dirname "$cache")"
+cmp -s "$repo/tests/tools/get_pip_local.py" "$cache" 2>/dev/null || cp "$repo/tests/tools/get_pip_local.py" "$cache"
 cd "$dest"
 # ansible-test lists files through git when a repository is present; give it one.
 git init -q . && git add -A >/dev/null

@@ -1,0 +1,256 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: mig_plan
+short_description: Validate and plan a MIG layout for a GPU model
+version_added: 0.1.0
+description:
+  - Checks that a MIG layout (GPU instance profile and count) can be created on one GPU of a given
+    model, and returns the plan - explicit placements on the memory-slice axis, a creation order
+    that the driver accepts, the memory and compute slices left unused, and the Kubernetes
+    extended resources the GPU then advertises under the C(single) and C(mixed) MIG strategies.
+  - Runs on the controller only and never touches a host, so it is safe in check mode and in
+    preflight plays that validate a whole inventory before anything changes.
+  - Alternatively plans every item of a named config in nvidia-mig-parted's C(version v1) format.
+  - Fails with an explanation when the layout is impossible, for example an unknown profile for
+    the model (the valid ones are listed), a count over the profile's maximum, more compute slices
+    than the GPU has, or no non-overlapping placement.
+author:
+  - gpufleet maintainers
+options:
+  gpu:
+    description:
+      - The GPU model, as a short key (V(A30), V(A100-40GB), V(A100-80GB), V(H100-80GB),
+        V(H100-NVL), V(H100-96GB), V(H200), V(GH200-144GB), V(B200)), as the product name
+        nvidia-smi prints (V(NVIDIA H100 80GB HBM3)), or as a PCI device id (V(0x233010DE)).
+      - Required with O(layout). With O(config), optional - items are then planned for the model
+        whose PCI device id their C(device-filter) names.
+    type: str
+  layout:
+    description:
+      - 'Profile name to instance count for one GPU, for example C({"3g.40gb": 1, "2g.20gb": 1}).'
+      - Profile names may carry the C(MIG ) prefix nvidia-smi prints. An empty layout means MIG
+        enabled without instances.
+    type: dict
+  config:
+    description:
+      - Content of an nvidia-mig-parted config file (C(version), C(mig-configs)).
+      - Mutually exclusive with O(layout).
+    type: dict
+  name:
+    description:
+      - The config of O(config) to plan. May be omitted when O(config) holds exactly one.
+    type: str
+extends_documentation_fragment: []
+attributes:
+  check_mode:
+    support: full
+    description: The module never changes anything; check mode returns the same plan.
+  diff_mode:
+    support: none
+  platform:
+    platforms: all
+    description: Pure computation on the controller; no host access.
+notes:
+  - Placements for models the catalog marks as derived (A100-80GB, H100-96GB, GH200-144GB, B200)
+    follow the common 8-slice geometry; no real C(nvidia-smi mig -lgipp) capture was available for
+    them. RV(model.verified_placements) says which.
+seealso:
+  - module: gpufleet.sharing.mig_config
+  - module: gpufleet.sharing.gpu_facts
+"""
+
+EXAMPLES = r"""
+- name: Validate a layout for an A100 40GB
+  gpufleet.sharing.mig_plan:
+    gpu: A100-40GB
+    layout:
+      4g.20gb: 1
+      3g.20gb: 1
+  register: plan
+
+- name: Show where the instances go
+  ansible.builtin.debug:
+    msg: "{{ plan.plan.placements }}"
+
+- name: Plan for the GPU a host really has, from its facts
+  gpufleet.sharing.mig_plan:
+    gpu: "{{ ansible_facts.gpufleet_gpus[0].pci_device_id }}"
+    layout: "{{ mig_layout }}"
+  delegate_to: localhost
+
+- name: Plan every item of a mig-parted config
+  gpufleet.sharing.mig_plan:
+    config:
+      version: v1
+      mig-configs:
+        inference:
+          - device-filter: "0x233010DE"
+            devices: all
+            mig-enabled: true
+            mig-devices:
+              1g.10gb: 7
+    name: inference
+"""
+
+RETURN = r"""
+model:
+  description: The catalog entry of the GPU model (with O(layout)).
+  returned: success and O(layout) given
+  type: dict
+  contains:
+    key:
+      description: Short model key.
+      type: str
+      sample: A100-40GB
+    profiles:
+      description: Every GPU instance profile with id, maximum count, slices and placements.
+      type: list
+      elements: dict
+    verified_placements:
+      description: Whether the placements come from a real capture rather than derivation.
+      type: bool
+plan:
+  description: The plan for one GPU (with O(layout)).
+  returned: success and O(layout) given
+  type: dict
+  contains:
+    placements:
+      description: Every GPU instance with its start and size on the memory-slice axis, in creation order.
+      type: list
+      elements: dict
+      sample: [{"profile": "4g.20gb", "start": 0, "size": 4}, {"profile": "3g.20gb", "start": 4, "size": 4}]
+    creation_order:
+      description: C(nvidia-smi mig -cgi) profile tuples with explicit placements.
+      type: list
+      elements: str
+      sample: ["4g.20gb:0", "3g.20gb:4"]
+    unused_memory_slices:
+      description: Memory slices no instance occupies.
+      type: list
+      elements: int
+    unused_compute_slices:
+      description: Compute slices no instance uses.
+      type: int
+    resources:
+      description: Extended resources per MIG strategy; C(single) is null when it is not possible.
+      type: dict
+      sample: {"mixed": {"nvidia.com/mig-3g.20gb": 1, "nvidia.com/mig-4g.20gb": 1}, "single": null}
+    single_possible:
+      description: Whether the layout can be exposed under the C(single) strategy (one profile only).
+      type: bool
+plans:
+  description: With O(config), one entry per config item and model - the item position, the model key, the devices and the plan.
+  returned: success and O(config) given
+  type: list
+  elements: dict
+problems:
+  description: Every reason the layout was rejected.
+  returned: failure
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import (
+    MODELS,
+    CatalogError,
+    resolve_model,
+)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import (
+    MigPartedError,
+    parse_config,
+    select_config,
+)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import (
+    LayoutError,
+    plan_layout,
+)
+
+
+def _models_for_item(item, requested):
+    """The models an item applies to: the requested one if its filter allows it, else the filter's."""
+    if requested is not None:
+        if not item.device_filters or any(
+                flt.matches(pci) for flt in item.device_filters for pci in requested.pci_device_ids):
+            return [requested]
+        return []
+    models = []
+    for model in MODELS:
+        if any(flt.matches(pci) for flt in item.device_filters for pci in model.pci_device_ids):
+            models.append(model)
+    return models
+
+
+def _plan_config(module, requested):
+    try:
+        parsed = parse_config(module.params['config'], source='config')
+        name, items = select_config(parsed, module.params['name'])
+    except MigPartedError as error:
+        module.fail_json(msg='invalid mig-parted config: %s' % error, problems=error.problems)
+    plans, problems = [], []
+    for position, item in enumerate(items):
+        where = 'mig-configs.%s[%d]' % (name, position)
+        if requested is None and not item.device_filters:
+            problems.append('%s has no device-filter; give the module a gpu to plan it for' % where)
+            continue
+        models = _models_for_item(item, requested)
+        if requested is None and not models:
+            problems.append('%s: no known MIG-capable model has device-filter %s' % (
+                where, ', '.join(str(f) for f in item.device_filters)))
+        for model in models:
+            entry = {'item': position, 'model': model.key, 'mig_enabled': item.mig_enabled,
+                     'devices': item.devices if item.devices == 'all' else list(item.devices), 'plan': None}
+            if item.mig_enabled:
+                try:
+                    entry['plan'] = plan_layout(model, item.layout()).as_dict()
+                except LayoutError as error:
+                    problems.extend('%s on %s: %s' % (where, model.key, p) for p in error.problems)
+                    continue
+            plans.append(entry)
+    if problems:
+        module.fail_json(msg='mig-parted config %s cannot be applied: %s' % (name, '; '.join(problems)),
+                         problems=problems, plans=plans)
+    module.exit_json(changed=False, name=name, plans=plans)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            gpu=dict(type='str'),
+            layout=dict(type='dict'),
+            config=dict(type='dict'),
+            name=dict(type='str'),
+        ),
+        mutually_exclusive=[('layout', 'config')],
+        required_one_of=[('layout', 'config')],
+        required_by={'layout': ('gpu',), 'name': ('config',)},
+        supports_check_mode=True,
+    )
+    requested = None
+    if module.params['gpu'] is not None:
+        try:
+            requested = resolve_model(module.params['gpu'])
+        except CatalogError as error:
+            module.fail_json(msg=str(error), problems=[str(error)])
+    if module.params['config'] is not None:
+        _plan_config(module, requested)
+    try:
+        plan = plan_layout(requested, module.params['layout'])
+    except LayoutError as error:
+        module.fail_json(msg='layout %s is not possible on %s: %s' % (
+            module.jsonify(module.params['layout']), requested.key, error), problems=error.problems)
+    module.exit_json(changed=False, model=requested.as_dict(), plan=plan.as_dict())
+
+
+if __name__ == '__main__':
+    main()

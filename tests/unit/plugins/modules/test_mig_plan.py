@@ -1,0 +1,72 @@
+"""The mig_plan module end to end (as Ansible runs it)."""
+import pytest
+
+from module_runner import run_module
+
+
+def test_accepts_issue_example(tmp_path):
+    result = run_module('mig_plan', {'gpu': 'A100-40GB', 'layout': {'4g.20gb': 1, '3g.20gb': 1}}, tmp_path)
+    assert not result.get('failed'), result
+    assert result['changed'] is False
+    assert result['plan']['placements'] == [
+        {'profile': '4g.20gb', 'start': 0, 'size': 4}, {'profile': '3g.20gb', 'start': 4, 'size': 4}]
+    assert result['model']['key'] == 'A100-40GB'
+
+
+def test_rejects_with_reason(tmp_path):
+    result = run_module('mig_plan', {'gpu': 'A100-40GB', 'layout': {'4g.20gb': 2}}, tmp_path)
+    assert result['failed']
+    assert 'allows at most 1 4g.20gb instance' in result['msg']
+    assert result['problems']
+
+
+@pytest.mark.parametrize('gpu, good, bad', [
+    ('A30', {'2g.12gb': 1, '1g.6gb': 2}, {'2g.12gb': 3}),
+    ('NVIDIA H100 80GB HBM3', {'3g.40gb': 1, '4g.40gb': 1}, {'4g.40gb': 2}),
+    ('0x233510DE', {'1g.18gb': 7}, {'1g.18gb': 8}),
+    ('B200', {'7g.180gb': 1}, {'7g.180gb': 1, '1g.23gb': 1}),
+])
+def test_every_model_kind(tmp_path, gpu, good, bad):
+    assert not run_module('mig_plan', {'gpu': gpu, 'layout': good}, tmp_path).get('failed')
+    assert run_module('mig_plan', {'gpu': gpu, 'layout': bad}, tmp_path)['failed']
+
+
+def test_unknown_gpu(tmp_path):
+    result = run_module('mig_plan', {'gpu': 'Tesla T4', 'layout': {}}, tmp_path)
+    assert result['failed'] and 'known models' in result['msg']
+
+
+def test_check_mode_same_answer(tmp_path):
+    args = {'gpu': 'H200', 'layout': {'3g.71gb': 2}}
+    assert run_module('mig_plan', args, tmp_path, check_mode=True)['plan'] == run_module('mig_plan', args, tmp_path)['plan']
+
+
+def test_mig_parted_config(tmp_path):
+    config = {'version': 'v1', 'mig-configs': {'mixed-fleet': [
+        {'device-filter': '0x233010DE', 'devices': 'all', 'mig-enabled': True, 'mig-devices': {'1g.10gb': 7}},
+        {'device-filter': ['0x20B010DE', '0x20B110DE'], 'devices': [0, 1], 'mig-enabled': True,
+         'mig-devices': {'3g.20gb': 2}},
+        {'device-filter': '0x233510DE', 'devices': 'all', 'mig-enabled': False},
+    ]}}
+    result = run_module('mig_plan', {'config': config, 'name': 'mixed-fleet'}, tmp_path)
+    assert not result.get('failed'), result
+    assert [(p['model'], p['item']) for p in result['plans']] == [('H100-80GB', 0), ('A100-40GB', 1), ('H200', 2)]
+    assert result['plans'][2]['plan'] is None
+    restricted = run_module('mig_plan', {'config': config, 'name': 'mixed-fleet', 'gpu': 'A100-40GB'}, tmp_path)
+    assert [p['item'] for p in restricted['plans']] == [1]
+
+
+def test_mig_parted_config_errors(tmp_path):
+    config = {'version': 'v1', 'mig-configs': {'bad': [
+        {'device-filter': '0x233010DE', 'devices': 'all', 'mig-enabled': True, 'mig-devices': {'1g.5gb': 1}}]}}
+    result = run_module('mig_plan', {'config': config}, tmp_path)
+    assert result['failed'] and "mig-configs.bad[0] on H100-80GB: profile '1g.5gb'" in result['msg']
+    result = run_module('mig_plan', {'config': {'version': 'v2', 'mig-configs': {}}}, tmp_path)
+    assert result['failed'] and 'invalid mig-parted config' in result['msg']
+    result = run_module('mig_plan', {'config': config, 'name': 'other'}, tmp_path)
+    assert result['failed'] and 'other' in result['msg']
+
+
+def test_argument_errors(tmp_path):
+    assert run_module('mig_plan', {'layout': {'1g.10gb': 1}}, tmp_path)['failed']
+    assert run_module('mig_plan', {'gpu': 'H200'}, tmp_path)['failed']
