@@ -1,0 +1,183 @@
+"""In-namespace setup of one lab host, then exec sshd (run by ``unshare``, never imported by it).
+
+``gpulab.hosts`` starts, for every simulated host::
+
+    unshare --mount --uts --pid --fork --mount-proc --propagation private -- \
+        PYTHON -I -S nsinit.py HOST_DIR/nsinit.json
+
+so this script runs as PID 1 of private mount, UTS and PID namespaces. It:
+
+1. refuses to do anything unless it really is in a namespace other than the lab's (mounting in the
+   machine's own namespace would change the real machine);
+2. sets the host name, mounts a private tmpfs on /run (sshd's privilege-separation directory and
+   systemd's "booted" canary live there; the real machine's /run/systemd sockets become invisible),
+3. binds the real /usr (and /etc, ...) read-only under the lab directory, then binds the host's
+   generated directories over /usr/bin, /usr/sbin and /etc (a copy made of symlinks to the real
+   entries, except the host's own launchers and /etc/nvidia-mig-manager...), and the host's boot_id
+   file over /proc/sys/kernel/random/boot_id;
+4. FAILS CLOSED: every path that could reboot, shut down or stop services, and every NVIDIA tool
+   path, must now be the host's own launcher (same inode, same content); no name in the command
+   search path may reach the real systemctl binary. Any problem: write them to the status file,
+   exit 3, never exec sshd;
+5. exec sshd in the foreground.
+
+Only the standard library is used, and the script does not import gpulab: it starts with ``-S``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import hashlib
+import json
+import os
+import sys
+from typing import Any, Dict, List
+
+MS_RDONLY = 0x1
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+MS_REMOUNT = 0x20
+MS_BIND = 0x1000
+MS_REC = 0x4000
+
+EXIT_REFUSED = 3
+
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+class SetupError(Exception):
+    """A mount or identity step failed; sshd is not started."""
+
+
+def _mount(source: str, target: str, fstype: str, flags: int, data: str = "") -> None:
+    result = _LIBC.mount(source.encode(), target.encode(), fstype.encode() if fstype else None,
+                         ctypes.c_ulong(flags), data.encode() if data else None)
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise SetupError(f"mount {source} on {target} ({fstype or 'bind'}) failed: {os.strerror(errno)}")
+
+
+def bind(source: str, target: str, recursive: bool = False, read_only: bool = False) -> None:
+    _mount(source, target, "", MS_BIND | (MS_REC if recursive else 0))
+    if read_only:
+        _mount("none", target, "", MS_REMOUNT | MS_BIND | MS_RDONLY)
+
+
+def set_hostname(name: str) -> None:
+    raw = name.encode()
+    if _LIBC.sethostname(raw, ctypes.c_size_t(len(raw))) != 0:
+        raise SetupError(f"sethostname({name}) failed: {os.strerror(ctypes.get_errno())}")
+
+
+def file_digest(path: str) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def _same_inode(path_a: str, path_b: str) -> bool:
+    try:
+        stat_a, stat_b = os.stat(path_a), os.stat(path_b)
+    except OSError:
+        return False
+    return (stat_a.st_dev, stat_a.st_ino) == (stat_b.st_dev, stat_b.st_ino)
+
+
+def check_namespace(config: Dict[str, Any]) -> List[str]:
+    """The process must be in namespaces other than the lab process's own ones."""
+    problems = []
+    for kind in ("mnt", "uts", "pid"):
+        own = os.readlink(f"/proc/self/ns/{kind}")
+        if own == config["lab_namespaces"][kind]:
+            problems.append(f"not in a private {kind} namespace ({own} is the lab's own): refusing to mount")
+    if not problems and os.getpid() != 1:
+        # unshare --pid --fork --mount-proc makes this process the namespace's init: a reboot(2)
+        # issued inside then ends the namespace, not the machine.
+        problems.append(f"expected to be PID 1 of the host's PID namespace, got PID {os.getpid()}")
+    return problems
+
+
+def setup(config: Dict[str, Any]) -> None:
+    """Mounts, in order: real views first (before anything hides them), then the host's views."""
+    set_hostname(config["hostname"])
+    _mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
+    for directory, mode in config["run_dirs"]:
+        os.makedirs(directory, exist_ok=True)
+        os.chmod(directory, int(mode, 8))
+    for source, target in config["real_binds"]:
+        bind(source, target, recursive=True, read_only=True)
+    for source, target in config["host_binds"]:
+        bind(source, target)
+
+
+def verify(config: Dict[str, Any]) -> List[str]:
+    """Every check that must pass before sshd may start; returns the problems (empty: all good)."""
+    problems = []
+    for shim in config["shims"]:
+        path, launcher = shim["path"], shim["launcher"]
+        if not os.path.exists(path):
+            problems.append(f"{path}: missing (expected the host's launcher {launcher})")
+            continue
+        if not _same_inode(path, launcher):
+            problems.append(f"{path}: resolves to {os.path.realpath(path)}, not to the host's launcher {launcher}")
+            continue
+        if file_digest(path) != shim["sha256"]:
+            problems.append(f"{path}: content differs from the generated launcher {launcher}")
+    for path, expected in config["same_paths"]:
+        if not _same_inode(path, expected):
+            problems.append(f"{path}: is not the host's own {expected}")
+    forbidden = {(dev, ino): name for dev, ino, name in config["forbidden_inodes"]}
+    for directory in config["search_dirs"]:
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            continue
+        for name in names:
+            try:
+                info = os.stat(os.path.join(directory, name))
+            except OSError:
+                continue
+            real = forbidden.get((info.st_dev, info.st_ino))
+            if real is not None:
+                problems.append(f"{directory}/{name}: reaches the real machine's {real}")
+    for path in config["must_not_exist"]:
+        if os.path.lexists(path):
+            problems.append(f"{path}: the real machine's file is visible")
+    return problems
+
+
+def _write_status(path: str, status: Dict[str, Any]) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(status, handle)
+    os.replace(tmp, path)
+
+
+def main(argv: List[str]) -> int:
+    with open(argv[0], encoding="utf-8") as handle:
+        config = json.load(handle)
+    status_file = config["status_file"]
+    problems = check_namespace(config)
+    if not problems:
+        try:
+            setup(config)
+        except (SetupError, OSError) as exc:
+            problems.append(str(exc))
+    if not problems:
+        problems = verify(config)
+    if problems:
+        _write_status(status_file, {"ok": False, "pid": os.getpid(), "problems": problems})
+        for problem in problems:
+            print(f"gpulab nsinit {config['hostname']}: {problem}", file=sys.stderr)
+        return EXIT_REFUSED
+    _write_status(status_file, {"ok": True, "pid": os.getpid(), "problems": []})
+    sys.stderr.flush()
+    # sshd_exec is a symlink named "systemd" to sshd: the kernel takes the process name (comm) from
+    # the executed file name, so /proc/1/comm reads "systemd" as on a production GPU host (Ansible's
+    # service-manager detection looks at it); argv[0] stays sshd's real path for its re-exec.
+    os.execv(config["sshd_exec"], config["sshd_argv"])
+    return 1  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
