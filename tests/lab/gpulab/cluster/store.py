@@ -226,8 +226,17 @@ def builtin_resource_types() -> List[ResourceType]:
                                       "source", "type")),
         ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True, "serviceaccount",
                      ("sa",), status_subresource=False, has_generation=False),
+        ResourceType("", "v1", "services", "Service", True, "service", ("svc",),
+                     has_generation=False, categories=("all",)),
         ResourceType("apps", "v1", "daemonsets", "DaemonSet", True, "daemonset", ("ds",),
                      categories=("all",)),
+        # Served for clients that manage them; no controller acts on these three in the lab.
+        ResourceType("apps", "v1", "deployments", "Deployment", True, "deployment", ("deploy",),
+                     categories=("all",), subresources=("scale",)),
+        ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, "replicaset", ("rs",),
+                     categories=("all",), subresources=("scale",)),
+        ResourceType("apps", "v1", "statefulsets", "StatefulSet", True, "statefulset", ("sts",),
+                     categories=("all",), subresources=("scale",)),
         ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True,
                      "poddisruptionbudget", ("pdb",)),
         ResourceType("nvidia.com", "v1", "clusterpolicies", "ClusterPolicy", False,
@@ -425,7 +434,8 @@ def _validate(rt: ResourceType, obj: Obj, old: Optional[Obj]) -> List[Tuple[str,
             if not _CONFIG_KEY.match(key):
                 problems.append(("data[%s]" % key, "Invalid value: %r: a valid config key must "
                                  "consist of alphanumeric characters, '-', '_' or '.'" % key))
-    elif rt.key == "apps/v1/daemonsets":
+    elif rt.key in ("apps/v1/daemonsets", "apps/v1/deployments", "apps/v1/replicasets",
+                    "apps/v1/statefulsets"):
         spec = obj.get("spec") or {}
         selector = spec.get("selector")
         template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
@@ -560,6 +570,21 @@ def _apply_defaults(rt: ResourceType, obj: Obj) -> None:
                                   "desiredHealthy": 0, "expectedPods": 0})
     elif key == "v1/nodes":
         obj.setdefault("spec", {})
+    elif key == "v1/services":
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("type", "ClusterIP")
+        spec.setdefault("sessionAffinity", "None")
+        if spec.get("clusterIP") != "None":
+            # a stable fake ClusterIP from the name (no service network in the lab)
+            digest = uuid.uuid5(uuid.NAMESPACE_DNS, "%s.%s" % (obj["metadata"]["name"],
+                                obj["metadata"].get("namespace"))).bytes
+            spec.setdefault("clusterIP", "10.96.%d.%d" % (digest[0], max(1, digest[1])))
+            spec.setdefault("clusterIPs", [spec["clusterIP"]])
+        obj.setdefault("status", {"loadBalancer": {}})
+    elif key in ("apps/v1/deployments", "apps/v1/statefulsets", "apps/v1/replicasets"):
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("replicas", 1)
+        _default_pod_spec(spec.setdefault("template", {}).setdefault("spec", {}))
 
 
 def _qos_class(spec: Obj) -> str:
@@ -604,7 +629,7 @@ def _stringify_quantities(rt: ResourceType, obj: Obj) -> None:
     specs = []
     if rt.key == "v1/pods":
         specs.append(obj.get("spec"))
-    elif rt.key == "apps/v1/daemonsets":
+    elif rt.key.startswith("apps/v1/"):
         specs.append(((obj.get("spec") or {}).get("template") or {}).get("spec"))
     elif rt.key == "v1/nodes":
         status = obj.get("status") or {}

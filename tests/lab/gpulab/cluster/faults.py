@@ -1,0 +1,187 @@
+"""Fault injection for the virtual cluster (lab only).
+
+Two kinds of faults live in one registry:
+
+- request faults, applied by the REST layer to the next ``count`` requests that match ``verb``
+  (Kubernetes verb: get, list, watch, create, update, patch, delete, or ``*``) and ``resource``
+  (``pods``, ``pods/eviction``, ``v1/pods``, ``nvidia.com/v1/clusterpolicies`` ... or ``*``),
+  optionally ``namespace``/``name``:
+    ``error``    answer ``status`` (default 500) with a Status body,
+    ``conflict`` answer 409 Conflict (the object has been modified),
+    ``hang``     hold the request ``seconds`` (default 3600) and then drop the connection with
+                 no answer: the client sees a timeout,
+    ``delay``    wait ``seconds`` and then serve the request normally.
+- named conditions for controllers, e.g. ``clusterpolicy-never-ready`` or ``mig-manager-fails``:
+  ``faults.active(name)`` returns the Fault (its ``params`` dict carries options) or ``None``.
+  A named condition with a ``count`` is used up by ``faults.consume(name)``.
+
+In the server process the module-level registry is the one the REST layer and the controllers
+share. From outside (tests, CLI) use ``add_remote(lab_dir, ...)`` / ``clear_remote(lab_dir)``,
+which talk to ``POST /lab/faults`` and ``DELETE /lab/faults`` of the running server.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Optional
+
+KINDS = ("error", "conflict", "hang", "delay", "named")
+
+
+@dataclass
+class Fault:
+    id: int
+    kind: str
+    verb: str = "*"
+    resource: str = "*"
+    namespace: Optional[str] = None
+    name: Optional[str] = None
+    count: Optional[int] = 1  # None: until cleared
+    status: int = 500
+    seconds: float = 3600.0
+    condition: Optional[str] = None  # for kind "named"
+    params: Dict[str, Any] = field(default_factory=dict)
+    hits: int = 0
+
+    def as_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+class FaultError(ValueError):
+    pass
+
+
+class FaultRegistry:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._faults: List[Fault] = []
+        self._ids = itertools.count(1)
+
+    def add(self, kind: str, verb: str = "*", resource: str = "*",
+            namespace: Optional[str] = None, name: Optional[str] = None,
+            count: Optional[int] = 1, status: int = 500, seconds: float = 3600.0,
+            condition: Optional[str] = None, params: Optional[Dict[str, Any]] = None) -> Fault:
+        if kind not in KINDS:
+            raise FaultError("unknown fault kind %r; expected one of %s" % (kind, ", ".join(KINDS)))
+        if kind == "named" and not condition:
+            raise FaultError("a named fault needs 'condition' (e.g. clusterpolicy-never-ready)")
+        if count is not None and (not isinstance(count, int) or count < 1):
+            raise FaultError("count must be a positive integer or null (until cleared)")
+        if kind == "error" and not (400 <= int(status) <= 599):
+            raise FaultError("status must be an HTTP error code (400-599)")
+        with self._lock:
+            fault = Fault(next(self._ids), kind, verb or "*", resource or "*", namespace, name,
+                          count, int(status), float(seconds), condition, dict(params or {}))
+            self._faults.append(fault)
+            return fault
+
+    def clear(self, fault_id: Optional[int] = None, condition: Optional[str] = None) -> int:
+        with self._lock:
+            before = len(self._faults)
+            self._faults = [f for f in self._faults
+                            if not ((fault_id is None and condition is None)
+                                    or f.id == fault_id
+                                    or (condition is not None and f.condition == condition))]
+            return before - len(self._faults)
+
+    def list(self) -> List[Dict[str, Any]]:
+        with self._lock:
+            return [f.as_dict() for f in self._faults]
+
+    @staticmethod
+    def _resource_matches(pattern: str, resource: str, resource_key: str) -> bool:
+        if pattern == "*":
+            return True
+        # resource: "pods" or "pods/eviction"; resource_key: "v1/pods" or "v1/pods/eviction"
+        return pattern in (resource, resource_key)
+
+    def match_request(self, verb: str, resource: str, resource_key: str,
+                      namespace: Optional[str], name: Optional[str]) -> Optional[Fault]:
+        """The first request fault matching, with one use consumed (None when none)."""
+        with self._lock:
+            for fault in self._faults:
+                if fault.kind == "named":
+                    continue
+                if fault.verb not in ("*", verb):
+                    continue
+                if not self._resource_matches(fault.resource, resource, resource_key):
+                    continue
+                if fault.namespace is not None and fault.namespace != namespace:
+                    continue
+                if fault.name is not None and fault.name != name:
+                    continue
+                return self._use(fault)
+            return None
+
+    def _use(self, fault: Fault) -> Fault:
+        fault.hits += 1
+        if fault.count is not None:
+            fault.count -= 1
+            if fault.count <= 0:
+                self._faults.remove(fault)
+        return fault
+
+    def active(self, condition: str) -> Optional[Fault]:
+        with self._lock:
+            for fault in self._faults:
+                if fault.kind == "named" and fault.condition == condition:
+                    return fault
+            return None
+
+    def consume(self, condition: str) -> Optional[Fault]:
+        with self._lock:
+            for fault in self._faults:
+                if fault.kind == "named" and fault.condition == condition:
+                    return self._use(fault)
+            return None
+
+
+REGISTRY = FaultRegistry()
+
+
+def active(condition: str) -> Optional[Fault]:
+    """Is the named lab condition switched on (in this server process)?"""
+    return REGISTRY.active(condition)
+
+
+def consume(condition: str) -> Optional[Fault]:
+    return REGISTRY.consume(condition)
+
+
+# ----------------------------------------------------------- remote (CLI / tests)
+
+def _server_url(lab_dir: str) -> str:
+    with open("%s/cluster.json" % lab_dir, encoding="utf-8") as handle:
+        return json.load(handle)["url"]
+
+
+def _call(url: str, method: str, body: Optional[Dict[str, Any]] = None) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:  # loopback only
+        return json.loads(response.read().decode())
+
+
+def add_remote(lab_dir: str, kind: str, **spec: Any) -> Dict[str, Any]:
+    """Add a fault to the server of lab_dir; returns the fault as stored (with its id)."""
+    spec["kind"] = kind
+    return _call(_server_url(lab_dir) + "/lab/faults", "POST", spec)
+
+
+def list_remote(lab_dir: str) -> List[Dict[str, Any]]:
+    return _call(_server_url(lab_dir) + "/lab/faults", "GET")["items"]
+
+
+def clear_remote(lab_dir: str, fault_id: Optional[int] = None,
+                 condition: Optional[str] = None) -> int:
+    query = ""
+    if fault_id is not None:
+        query = "?id=%d" % fault_id
+    elif condition is not None:
+        query = "?condition=%s" % condition
+    return _call(_server_url(lab_dir) + "/lab/faults" + query, "DELETE")["removed"]

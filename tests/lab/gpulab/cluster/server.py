@@ -1,0 +1,430 @@
+"""HTTP server of the lab's virtual Kubernetes cluster (a test instrument, not the product).
+
+    from gpulab.cluster import server
+    pid, url = server.start(lab_dir, hosts)      # subprocess; returns once it answers
+    server.stop(lab_dir)                         # SIGTERM to the PID recorded in cluster.json
+    lab = server.serve_in_thread(lab_dir, hosts) # in-process (tests): lab.url, lab.store, lab.stop()
+
+    python -m gpulab.cluster.server --dir DIR [--port N] [--hosts-file FILE] [--no-controllers]
+
+``hosts`` is a list of ``{"name", "state_file", "labels"?, "address"?}``; each becomes a Node of
+that name. Files written in DIR: ``kubeconfig`` (server URL + bearer-token user; mode 0600),
+``cluster.json`` (``{"pid", "url", "port", "token", "kubeconfig"}``), ``cluster.log``.
+Listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import importlib
+import json
+import logging
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import faults as _faults
+from .api import Api, Request
+from .store import ApiError, Store
+
+LOG = logging.getLogger("gpulab.cluster.server")
+
+CONTROLLER_MODULES = ("kubelet", "scheduler", "operator")
+NODE_STATE_ANNOTATION = "gpulab.io/state-file"
+KUBELET_VERSION = "v1.33.0-gpulab"
+
+
+# ------------------------------------------------------------------------ HTTP
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "gpulab-apiserver"
+    api: Api  # set on the subclass made per server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (stdlib signature)
+        LOG.debug("%s - %s", self.address_string(), format % args)
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    break
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+            return b"".join(chunks)
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _serve(self) -> None:
+        started = time.monotonic()
+        body = self._read_body()
+        request = Request.from_target(self.command, self.path, dict(self.headers.items()), body)
+        response = self.api.handle(request)
+        if response.drop_connection:
+            self.close_connection = True
+            LOG.info("%s %s -> dropped (fault)", self.command, self.path)
+            return
+        self.send_response(response.code)
+        self.send_header("Content-Type", response.content_type)
+        self.send_header("Cache-Control", "no-cache, private")
+        for name, value in response.headers.items():
+            self.send_header(name, value)
+        if response.stream is not None:
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.flush()
+            try:
+                for chunk in response.stream:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+            finally:
+                close = getattr(response.stream, "close", None)
+                if close:
+                    close()
+        else:
+            self.send_header("Content-Length", str(len(response.body)))
+            self.end_headers()
+            self.wfile.write(response.body)
+        LOG.info("%s %s -> %d (%.1f ms)", self.command, self.path, response.code,
+                 (time.monotonic() - started) * 1000)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve  # noqa: N815
+
+
+class _HTTPServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+# ----------------------------------------------------------------------- nodes
+
+def node_object(host: Dict[str, Any], boot: str) -> Dict[str, Any]:
+    name = host["name"]
+    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+              "kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
+              "beta.kubernetes.io/arch": "amd64"}
+    labels.update(host.get("labels") or {})
+    annotations = {"node.alpha.kubernetes.io/ttl": "0"}
+    if host.get("state_file"):
+        annotations[NODE_STATE_ANNOTATION] = os.path.abspath(host["state_file"])
+    cpu, memory = str(host.get("cpu", 64)), str(host.get("memory", "527958560Ki"))
+    capacity = {"cpu": cpu, "memory": memory, "pods": "110", "ephemeral-storage": "1843217296Ki",
+                "hugepages-1Gi": "0", "hugepages-2Mi": "0"}
+    condition = {"lastHeartbeatTime": boot, "lastTransitionTime": boot}
+    return {
+        "metadata": {"name": name, "labels": labels, "annotations": annotations},
+        "spec": {},
+        "status": {
+            "capacity": dict(capacity), "allocatable": dict(capacity),
+            "conditions": [
+                dict(condition, type="MemoryPressure", status="False",
+                     reason="KubeletHasSufficientMemory", message="kubelet has sufficient memory"),
+                dict(condition, type="DiskPressure", status="False",
+                     reason="KubeletHasNoDiskPressure", message="kubelet has no disk pressure"),
+                dict(condition, type="PIDPressure", status="False",
+                     reason="KubeletHasSufficientPID", message="kubelet has sufficient PID"),
+                dict(condition, type="Ready", status="True", reason="KubeletReady",
+                     message="kubelet is posting ready status (gpulab)"),
+            ],
+            "addresses": [{"type": "InternalIP", "address": host.get("address", "127.0.0.1")},
+                          {"type": "Hostname", "address": name}],
+            "nodeInfo": {"kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
+                         "operatingSystem": "linux", "architecture": "amd64",
+                         "osImage": "gpulab simulated host", "kernelVersion": "6.8.0-gpulab",
+                         "containerRuntimeVersion": "gpulab://1.0", "machineID": "",
+                         "systemUUID": "", "bootID": ""},
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        },
+    }
+
+
+def add_nodes(store: Store, hosts: List[Dict[str, Any]]) -> None:
+    boot = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for host in hosts:
+        if not host.get("name"):
+            raise ValueError("every cluster host needs a 'name': %r" % (host,))
+        node = node_object(host, boot)
+        status = node.pop("status")
+        store.create("v1/nodes", node)
+        store.controller_update("v1/nodes", None, host["name"],
+                                lambda obj, status=status: obj.__setitem__("status", status),
+                                subresource="status")
+
+
+# --------------------------------------------------------------------- the lab
+
+@dataclass
+class LabContext:
+    """What controllers get: see docs/architecture.md, "Virtual cluster store"."""
+    dir: str
+    hosts: List[Dict[str, Any]]
+    faults: _faults.FaultRegistry
+    log: logging.Logger
+    url: str = ""
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+class LabServer:
+    """A running API server (in this process)."""
+
+    def __init__(self, lab_dir: str, hosts: List[Dict[str, Any]], port: int = 0,
+                 controllers: bool = True, fault_registry: Optional[_faults.FaultRegistry] = None,
+                 token: Optional[str] = None, write_files: bool = True):
+        self.dir = os.path.abspath(lab_dir)
+        os.makedirs(self.dir, exist_ok=True)
+        self.hosts = list(hosts)
+        self.store = Store()
+        add_nodes(self.store, self.hosts)
+        self.faults = fault_registry if fault_registry is not None else _faults.REGISTRY
+        self.token = token or secrets.token_hex(16)
+        self.stopping = threading.Event()
+        self.api = Api(self.store, self.faults, self.token, self.stopping)
+        handler = type("Handler", (_Handler,), {"api": self.api})
+        self.httpd = _HTTPServer(("127.0.0.1", port), handler)
+        self.port = self.httpd.server_address[1]
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.controllers: List[Any] = []
+        self._threads: List[threading.Thread] = []
+        self.kubeconfig = os.path.join(self.dir, "kubeconfig")
+        if write_files:
+            write_kubeconfig(self.kubeconfig, self.url, self.token)
+        if controllers:
+            self._start_controllers()
+
+    def _start_controllers(self) -> None:
+        context = LabContext(self.dir, self.hosts, self.faults,
+                             logging.getLogger("gpulab.cluster.controllers"), self.url)
+        for name in CONTROLLER_MODULES:
+            module_name = "%s.%s" % (__package__, name)
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError as exc:
+                if exc.name == module_name:
+                    LOG.info("controller module %s not present; skipped", module_name)
+                    continue
+                raise
+            start = getattr(module, "start", None)
+            if start is None:
+                LOG.info("controller module %s has no start(store, lab); skipped", module_name)
+                continue
+            handle = start(self.store, context)
+            if handle is not None:
+                self.controllers.append(handle)
+            LOG.info("controller %s started", module_name)
+
+    def serve_in_background(self) -> "LabServer":
+        for target in (self.httpd.serve_forever, self._reaper):
+            thread = threading.Thread(target=target, daemon=True,
+                                      name="gpulab-%s" % target.__name__)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def _reaper(self) -> None:
+        while not self.stopping.wait(1.0):
+            try:
+                self.store.reap()
+            except ApiError:
+                LOG.exception("reaping terminating pods failed")
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for handle in reversed(self.controllers):
+            stop = getattr(handle, "stop", None)
+            if stop:
+                try:
+                    stop()
+                except Exception:  # keep shutting down the rest
+                    LOG.exception("stopping controller %r failed", handle)
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def serve_in_thread(lab_dir: str, hosts: List[Dict[str, Any]], port: int = 0,
+                    controllers: bool = False,
+                    fault_registry: Optional[_faults.FaultRegistry] = None) -> LabServer:
+    """Start a server in this process (for tests). Controllers are off unless asked for."""
+    return LabServer(lab_dir, hosts, port, controllers, fault_registry).serve_in_background()
+
+
+def write_kubeconfig(path: str, url: str, token: str) -> None:
+    text = (
+        "apiVersion: v1\n"
+        "kind: Config\n"
+        "clusters:\n"
+        "- name: gpulab\n"
+        "  cluster:\n"
+        "    server: %s\n"
+        "contexts:\n"
+        "- name: gpulab\n"
+        "  context:\n"
+        "    cluster: gpulab\n"
+        "    user: gpulab-admin\n"
+        "    namespace: default\n"
+        "current-context: gpulab\n"
+        "preferences: {}\n"
+        "users:\n"
+        "- name: gpulab-admin\n"
+        "  user:\n"
+        "    token: %s\n" % (url, token))
+    temporary = path + ".tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(temporary, path)
+
+
+def _write_json(path: str, data: Dict[str, Any]) -> None:
+    temporary = path + ".tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2)
+    os.replace(temporary, path)
+
+
+# ------------------------------------------------------------- subprocess API
+
+def _lab_pythonpath() -> str:
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def start(lab_dir: str, hosts: List[Dict[str, Any]], port: int = 0, timeout: float = 10.0,
+          controllers: bool = True, python: Optional[str] = None) -> Tuple[int, str]:
+    """Start the API server as a background process; returns (pid, url) once /version answers.
+    Raises RuntimeError (with the log tail) when it does not come up within `timeout`."""
+    lab_dir = os.path.abspath(lab_dir)
+    os.makedirs(lab_dir, exist_ok=True)
+    hosts_file = os.path.join(lab_dir, "cluster-hosts.json")
+    _write_json(hosts_file, {"hosts": hosts})
+    info_path = os.path.join(lab_dir, "cluster.json")
+    if os.path.exists(info_path):
+        os.unlink(info_path)
+    argv = [python or sys.executable, "-m", "gpulab.cluster.server", "--dir", lab_dir,
+            "--port", str(port), "--hosts-file", hosts_file]
+    if not controllers:
+        argv.append("--no-controllers")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_lab_pythonpath(), env.get("PYTHONPATH"))
+                                        if p)
+    log_path = os.path.join(lab_dir, "cluster.log")
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                   env=env, start_new_session=True, close_fds=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError("the lab API server exited with %s; see %s:\n%s"
+                               % (process.returncode, log_path, _tail(log_path)))
+        try:
+            with open(info_path, encoding="utf-8") as handle:
+                info = json.load(handle)
+            with urllib.request.urlopen(info["url"] + "/version", timeout=2):
+                return process.pid, info["url"]
+        except (OSError, ValueError, KeyError):
+            time.sleep(0.05)
+    process.terminate()
+    raise RuntimeError("the lab API server did not answer within %.0f s; see %s:\n%s"
+                       % (timeout, log_path, _tail(log_path)))
+
+
+def _tail(path: str, lines: int = 20) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return "".join(handle.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _is_our_server(pid: int) -> bool:
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            return b"gpulab.cluster.server" in handle.read()
+    except OSError:
+        return False
+
+
+def stop(lab_dir: str, timeout: float = 10.0) -> bool:
+    """Stop the server started by start() for lab_dir (by its recorded PID). True if stopped."""
+    info_path = os.path.join(os.path.abspath(lab_dir), "cluster.json")
+    try:
+        with open(info_path, encoding="utf-8") as handle:
+            pid = int(json.load(handle)["pid"])
+    except (OSError, ValueError, KeyError):
+        return False
+    if not _is_our_server(pid):
+        return False  # stale file; the PID is not (or no longer) our server
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _is_our_server(pid):
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.05)
+    if _is_our_server(pid):
+        os.kill(pid, signal.SIGKILL)
+    return True
+
+
+# ------------------------------------------------------------------------ main
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gpulab.cluster.server",
+                                     description="Lab-only virtual Kubernetes API server.")
+    parser.add_argument("--dir", required=True, help="lab directory (kubeconfig, logs)")
+    parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0: any)")
+    parser.add_argument("--hosts-file", help='JSON {"hosts": [{"name", "state_file", ...}]}')
+    parser.add_argument("--no-controllers", action="store_true",
+                        help="serve the API only (no operator/scheduler/kubelet)")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    lab_dir = os.path.abspath(args.dir)
+    os.makedirs(lab_dir, exist_ok=True)
+    logging.basicConfig(filename=os.path.join(lab_dir, "cluster.log"),
+                        level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    hosts: List[Dict[str, Any]] = []
+    if args.hosts_file:
+        with open(args.hosts_file, encoding="utf-8") as handle:
+            loaded = json.load(handle)
+        hosts = loaded["hosts"] if isinstance(loaded, dict) else loaded
+    lab = LabServer(lab_dir, hosts, args.port, controllers=not args.no_controllers)
+    done = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        del signum, frame
+        done.set()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    lab.serve_in_background()
+    _write_json(os.path.join(lab_dir, "cluster.json"),
+                {"pid": os.getpid(), "url": lab.url, "port": lab.port, "token": lab.token,
+                 "kubeconfig": lab.kubeconfig})
+    LOG.info("lab API server on %s (pid %d, %d nodes)", lab.url, os.getpid(), len(hosts))
+    done.wait()
+    LOG.info("stopping")
+    lab.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["start", "stop", "serve_in_thread", "LabServer", "LabContext", "write_kubeconfig",
+           "node_object", "add_nodes", "NODE_STATE_ANNOTATION"]
