@@ -27,7 +27,7 @@ description:
   - Output is parsed by tokens rather than column positions, so the table layouts of older and newer
     drivers are both understood.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 options:
   nvidia_smi_path:
     description:
@@ -51,9 +51,12 @@ attributes:
     description: Read-only; runs in check mode.
   diff_mode:
     support: none
+    description: Nothing changes, so there is no diff.
   facts:
     support: full
+    description: Sets C(gpufleet_gpus), C(gpufleet_gpus_reason) and C(gpufleet_nvidia_smi_calls).
   platform:
+    support: full
     platforms: posix
     description: Hosts with the NVIDIA driver's C(nvidia-smi).
 notes:

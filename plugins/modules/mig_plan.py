@@ -24,7 +24,7 @@ description:
     the model (the valid ones are listed), a count over the profile's maximum, more compute slices
     than the GPU has, or no non-overlapping placement.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 options:
   gpu:
     description:
@@ -56,7 +56,9 @@ attributes:
     description: The module never changes anything; check mode returns the same plan.
   diff_mode:
     support: none
+    description: Nothing changes, so there is no diff.
   platform:
+    support: full
     platforms: all
     description: Pure computation on the controller; no host access.
 notes:
