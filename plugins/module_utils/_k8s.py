@@ -27,6 +27,7 @@ Stable API (also documented in docs/architecture.md, section "_k8s API")::
     k8s.evict("pod", "ns", dry_run=False)      # policy/v1 Eviction; K8sError(status=429) on PDB
     k8s.events_for("Node", "gpu-a")            # events whose involvedObject matches
     k8s.wait_for("what", probe, timeout=300, interval=2, progress=callback)
+    k8s.now()                                  # monotonic clock used by wait_for
     k8s.request_count                          # HTTP requests sent (retries included)
 
 Kinds are named by string ("Node", "ConfigMap", "ClusterPolicy", ... see BUILTIN_TYPES) or by a
@@ -193,12 +194,17 @@ class ApplyResult(object):
 
 def is_subset(wanted, actual):
     # type: (Any, Any) -> bool
-    """True when every key of ``wanted`` is in ``actual`` with an equal value (dicts recurse;
-    lists and scalars compare exactly)."""
+    """True when every key of ``wanted`` is in ``actual`` with an equal value. Dicts recurse;
+    lists must have the same length and match element-wise (so server-side defaults inside list
+    items, e.g. in a CRD's versions, do not count as a difference); scalars compare exactly."""
     if isinstance(wanted, dict):
         if not isinstance(actual, dict):
             return False
         return all(key in actual and is_subset(value, actual[key]) for key, value in wanted.items())
+    if isinstance(wanted, list):
+        if not isinstance(actual, list) or len(wanted) != len(actual):
+            return False
+        return all(is_subset(item, other) for item, other in zip(wanted, actual))
     return wanted == actual
 
 
@@ -707,6 +713,11 @@ class K8sClient(object):
         return sorted(events, key=when)
 
     # -- waiting -------------------------------------------------------------------------------
+
+    def now(self):
+        # type: () -> float
+        """Monotonic seconds (the clock wait_for uses; injectable for tests)."""
+        return self._clock()
 
     def wait_for(self, what, probe, timeout, interval=2.0, progress=None):
         # type: (str, Callable[[], Tuple[bool, Any]], float, float, Optional[Callable[[str, float, Any], None]]) -> Any

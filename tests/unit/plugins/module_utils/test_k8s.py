@@ -86,6 +86,8 @@ def test_is_subset():
     assert is_subset({"a": {"b": 1}}, {"a": {"b": 1, "c": 2}, "d": 3})
     assert not is_subset({"a": {"b": 1}}, {"a": {"b": 2}})
     assert not is_subset({"a": [1]}, {"a": [1, 2]})
+    assert is_subset({"v": [{"name": "v1"}]}, {"v": [{"name": "v1", "served": True}]})
+    assert not is_subset({"v": [{"name": "v1"}]}, {"v": {"name": "v1"}})
     assert not is_subset({"a": 1}, None)
     assert is_subset({}, {})
 

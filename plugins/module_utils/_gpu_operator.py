@@ -1,0 +1,187 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.sharing contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""GPU Operator: Helm values from the plan, values diff, readiness diagnosis (pure, no I/O).
+
+Values follow SPECS §7.2: ``mig.strategy``, ``migManager.enabled``, ``migManager.config.name``,
+``driver.enabled``, ``toolkit.enabled``, ``devicePlugin.config.{name,default}``. ClusterPolicy
+``status.state`` is ``ready`` | ``notReady`` | ``ignored`` (SPECS §7.3).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Dict, List, Optional, Tuple
+
+MIG_STRATEGIES = ("none", "single", "mixed")
+PSA_LABELS = {
+    "pod-security.kubernetes.io/enforce": "privileged",  # operands are privileged (SPECS §7.1)
+}
+
+
+class ValuesError(ValueError):
+    """The requested values contradict each other; ``problems`` lists every contradiction."""
+
+    def __init__(self, problems):
+        # type: (List[str]) -> None
+        super(ValuesError, self).__init__("; ".join(problems))
+        self.problems = problems
+
+
+def _get_path(tree, path):
+    # type: (Dict[str, Any], Tuple[str, ...]) -> Tuple[bool, Any]
+    node = tree  # type: Any
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return False, None
+        node = node[key]
+    return True, node
+
+
+def _set_path(tree, path, value):
+    # type: (Dict[str, Any], Tuple[str, ...], Any) -> None
+    node = tree
+    for key in path[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = {}
+            node[key] = child
+        node = child
+    node[path[-1]] = value
+
+
+def build_values(values=None, mig_strategy=None, mig_manager_enabled=None, mig_manager_config=None,
+                 driver_enabled=None, toolkit_enabled=None, device_plugin_config=None):
+    # type: (Optional[Dict[str, Any]], Optional[str], Optional[bool], Optional[str], Optional[bool], Optional[bool], Optional[Dict[str, Any]]) -> Dict[str, Any]
+    """Helm values: free-form ``values`` plus the typed settings of the plan.
+
+    A typed setting (not None) is written at its values path. If ``values`` already holds a
+    different value there, that is a contradiction in the input and ValuesError names it."""
+    result = copy.deepcopy(values) if values else {}
+    if not isinstance(result, dict):
+        raise ValuesError(["values must be a mapping, got %s" % type(values).__name__])
+    problems = []  # type: List[str]
+    wanted = []  # type: List[Tuple[Tuple[str, ...], Any, str]]
+    if mig_strategy is not None:
+        if mig_strategy not in MIG_STRATEGIES:
+            problems.append("mig_strategy must be one of %s, got %r" % ("/".join(MIG_STRATEGIES), mig_strategy))
+        wanted.append((("mig", "strategy"), mig_strategy, "mig_strategy"))
+    if mig_manager_enabled is not None:
+        wanted.append((("migManager", "enabled"), bool(mig_manager_enabled), "mig_manager_enabled"))
+    if mig_manager_config:
+        if mig_manager_enabled is False:
+            problems.append("mig_manager_config=%r needs the MIG manager, but mig_manager_enabled is false"
+                            % mig_manager_config)
+        wanted.append((("migManager", "config", "name"), mig_manager_config, "mig_manager_config"))
+    if driver_enabled is not None:
+        wanted.append((("driver", "enabled"), bool(driver_enabled), "driver_enabled"))
+    if toolkit_enabled is not None:
+        wanted.append((("toolkit", "enabled"), bool(toolkit_enabled), "toolkit_enabled"))
+    for key in ("name", "default"):
+        value = (device_plugin_config or {}).get(key)
+        if value:
+            wanted.append((("devicePlugin", "config", key), value, "device_plugin_config.%s" % key))
+    for path, value, option in wanted:
+        present, current = _get_path(result, path)
+        if present and current != value:
+            problems.append("%s=%r contradicts values.%s=%r" % (option, value, ".".join(path), current))
+            continue
+        _set_path(result, path, value)
+    if problems:
+        raise ValuesError(problems)
+    return result
+
+
+def values_changes(before, after, prefix=""):
+    # type: (Any, Any, str) -> List[str]
+    """Human-readable list of changed value paths: "mig.strategy: 'single' -> 'mixed'"."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        lines = []  # type: List[str]
+        for key in sorted(set(before) | set(after), key=str):
+            path = "%s.%s" % (prefix, key) if prefix else str(key)
+            if key not in before:
+                lines.append("%s: added %r" % (path, after[key]))
+            elif key not in after:
+                lines.append("%s: removed (was %r)" % (path, before[key]))
+            else:
+                lines.extend(values_changes(before[key], after[key], path))
+        return lines
+    if before != after:
+        return ["%s: %r -> %r" % (prefix or "(root)", before, after)]
+    return []
+
+
+def crd_documents(documents):
+    # type: (List[Any]) -> List[Dict[str, Any]]
+    """CustomResourceDefinitions among parsed YAML documents (`helm show crds` output)."""
+    crds = []
+    for doc in documents:
+        if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+            if not (doc.get("metadata") or {}).get("name"):
+                raise ValueError("a CustomResourceDefinition in the chart has no metadata.name")
+            crds.append(doc)
+    return crds
+
+
+def cluster_policy_state(policy):
+    # type: (Optional[Dict[str, Any]]) -> Optional[str]
+    if not policy:
+        return None
+    return (policy.get("status") or {}).get("state")
+
+
+def _pod_ready(pod):
+    # type: (Dict[str, Any]) -> bool
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return False
+
+
+def _pod_problem(pod):
+    # type: (Dict[str, Any]) -> str
+    status = pod.get("status") or {}
+    reasons = []
+    for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        state = container.get("state") or {}
+        for key in ("waiting", "terminated"):
+            detail = state.get(key)
+            if detail and detail.get("reason") not in (None, "Completed"):
+                text = "%s: %s" % (container.get("name"), detail.get("reason"))
+                if detail.get("message"):
+                    text += " (%s)" % detail["message"]
+                reasons.append(text)
+    if not reasons and status.get("reason"):
+        reasons.append(str(status["reason"]))
+    if not reasons:
+        reasons.append("phase %s, not Ready" % status.get("phase", "Unknown"))
+    return "; ".join(reasons)
+
+
+def diagnose_operands(policy, daemonsets, pods):
+    # type: (Optional[Dict[str, Any]], List[Dict[str, Any]], List[Dict[str, Any]]) -> List[str]
+    """Why the ClusterPolicy is not ready: the state, daemonsets short of ready pods, and for each
+    not-ready pod its node and container reasons. Lines are stable (sorted) for reports."""
+    lines = []  # type: List[str]
+    if policy is None:
+        lines.append("ClusterPolicy does not exist (is the operator running and clusterPolicy.deployCR on?)")
+    else:
+        state = cluster_policy_state(policy) or "no status yet"
+        lines.append("ClusterPolicy %s: state %s" % ((policy.get("metadata") or {}).get("name"), state))
+        for condition in (policy.get("status") or {}).get("conditions") or []:
+            if condition.get("status") != "True" and condition.get("message"):
+                lines.append("  condition %s: %s" % (condition.get("type"), condition.get("message")))
+    for ds in sorted(daemonsets, key=lambda d: (d.get("metadata") or {}).get("name", "")):
+        status = ds.get("status") or {}
+        desired = int(status.get("desiredNumberScheduled") or 0)
+        ready = int(status.get("numberReady") or 0)
+        if ready < desired:
+            lines.append("DaemonSet %s: %d/%d pods ready" % (ds["metadata"].get("name"), ready, desired))
+    for pod in sorted(pods, key=lambda p: ((p.get("spec") or {}).get("nodeName") or "",
+                                           (p.get("metadata") or {}).get("name", ""))):
+        phase = (pod.get("status") or {}).get("phase")
+        if phase == "Succeeded" or _pod_ready(pod):
+            continue
+        node = (pod.get("spec") or {}).get("nodeName") or "(unscheduled)"
+        lines.append("Pod %s on %s: %s" % ((pod.get("metadata") or {}).get("name"), node, _pod_problem(pod)))
+    return lines

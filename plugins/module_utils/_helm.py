@@ -1,0 +1,242 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.sharing contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Helm CLI: argv builders and output parsers (pure; the module runs the commands).
+
+Rules kept here so they are unit-tested:
+- argv lists only, never a shell string;
+- values always go through a file (``-f``), never ``--set``; secrets never in argv: the API token
+  goes to helm through the environment (HELM_KUBETOKEN), repository passwords through stdin;
+- works with helm 3.12+ and helm 4 (only flags both understand are used).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+MIN_HELM_VERSION = (3, 12, 0)
+
+_VERSION_RE = re.compile(r'v?(\d+)\.(\d+)\.(\d+)(?:[-+][0-9A-Za-z.+-]*)?')
+
+
+class HelmError(Exception):
+    """Unexpected helm output or an unsupported helm."""
+
+
+def parse_helm_version(output):
+    # type: (str) -> Tuple[int, int, int]
+    """`helm version --short` ("v3.14.2+gc309b6f", "v4.0.1+g1a2b3c4") or the long form
+    (`version.BuildInfo{Version:"v3.12.0", ...}`) -> (major, minor, patch)."""
+    text = (output or "").strip()
+    long_form = re.search(r'Version:"([^"]+)"', text)
+    candidate = long_form.group(1) if long_form else text.split()[0] if text else ""
+    match = _VERSION_RE.match(candidate)
+    if not match:
+        raise HelmError("cannot read the helm version from %r" % text[:200])
+    return int(match.group(1)), int(match.group(2)), int(match.group(3))
+
+
+def check_helm_version(version):
+    # type: (Tuple[int, int, int]) -> None
+    if version < MIN_HELM_VERSION:
+        raise HelmError("helm %s is too old: %s or newer is required"
+                        % (".".join(map(str, version)), ".".join(map(str, MIN_HELM_VERSION))))
+
+
+def is_local_chart(chart_ref):
+    # type: (str) -> bool
+    """A path (absolute, ./, ../, ~ or an existing directory/archive) rather than repo/name or oci://."""
+    if chart_ref.startswith("oci://"):
+        return False
+    if chart_ref.startswith(("/", "./", "../", "~")) or chart_ref.endswith(".tgz"):
+        return True
+    return os.path.isdir(chart_ref)
+
+
+def repo_of(chart_ref):
+    # type: (str) -> Optional[str]
+    """'nvidia/gpu-operator' -> 'nvidia'; local paths and oci:// refs -> None."""
+    if is_local_chart(chart_ref) or chart_ref.startswith("oci://") or "/" not in chart_ref:
+        return None
+    return chart_ref.split("/", 1)[0]
+
+
+class HelmCommand(object):
+    """Builds helm argv lists with the connection flags every call needs."""
+
+    def __init__(self, binary="helm", kubeconfig=None, context=None):
+        # type: (str, Optional[str], Optional[str]) -> None
+        self.binary = binary
+        self.kubeconfig = kubeconfig
+        self.context = context
+
+    def _kube(self):
+        # type: () -> List[str]
+        argv = []  # type: List[str]
+        if self.kubeconfig:
+            argv += ["--kubeconfig", self.kubeconfig]
+        if self.context:
+            argv += ["--kube-context", self.context]
+        return argv
+
+    def version(self):
+        # type: () -> List[str]
+        return [self.binary, "version", "--short"]
+
+    def repo_list(self):
+        # type: () -> List[str]
+        return [self.binary, "repo", "list", "-o", "json"]
+
+    def repo_add(self, name, url, username=None, with_password=False):
+        # type: (str, str, Optional[str], bool) -> List[str]
+        argv = [self.binary, "repo", "add", name, url, "--force-update"]
+        if username:
+            argv += ["--username", username]
+        if with_password:
+            argv.append("--password-stdin")  # the password is fed on stdin, never in argv
+        return argv
+
+    def repo_update(self, names):
+        # type: (List[str]) -> List[str]
+        return [self.binary, "repo", "update"] + list(names)
+
+    def list_releases(self, namespace, release):
+        # type: (str, str) -> List[str]
+        return [self.binary, "list", "-n", namespace, "--all", "--filter", "^%s$" % re.escape(release),
+                "-o", "json"] + self._kube()
+
+    def get_values(self, release, namespace):
+        # type: (str, str) -> List[str]
+        return [self.binary, "get", "values", release, "-n", namespace, "-o", "json"] + self._kube()
+
+    def status(self, release, namespace):
+        # type: (str, str) -> List[str]
+        return [self.binary, "status", release, "-n", namespace, "-o", "json"] + self._kube()
+
+    def show_chart(self, chart_ref, version=None):
+        # type: (str, Optional[str]) -> List[str]
+        return [self.binary, "show", "chart", chart_ref] + self._version_flag(chart_ref, version)
+
+    def show_crds(self, chart_ref, version=None):
+        # type: (str, Optional[str]) -> List[str]
+        return [self.binary, "show", "crds", chart_ref] + self._version_flag(chart_ref, version)
+
+    @staticmethod
+    def _version_flag(chart_ref, version):
+        # type: (str, Optional[str]) -> List[str]
+        # --version selects a chart from a repository; a local chart is what it is.
+        return ["--version", version] if version and not is_local_chart(chart_ref) else []
+
+    def upgrade_install(self, release, chart_ref, namespace, values_file, version=None, extra=None):
+        # type: (str, str, str, str, Optional[str], Optional[List[str]]) -> List[str]
+        """`helm upgrade --install` with values from a file only; --reset-values so that values
+        removed from the plan are removed from the release (both helm 3.12+ and 4)."""
+        argv = [self.binary, "upgrade", "--install", release, chart_ref, "-n", namespace,
+                "-f", values_file, "--reset-values"]
+        argv += self._version_flag(chart_ref, version)
+        argv += list(extra or [])
+        return argv + self._kube()
+
+    def uninstall(self, release, namespace):
+        # type: (str, str) -> List[str]
+        return [self.binary, "uninstall", release, "-n", namespace] + self._kube()
+
+
+def helm_environment(host=None, api_key=None, ca_cert=None, validate_certs=None):
+    # type: (Optional[str], Optional[str], Optional[str], Optional[bool]) -> Dict[str, str]
+    """Connection settings helm reads from its environment (keeps the token out of argv)."""
+    env = {}  # type: Dict[str, str]
+    if host:
+        env["HELM_KUBEAPISERVER"] = host
+    if api_key:
+        env["HELM_KUBETOKEN"] = api_key
+    if ca_cert:
+        env["HELM_KUBECAFILE"] = ca_cert
+    if validate_certs is False:
+        env["HELM_KUBEINSECURE_SKIP_TLS_VERIFY"] = "true"
+    return env
+
+
+def _load_json(output, what):
+    # type: (str, str) -> Any
+    text = (output or "").strip()
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise HelmError("helm %s did not print JSON: %r" % (what, text[:300]))
+
+
+def parse_release_list(output, release):
+    # type: (str, str) -> Optional[Dict[str, Any]]
+    """The release named ``release`` from `helm list -o json`, or None."""
+    data = _load_json(output, "list") or []
+    if not isinstance(data, list):
+        raise HelmError("helm list: expected a JSON list, got %s" % type(data).__name__)
+    for entry in data:
+        if isinstance(entry, dict) and entry.get("name") == release:
+            return entry
+    return None
+
+
+def split_chart_field(chart_field, chart_name=None):
+    # type: (str, Optional[str]) -> Tuple[str, str]
+    """`helm list`'s "chart" column ("gpu-operator-v25.10.1") -> ("gpu-operator", "v25.10.1").
+
+    With the chart name known the split is exact; otherwise the version starts at the last
+    "-" followed by an optional "v" and a digit."""
+    if chart_name and chart_field.startswith(chart_name + "-"):
+        return chart_name, chart_field[len(chart_name) + 1:]
+    match = re.match(r'^(.*?)-(v?\d+\.\d+\.\d+.*)$', chart_field)
+    if not match:
+        raise HelmError("cannot split chart %r into name and version" % chart_field)
+    return match.group(1), match.group(2)
+
+
+def parse_values(output):
+    # type: (str) -> Dict[str, Any]
+    """`helm get values -o json` (user-supplied values; "null" when none)."""
+    data = _load_json(output, "get values")
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise HelmError("helm get values: expected a JSON object")
+    return data
+
+
+def parse_chart_metadata(output):
+    # type: (str) -> Dict[str, Any]
+    """`helm show chart` prints Chart.yaml; only flat top-level scalars are needed (name, version,
+    appVersion), so a minimal reader avoids a YAML dependency in this pure module."""
+    meta = {}  # type: Dict[str, Any]
+    for line in (output or "").splitlines():
+        if not line or line[0] in " \t#-":
+            continue
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        if value:
+            meta[key.strip()] = value
+    if "name" not in meta or "version" not in meta:
+        raise HelmError("helm show chart: no name/version in %r" % (output or "")[:300])
+    return meta
+
+
+def normalize_version(version):
+    # type: (Optional[str]) -> Optional[str]
+    """Chart versions compare without a leading "v" (helm accepts both for --version)."""
+    if version is None:
+        return None
+    return version[1:] if version[:1] in ("v", "V") else version
+
+
+def same_version(first, second):
+    # type: (Optional[str], Optional[str]) -> bool
+    return normalize_version(first) == normalize_version(second)

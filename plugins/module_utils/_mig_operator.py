@@ -1,0 +1,101 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.sharing contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Operator-managed MIG: the mig-parted ConfigMap and the MIG manager's node labels (pure).
+
+The GPU Operator's MIG manager applies the config named by the node label
+``nvidia.com/mig.config`` from the ConfigMap ``migManager.config.name`` (key ``config.yaml``) and
+reports ``nvidia.com/mig.config.state`` = pending | rebooting | success | failed (SPECS §7.2, §7.4).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_STATE_LABEL = "nvidia.com/mig.config.state"
+CONFIG_KEY = "config.yaml"
+# Set while this collection holds a node cordoned for a MIG change, so that a re-run after a
+# failure knows the cordon is ours to lift (and never lifts an administrator's cordon).
+CORDON_MARKER = "gpufleet.sharing/cordoned-for"
+CORDON_MARKER_VALUE = "mig-reconfiguration"
+
+
+class MigOperatorError(ValueError):
+    """Invalid input; ``problems`` lists everything found."""
+
+    def __init__(self, problems):
+        # type: (List[str]) -> None
+        super(MigOperatorError, self).__init__("; ".join(problems))
+        self.problems = problems
+
+
+def merge_host_configs(configs=None, configs_by_host=None):
+    # type: (Optional[Mapping[str, Any]], Optional[Mapping[str, Mapping[str, Any]]]) -> Dict[str, Any]
+    """One mapping name -> items from the common ``configs`` and every host's own ``mig_configs``.
+
+    All nodes read the same ConfigMap, so a name must mean the same layout everywhere: the same
+    name with different items (from two hosts, or a host and the common configs) is an error."""
+    merged = {}  # type: Dict[str, Any]
+    origin = {}  # type: Dict[str, str]
+    problems = []  # type: List[str]
+    sources = [("configs", configs or {})]  # type: List[Tuple[str, Mapping[str, Any]]]
+    for host in sorted(configs_by_host or {}):
+        sources.append(("host %s" % host, (configs_by_host or {})[host] or {}))
+    for source, named in sources:
+        if not isinstance(named, Mapping):
+            problems.append("%s: mig_configs must be a mapping of config name to items" % source)
+            continue
+        for name, items in named.items():
+            name = str(name)
+            if name in merged and merged[name] != items:
+                problems.append("MIG config %r is defined differently by %s and %s; all nodes share one "
+                                "ConfigMap, so give one of them another name" % (name, origin[name], source))
+                continue
+            merged[name] = items
+            origin.setdefault(name, source)
+    if problems:
+        raise MigOperatorError(problems)
+    return merged
+
+
+def missing_selections(available, selected_by_host):
+    # type: (Mapping[str, Any], Mapping[str, Optional[str]]) -> List[str]
+    """Problems for hosts whose selected config is not in the ConfigMap."""
+    problems = []
+    for host in sorted(selected_by_host):
+        name = selected_by_host[host]
+        if not name:
+            problems.append("host %s: no MIG config selected (mig_config is empty)" % host)
+        elif name not in available:
+            problems.append("host %s: MIG config %r is not defined (known: %s)" % (
+                host, name, ", ".join(sorted(available)[:20]) + (" ..." if len(available) > 20 else "")))
+    return problems
+
+
+def node_mig_status(node):
+    # type: (Mapping[str, Any]) -> Tuple[Optional[str], Optional[str]]
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return labels.get(MIG_CONFIG_LABEL), labels.get(MIG_STATE_LABEL)
+
+
+def node_is_configured(node, config):
+    # type: (Mapping[str, Any], str) -> bool
+    """Nothing to do: the node asks for ``config`` and the MIG manager reported success."""
+    return node_mig_status(node) == (config, "success")
+
+
+def failure_reason(node, events):
+    # type: (Mapping[str, Any], List[Mapping[str, Any]]) -> str
+    """The MIG manager's explanation of a failed state: node annotations about MIG, then the most
+    recent events on the node that mention MIG."""
+    parts = []
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    for key in sorted(annotations):
+        lowered = key.lower()
+        if "mig" in lowered and key != CORDON_MARKER:
+            parts.append("%s=%s" % (key, annotations[key]))
+    related = [e for e in events if "mig" in ("%s %s" % (e.get("reason", ""), e.get("message", ""))).lower()]
+    for event in related[-3:]:
+        parts.append("event %s: %s" % (event.get("reason"), event.get("message")))
+    return "; ".join(parts) if parts else "the MIG manager gave no reason (see its pod log)"

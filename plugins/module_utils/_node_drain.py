@@ -1,0 +1,170 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.sharing contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Cordon / drain / uncordon of one node, shared by node_maintenance and mig_node_config.
+
+``classify_pods`` is pure (unit-tested); ``Drainer`` does the API calls through a K8sClient.
+
+Drain follows kubectl's rules: mirror (static) pods and DaemonSet pods are skipped, pods with
+emptyDir volumes are only evicted with ``delete_emptydir_data``, pods without a controller only
+with ``force``. Eviction uses the policy/v1 Eviction API so PodDisruptionBudgets are honoured; a
+429 (budget exhausted) is retried until the timeout.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
+
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+
+def pod_key(pod):
+    # type: (Dict[str, Any]) -> str
+    meta = pod.get("metadata") or {}
+    return "%s/%s" % (meta.get("namespace"), meta.get("name"))
+
+
+def _controller(pod):
+    # type: (Dict[str, Any]) -> Optional[Dict[str, Any]]
+    for owner in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if owner.get("controller"):
+            return owner
+    return None
+
+
+def classify_pods(pods, delete_emptydir_data=False, force=False):
+    # type: (List[Dict[str, Any]], bool, bool) -> Tuple[List[Dict[str, Any]], List[Dict[str, str]], List[Dict[str, str]]]
+    """Split the pods of a node into (to_evict, skipped, blocking).
+
+    skipped and blocking entries are {"pod": "ns/name", "reason": ...}; blocking pods stop the
+    drain before anything is changed (the caller lists them in the error)."""
+    to_evict = []  # type: List[Dict[str, Any]]
+    skipped = []  # type: List[Dict[str, str]]
+    blocking = []  # type: List[Dict[str, str]]
+    for pod in sorted(pods, key=pod_key):
+        meta = pod.get("metadata") or {}
+        key = pod_key(pod)
+        if MIRROR_ANNOTATION in (meta.get("annotations") or {}):
+            skipped.append({"pod": key, "reason": "mirror pod (static pod managed by the kubelet)"})
+            continue
+        if meta.get("deletionTimestamp"):
+            skipped.append({"pod": key, "reason": "already terminating"})
+            continue
+        controller = _controller(pod)
+        if controller and controller.get("kind") == "DaemonSet":
+            skipped.append({"pod": key, "reason": "DaemonSet pod"})
+            continue
+        finished = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        if not finished:
+            volumes = [v.get("name") for v in (pod.get("spec") or {}).get("volumes") or [] if "emptyDir" in v]
+            if volumes and not delete_emptydir_data:
+                blocking.append({"pod": key, "reason": "uses emptyDir volume(s) %s whose data would be lost "
+                                                       "(set delete_emptydir_data: true)" % ", ".join(volumes)})
+                continue
+            if controller is None and not force:
+                blocking.append({"pod": key, "reason": "not managed by a controller, it would not be recreated "
+                                                       "(set force: true)"})
+                continue
+        to_evict.append(pod)
+    return to_evict, skipped, blocking
+
+
+class DrainError(Exception):
+    """The drain could not finish; ``details`` lists the pods concerned."""
+
+    def __init__(self, message, details=None):
+        # type: (str, Optional[List[Dict[str, str]]]) -> None
+        super(DrainError, self).__init__(message)
+        self.details = details or []
+
+
+class Drainer(object):
+    """Evict the pods of one node through the Eviction API and wait until they are gone."""
+
+    def __init__(self, k8s, node, delete_emptydir_data=False, force=False, timeout=300.0, interval=2.0,
+                 grace_period_seconds=None, progress=None):
+        # type: (K8sClient, str, bool, bool, float, float, Optional[int], Optional[Callable[[str, float, Any], None]]) -> None
+        self.k8s = k8s
+        self.node = node
+        self.delete_emptydir_data = delete_emptydir_data
+        self.force = force
+        self.timeout = timeout
+        self.interval = interval
+        self.grace_period_seconds = grace_period_seconds
+        self.progress = progress
+
+    def plan(self):
+        # type: () -> Tuple[List[Dict[str, Any]], List[Dict[str, str]], List[Dict[str, str]]]
+        return classify_pods(self.k8s.pods_on_node(self.node), self.delete_emptydir_data, self.force)
+
+    def check_blocking(self, blocking):
+        # type: (List[Dict[str, str]]) -> None
+        if blocking:
+            raise DrainError("cannot drain node %s: %s" % (
+                self.node, "; ".join("%s %s" % (b["pod"], b["reason"]) for b in blocking)), blocking)
+
+    def evict_all(self, pods):
+        # type: (List[Dict[str, Any]]) -> List[Dict[str, str]]
+        """Evict ``pods``; PDB refusals (429) are retried until the timeout. Then wait until the
+        evicted pods are gone (deleted, or replaced by a pod with another uid). Returns
+        [{"pod", "uid"}] of the evicted pods."""
+        started = self.k8s.now()
+        pending = dict((pod_key(p), p) for p in pods)
+        evicted = []  # type: List[Dict[str, str]]
+        refusals = {}  # type: Dict[str, str]
+
+        def evict_round():
+            # type: () -> Tuple[bool, Any]
+            for key in sorted(pending):
+                pod = pending[key]
+                meta = pod["metadata"]
+                try:
+                    self.k8s.evict(meta["name"], meta["namespace"], grace_period_seconds=self.grace_period_seconds)
+                except K8sError as exc:
+                    if exc.status == 429:  # PodDisruptionBudget: try again later
+                        refusals[key] = exc.message
+                        continue
+                    raise DrainError("eviction of %s from %s failed: %s" % (key, self.node, exc),
+                                     [{"pod": key, "reason": str(exc)}])
+                refusals.pop(key, None)
+                evicted.append({"pod": key, "uid": str(meta.get("uid", ""))})
+                del pending[key]
+            return not pending, dict(("pod " + k, v) for k, v in refusals.items())
+
+        try:
+            self.k8s.wait_for("evictions from node %s" % self.node, evict_round, self.timeout, self.interval,
+                              self.progress)
+        except DrainError:
+            raise
+        except K8sError as exc:
+            raise DrainError("drain of %s timed out: %d pod(s) not evicted: %s" % (
+                self.node, len(pending), "; ".join("%s (%s)" % (k, refusals.get(k, "not tried"))
+                                                   for k in sorted(pending))),
+                [{"pod": k, "reason": refusals.get(k, "timeout")} for k in sorted(pending)]) from exc
+        self.wait_gone(evicted, max(self.interval, self.timeout - (self.k8s.now() - started)))
+        return evicted
+
+    def wait_gone(self, evicted, timeout):
+        # type: (List[Dict[str, str]], float) -> None
+        remaining = list(evicted)
+
+        def gone():
+            # type: () -> Tuple[bool, Any]
+            still = []
+            for entry in remaining:
+                namespace, name = entry["pod"].split("/", 1)
+                live = self.k8s.get("Pod", name, namespace)
+                if live is not None and str((live.get("metadata") or {}).get("uid", "")) == entry["uid"]:
+                    still.append(entry)
+            remaining[:] = still
+            return not still, ["pod %s terminating" % e["pod"] for e in still]
+
+        try:
+            self.k8s.wait_for("evicted pods of %s to terminate" % self.node, gone, timeout, self.interval,
+                              self.progress)
+        except K8sError as exc:
+            raise DrainError("pods evicted from %s did not terminate in time: %s" % (
+                self.node, ", ".join(e["pod"] for e in remaining)),
+                [{"pod": e["pod"], "reason": "still terminating"} for e in remaining]) from exc

@@ -1,0 +1,228 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.sharing contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: node_maintenance
+short_description: Cordon, drain or uncordon a Kubernetes node
+version_added: 0.1.0
+description:
+  - Marks a node unschedulable (V(cordon)), evicts its pods through the Eviction API (V(drain)),
+    or makes it schedulable again (V(uncordon)).
+  - Draining honours PodDisruptionBudgets. An eviction refused with HTTP 429 because a budget
+    allows no disruption is tried again until O(timeout). Then the module waits until the evicted
+    pods are gone.
+  - Mirror (static) pods and DaemonSet pods are left alone. Pods with C(emptyDir) volumes are
+    evicted only with O(delete_emptydir_data=true), pods without a controller only with O(force=true);
+    otherwise the drain stops before changing anything and lists those pods.
+  - Optionally sets or removes annotations on the node, for example the reason of the maintenance.
+author:
+  - gpufleet maintainers
+extends_documentation_fragment:
+  - gpufleet.sharing.k8s_auth
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Nothing is changed; RV(would_evict) lists the pods a drain would evict.
+  diff_mode:
+    support: full
+    details:
+      - Shows C(spec.unschedulable) and the annotations of the node, before and after.
+  platform:
+    platforms: posix
+    support: full
+options:
+  node:
+    description: Name of the node.
+    type: str
+    required: true
+  state:
+    description:
+      - V(cordon) makes the node unschedulable.
+      - V(drain) cordons it and evicts its pods.
+      - V(uncordon) makes it schedulable again.
+    type: str
+    choices: [cordon, drain, uncordon]
+    required: true
+  delete_emptydir_data:
+    description: Evict pods that use C(emptyDir) volumes; the data in those volumes is lost.
+    type: bool
+    default: false
+  force:
+    description: Evict pods that no controller manages; they are not recreated anywhere.
+    type: bool
+    default: false
+  grace_period:
+    description: Termination grace period in seconds given to evicted pods; default is the pod's own.
+    type: int
+  timeout:
+    description: Seconds to spend on evictions (PodDisruptionBudget retries included) and on waiting for the pods to go.
+    type: int
+    default: 300
+  poll_interval:
+    description: Seconds between two eviction rounds or checks.
+    type: float
+    default: 2
+  annotations:
+    description:
+      - Annotations to set on the node (a null value removes the annotation), for example
+        C({gpufleet.sharing/maintenance-reason: MIG reconfiguration}).
+    type: dict
+"""
+
+EXAMPLES = r"""
+- name: Drain a GPU node before maintenance
+  gpufleet.sharing.node_maintenance:
+    node: gpu-node-07
+    state: drain
+    delete_emptydir_data: true
+    timeout: 600
+    annotations:
+      gpufleet.sharing/maintenance-reason: "GPU firmware update"
+  delegate_to: localhost
+
+- name: Put it back into service
+  gpufleet.sharing.node_maintenance:
+    node: gpu-node-07
+    state: uncordon
+    annotations:
+      gpufleet.sharing/maintenance-reason: null
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+node:
+  description: Name of the node.
+  returned: always
+  type: str
+  sample: gpu-node-07
+unschedulable:
+  description: Whether the node is unschedulable at the end (as planned, in check mode).
+  returned: always
+  type: bool
+  sample: true
+evicted:
+  description: Pods evicted (namespace/name).
+  returned: always
+  type: list
+  elements: str
+  sample: [team-a/trainer-0]
+would_evict:
+  description: Pods a drain would evict (check mode).
+  returned: in check mode with O(state=drain)
+  type: list
+  elements: str
+skipped:
+  description: Pods left on the node and why.
+  returned: when O(state=drain)
+  type: list
+  elements: dict
+  sample: [{pod: gpu-operator/nvidia-device-plugin-daemonset-x, reason: DaemonSet pod}]
+blocking:
+  description: Pods that stop the drain and why (nothing was changed).
+  returned: on failure
+  type: list
+  elements: dict
+"""
+
+import copy
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ..module_utils._k8s import K8S_AUTH_ARGSPEC, K8sError, client_from_module
+from ..module_utils._node_drain import DrainError, Drainer, pod_key
+
+
+def planned_annotations(current, wanted):
+    result = dict(current)
+    for key, value in (wanted or {}).items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = str(value)
+    return result
+
+
+def main():
+    argument_spec = dict(
+        node=dict(type="str", required=True),
+        state=dict(type="str", required=True, choices=["cordon", "drain", "uncordon"]),
+        delete_emptydir_data=dict(type="bool", default=False),
+        force=dict(type="bool", default=False),
+        grace_period=dict(type="int"),
+        timeout=dict(type="int", default=300),
+        poll_interval=dict(type="float", default=2),
+        annotations=dict(type="dict"),
+    )
+    argument_spec.update(K8S_AUTH_ARGSPEC)
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    params = module.params
+    if params["timeout"] < 0 or params["poll_interval"] <= 0:
+        module.fail_json(msg="timeout must be >= 0 and poll_interval > 0")
+    k8s = client_from_module(module)
+    name, state = params["node"], params["state"]
+    result = {"changed": False, "node": name, "evicted": []}
+
+    try:
+        node = k8s.get("Node", name)
+        if node is None:
+            module.fail_json(msg="node %s not found" % name, **result)
+        before_unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
+        before_annotations = dict((node.get("metadata") or {}).get("annotations") or {})
+        want_unschedulable = state != "uncordon"
+        after_annotations = planned_annotations(before_annotations, params["annotations"])
+
+        drainer = None
+        to_evict = []
+        if state == "drain":
+            drainer = Drainer(k8s, name, params["delete_emptydir_data"], params["force"], params["timeout"],
+                              params["poll_interval"], params["grace_period"],
+                              progress=lambda what, elapsed, detail: module.log(
+                                  "node_maintenance: %s: %.0fs: %s" % (what, elapsed, detail)))
+            to_evict, skipped, blocking = drainer.plan()
+            result["skipped"] = skipped
+            if blocking:
+                # Validate before changing anything: the node is not even cordoned.
+                module.fail_json(msg="cannot drain node %s: %s" % (
+                    name, "; ".join("%s %s" % (b["pod"], b["reason"]) for b in blocking)),
+                    blocking=blocking, **result)
+
+        node_changes = before_unschedulable != want_unschedulable or before_annotations != after_annotations
+        result["changed"] = node_changes or bool(to_evict)
+        result["unschedulable"] = want_unschedulable
+        if module._diff:
+            result["diff"] = {
+                "before": {"unschedulable": before_unschedulable, "annotations": before_annotations},
+                "after": {"unschedulable": want_unschedulable, "annotations": after_annotations},
+            }
+        if module.check_mode:
+            if state == "drain":
+                result["would_evict"] = [pod_key(p) for p in to_evict]
+            module.exit_json(**result)
+
+        if params["annotations"]:
+            k8s.set_node_annotations(name, copy.deepcopy(params["annotations"]))
+        k8s.set_unschedulable(name, want_unschedulable)
+        if drainer is not None:
+            # Re-read after cordoning: a pod may have been scheduled since the first look.
+            to_evict, skipped, blocking = drainer.plan()
+            result["skipped"] = skipped
+            drainer.check_blocking(blocking)
+        if drainer is not None and to_evict:
+            result["changed"] = True
+            evicted = drainer.evict_all(to_evict)
+            result["evicted"] = [entry["pod"] for entry in evicted]
+    except DrainError as exc:
+        result["changed"] = True  # the node was cordoned (and maybe some pods evicted) before this
+        module.fail_json(msg=str(exc), blocking=exc.details, **result)
+    except K8sError as exc:
+        module.fail_json(msg=str(exc), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
