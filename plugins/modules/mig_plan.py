@@ -49,6 +49,14 @@ options:
     description:
       - The config of O(config) to plan. May be omitted when O(config) holds exactly one.
     type: str
+  include_default_configs:
+    description:
+      - Add the default named configs (C(all-disabled), C(all-enabled), C(all-balanced) and
+        C(all-<profile>) for every catalog model, as nvidia-mig-parted names them) to O(config), so
+        that O(name) may be one of them. Configs of O(config) win over defaults of the same name.
+      - With this option O(config) may be omitted.
+    type: bool
+    default: false
 extends_documentation_fragment: []
 attributes:
   check_mode:
@@ -88,6 +96,12 @@ EXAMPLES = r"""
     gpu: "{{ ansible_facts.gpufleet_gpus[0].pci_device_id }}"
     layout: "{{ mig_layout }}"
   delegate_to: localhost
+
+- name: Check that a default config applies to an H100 NVL
+  gpufleet.sharing.mig_plan:
+    gpu: H100-NVL
+    name: all-balanced
+    include_default_configs: true
 
 - name: Plan every item of a mig-parted config
   gpufleet.sharing.mig_plan:
@@ -170,6 +184,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog impo
 )
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import (
     MigPartedError,
+    merged_configs,
     parse_config,
     select_config,
 )
@@ -194,8 +209,13 @@ def _models_for_item(item, requested):
 
 
 def _plan_config(module, requested):
+    content = module.params['config'] or {'version': 'v1', 'mig-configs': {}}
+    if module.params['include_default_configs']:
+        if not isinstance(content.get('mig-configs'), dict):
+            module.fail_json(msg='config.mig-configs must be a mapping of config name to items')
+        content = dict(content, **merged_configs(content['mig-configs']))
     try:
-        parsed = parse_config(module.params['config'], source='config')
+        parsed = parse_config(content, source='config')
         name, items = select_config(parsed, module.params['name'])
     except MigPartedError as error:
         module.fail_json(msg='invalid mig-parted config: %s' % error, problems=error.problems)
@@ -222,6 +242,10 @@ def _plan_config(module, requested):
     if problems:
         module.fail_json(msg='mig-parted config %s cannot be applied: %s' % (name, '; '.join(problems)),
                          problems=problems, plans=plans)
+    if requested is not None and not plans:
+        problems.append('no item of mig-parted config %s applies to %s (its device-filters name other GPUs), '
+                        'so nvidia-mig-parted would leave this GPU untouched' % (name, requested.key))
+        module.fail_json(msg=problems[0], problems=problems, plans=plans)
     module.exit_json(changed=False, name=name, plans=plans)
 
 
@@ -232,10 +256,11 @@ def main():
             layout=dict(type='dict'),
             config=dict(type='dict'),
             name=dict(type='str'),
+            include_default_configs=dict(type='bool', default=False),
         ),
-        mutually_exclusive=[('layout', 'config')],
-        required_one_of=[('layout', 'config')],
-        required_by={'layout': ('gpu',), 'name': ('config',)},
+        mutually_exclusive=[('layout', 'config'), ('layout', 'include_default_configs')],
+        required_one_of=[('layout', 'config', 'name')],
+        required_by={'layout': ('gpu',)},
         supports_check_mode=True,
     )
     requested = None
@@ -244,7 +269,9 @@ def main():
             requested = resolve_model(module.params['gpu'])
         except CatalogError as error:
             module.fail_json(msg=str(error), problems=[str(error)])
-    if module.params['config'] is not None:
+    if module.params['layout'] is None:
+        if module.params['config'] is None and not module.params['include_default_configs']:
+            module.fail_json(msg='name needs config or include_default_configs=true')
         _plan_config(module, requested)
     try:
         plan = plan_layout(requested, module.params['layout'])

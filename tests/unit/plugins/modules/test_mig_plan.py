@@ -70,3 +70,17 @@ def test_mig_parted_config_errors(tmp_path):
 def test_argument_errors(tmp_path):
     assert run_module('mig_plan', {'layout': {'1g.10gb': 1}}, tmp_path)['failed']
     assert run_module('mig_plan', {'gpu': 'H200'}, tmp_path)['failed']
+
+
+def test_default_configs(tmp_path):
+    result = run_module('mig_plan', {'gpu': 'H100-NVL', 'name': 'all-balanced', 'include_default_configs': True}, tmp_path)
+    assert not result.get('failed'), result
+    assert result['plans'][0]['plan']['layout'] == {'1g.12gb': 2, '2g.24gb': 1, '3g.47gb': 1}
+    result = run_module('mig_plan', {'gpu': 'A30', 'name': 'all-1g.10gb', 'include_default_configs': True}, tmp_path)
+    assert result['failed'] and 'no item of mig-parted config all-1g.10gb applies to A30' in result['msg']
+    own = {'version': 'v1', 'mig-configs': {'all-balanced': [{'devices': 'all', 'mig-enabled': False}]}}
+    result = run_module('mig_plan', {'gpu': 'H200', 'config': own, 'name': 'all-balanced',
+                                     'include_default_configs': True}, tmp_path)
+    assert result['plans'][0]['mig_enabled'] is False
+    result = run_module('mig_plan', {'gpu': 'H200', 'name': 'all-balanced'}, tmp_path)
+    assert result['failed'] and 'include_default_configs' in result['msg']
