@@ -14,7 +14,7 @@ short_description: Declarative MIG mode and layout of the NVIDIA GPUs of a host
 version_added: 0.1.0
 description:
   - Brings the MIG mode and the GPU/compute instances of every GPU of the host to the state that a
-    named config in nvidia-mig-parted's C(version: v1) format asks for.
+    named config in nvidia-mig-parted's version V(v1) config format asks for.
   - The whole config is validated first, for every GPU of the host, against the MIG catalog of the
     GPU's model (profiles, maximum counts, placements). Any problem fails the task before anything
     is changed, naming the GPU index, product, model, profile and the valid profiles.
@@ -27,7 +27,7 @@ description:
     the module reports RV(reset_required) / RV(reboot_required) and leaves that GPU's instances
     alone; the P(gpufleet.sharing.mig#role) role decides whether to reboot.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 options:
   config:
     description:
@@ -501,8 +501,9 @@ def main():
     now = runner.gather()
     after = [current_layout(gpu) for gpu in now]
     result.update(after=after, commands=runner.commands)
-    pending = sorted(set(pending) | set(gpu["index"] for gpu in after
-                                          if gpu["index"] in result["changed_gpus"] and gpu["mig_enabled"] != gpu["mig_pending"]))
+    still_pending = set(gpu["index"] for gpu in after
+                        if gpu["index"] in result["changed_gpus"] and gpu["mig_enabled"] != gpu["mig_pending"])
+    pending = sorted(set(pending) | still_pending)
     result.update(pending_gpus=pending, reset_required=bool(pending), reboot_required=reboot_required)
     wanted = dict((layout["index"], layout) for layout in plan.after)
     mismatched = []

@@ -50,13 +50,16 @@ class FakeHost:
         self.parted_assert_rc = 1
 
     # -- rendering
+    @staticmethod
+    def mode(enabled):
+        return "Enabled" if enabled else "Disabled"
+
     def query(self, gpus):
         lines = []
         for gpu in gpus:
             name, pci = NAMES[gpu["model"]]
-            mode = lambda on: "Enabled" if on else "Disabled"  # noqa: E731
             lines.append("%d, %s, GPU-%04d, 00000000:%02X:00.0, %s, 81559, %s, %s, 580.1" % (
-                gpu["index"], name, gpu["index"], 7 + gpu["index"], pci, mode(gpu["current"]), mode(gpu["pending"])))
+                gpu["index"], name, gpu["index"], 7 + gpu["index"], pci, self.mode(gpu["current"]), self.mode(gpu["pending"])))
         return "\n".join(lines) + "\n"
 
     def summary(self):
@@ -250,8 +253,8 @@ def test_invalid_profile_fails_before_any_change_naming_gpu_model_and_valid_prof
 
 def test_over_capacity_fails_with_planner_reason(run_module):
     host = FakeHost(["A100"])
-    config = {"version": "v1", "mig-configs": {"x": [{"devices": "all", "mig-enabled": True,
-                                                       "mig-devices": {"3g.20gb": 2, "1g.5gb": 1}}]}}
+    item = {"devices": "all", "mig-enabled": True, "mig-devices": {"3g.20gb": 2, "1g.5gb": 1}}
+    config = {"version": "v1", "mig-configs": {"x": [item]}}
     ok, result = run_module(host, config=config, selected="x")
     assert not ok and host.mutations == []
     assert result["problems"] and result["problems"][0].startswith("GPU 0 (NVIDIA A100-SXM4-40GB, model A100-40GB), config x:")
