@@ -295,6 +295,20 @@ def new_state(hostname: str, gpus: Sequence[Tuple[str, int]],
     return state
 
 
+def boot_id_path(path: str) -> str:
+    """Side file holding the current boot id (what /proc/sys/kernel/random/boot_id shows on a
+    real host; Ansible's reboot module compares it). Rewritten in place so a bind mount of the
+    file keeps seeing updates."""
+    return path + ".boot_id"
+
+
+def _write_boot_id(path: str, boot_id: str) -> None:
+    with open(boot_id_path(path), "a+", encoding="utf-8") as handle:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(boot_id + "\n")
+
+
 def create(path: str, hostname: str, gpus: Sequence[Tuple[str, int]],
            overrides: Optional[Dict[int, Dict[str, str]]] = None,
            services: Optional[Dict[str, str]] = None) -> HostState:
@@ -302,6 +316,7 @@ def create(path: str, hostname: str, gpus: Sequence[Tuple[str, int]],
     state = new_state(hostname, gpus, overrides=overrides, services=services)
     with _flock(path, fcntl.LOCK_EX):
         save(path, state)
+        _write_boot_id(path, state.boot_id)
     return state
 
 
@@ -330,6 +345,7 @@ def apply_reboot(state: HostState, actor: str = "reboot") -> None:
 def reboot(path: str, actor: str = "reboot") -> HostState:
     with locked(path) as state:
         apply_reboot(state, actor)
+    _write_boot_id(path, state.boot_id)
     return state
 
 
