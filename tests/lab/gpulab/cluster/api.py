@@ -308,10 +308,60 @@ class Api:
                                "resource", {})
             return json_response(200, self._resource_list("%s/%s" % (parts[1], parts[2]),
                                                           versions[parts[2]]))
+        if parts == ["openapi", "v3"]:
+            return json_response(200, {"paths": {
+                gv: {"serverRelativeURL": "/openapi/v3/%s?hash=%s" % (gv, self._openapi_hash(gv))}
+                for gv in self._openapi_group_versions()}})
+        if len(parts) >= 3 and parts[:2] == ["openapi", "v3"]:
+            gv = "/".join(parts[2:])
+            if gv not in self._openapi_group_versions():
+                raise ApiError(404, "NotFound", "the server could not find the requested "
+                               "resource", {})
+            return json_response(200, self._openapi_document(gv))
         if parts and parts[0] == "openapi":
-            raise ApiError(404, "NotFound", "the lab API server does not publish OpenAPI "
-                           "documents", {})
+            raise ApiError(404, "NotFound", "the lab API server publishes only minimal OpenAPI "
+                           "v3 documents (paths, no schemas)", {})
         return None
+
+    # ---------------------------------------------------------------- openapi
+
+    def _openapi_group_versions(self) -> Dict[str, List[ResourceType]]:
+        result: Dict[str, List[ResourceType]] = {}
+        for rt in self.store.resources():
+            gv = "api/v1" if not rt.group else "apis/%s/%s" % (rt.group, rt.version)
+            result.setdefault(gv, []).append(rt)
+        return result
+
+    def _openapi_hash(self, gv: str) -> str:
+        import hashlib
+        names = sorted(rt.key + str(rt.namespaced) for rt in self._openapi_group_versions()[gv])
+        return hashlib.sha256("|".join(names).encode()).hexdigest()[:32].upper()
+
+    def _openapi_document(self, gv: str) -> Dict[str, Any]:
+        """Just enough OpenAPI v3 for clients to see which operations exist: kubectl checks the
+        `fieldValidation` parameter of each kind's PATCH operation to decide that the server
+        validates (so it needs no schemas). No schemas are published."""
+        paths: Dict[str, Any] = {}
+        common = [{"name": n, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
+                  for n in ("dryRun", "fieldManager", "fieldValidation", "force", "pretty")]
+        for rt in sorted(self._openapi_group_versions()[gv], key=lambda t: t.plural):
+            gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+            base = "/" + gv + ("/namespaces/{namespace}/" if rt.namespaced else "/") + rt.plural
+            item = {"x-kubernetes-group-version-kind": gvk}
+            operation = {"x-kubernetes-group-version-kind": gvk, "parameters": common,
+                         "responses": {"200": {"description": "OK"}}}
+            paths[base] = {"get": dict(operation, **{"x-kubernetes-action": "list"}),
+                           "post": dict(operation, **{"x-kubernetes-action": "post"})}
+            paths[base + "/{name}"] = {
+                "get": dict(operation, **{"x-kubernetes-action": "get"}),
+                "put": dict(operation, **{"x-kubernetes-action": "put"}),
+                "patch": dict(operation, **{"x-kubernetes-action": "patch"}),
+                "delete": dict(operation, **{"x-kubernetes-action": "delete"}),
+            }
+            del item
+        return {"openapi": "3.0.0", "info": {"title": "Kubernetes (gpulab)",
+                                             "version": SERVER_VERSION["gitVersion"]},
+                "paths": paths, "components": {"schemas": {}}}
 
     # ----------------------------------------------------------------- routes
 
@@ -575,9 +625,12 @@ class Api:
         seconds = min(float(timeout), self.max_watch_seconds) if timeout else \
             self.max_watch_seconds
         events: "queue.Queue[WatchEvent]" = queue.Queue()
+        # watch-list (client-go's WatchListClient): initial state as ADDED events, then a
+        # BOOKMARK annotated "k8s.io/initial-events-end".
+        initial = request.param("sendInitialEvents") == "true"
+        since = None if initial else request.param("resourceVersion")
         try:
-            replay, unsubscribe = self.store.watch(rt.key, ns, request.param("resourceVersion"),
-                                                   events.put)
+            replay, unsubscribe = self.store.watch(rt.key, ns, since, events.put)
         except ApiError as exc:
             if exc.code != 410:
                 raise
@@ -619,6 +672,12 @@ class Api:
                     out = translate(event)
                     if out:
                         yield encode(*out)
+                if initial:
+                    bookmark = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {
+                        "resourceVersion": str(max([e.resource_version for e in replay] +
+                                                   [0]) or self.store.resource_version()),
+                        "annotations": {"k8s.io/initial-events-end": "true"}}}
+                    yield json.dumps({"type": "BOOKMARK", "object": bookmark}).encode() + b"\n"
                 while not stopping.is_set():
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:

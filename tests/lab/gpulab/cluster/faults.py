@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import ssl
 import threading
+import urllib.parse
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional
@@ -154,27 +156,26 @@ def consume(condition: str) -> Optional[Fault]:
 
 # ----------------------------------------------------------- remote (CLI / tests)
 
-def _server_url(lab_dir: str) -> str:
+def lab_call(lab_dir: str, method: str, path: str, body: Optional[Dict[str, Any]] = None) -> Any:
+    """A JSON request to the lab server of lab_dir (loopback, its own CA)."""
     with open("%s/cluster.json" % lab_dir, encoding="utf-8") as handle:
-        return json.load(handle)["url"]
-
-
-def _call(url: str, method: str, body: Optional[Dict[str, Any]] = None) -> Any:
+        info = json.load(handle)
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method,
+    request = urllib.request.Request(info["url"] + path, data=data, method=method,
                                      headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as response:  # loopback only
+    context = ssl.create_default_context(cafile=info["ca_file"])
+    with urllib.request.urlopen(request, timeout=10, context=context) as response:
         return json.loads(response.read().decode())
 
 
 def add_remote(lab_dir: str, kind: str, **spec: Any) -> Dict[str, Any]:
     """Add a fault to the server of lab_dir; returns the fault as stored (with its id)."""
     spec["kind"] = kind
-    return _call(_server_url(lab_dir) + "/lab/faults", "POST", spec)
+    return lab_call(lab_dir, "POST", "/lab/faults", spec)
 
 
 def list_remote(lab_dir: str) -> List[Dict[str, Any]]:
-    return _call(_server_url(lab_dir) + "/lab/faults", "GET")["items"]
+    return lab_call(lab_dir, "GET", "/lab/faults")["items"]
 
 
 def clear_remote(lab_dir: str, fault_id: Optional[int] = None,
@@ -183,5 +184,5 @@ def clear_remote(lab_dir: str, fault_id: Optional[int] = None,
     if fault_id is not None:
         query = "?id=%d" % fault_id
     elif condition is not None:
-        query = "?condition=%s" % condition
-    return _call(_server_url(lab_dir) + "/lab/faults" + query, "DELETE")["removed"]
+        query = "?condition=%s" % urllib.parse.quote(condition)
+    return lab_call(lab_dir, "DELETE", "/lab/faults" + query)["removed"]

@@ -9,13 +9,15 @@
 
 ``hosts`` is a list of ``{"name", "state_file", "labels"?, "address"?}``; each becomes a Node of
 that name. Files written in DIR: ``kubeconfig`` (server URL + bearer-token user; mode 0600),
-``cluster.json`` (``{"pid", "url", "port", "token", "kubeconfig"}``), ``cluster.log``.
-Listens on 127.0.0.1 only.
+``cluster.json`` (``{"pid", "url", "port", "token", "kubeconfig", "ca_file"}``),
+``cluster.log``, ``pki/`` (a private CA and the serving certificate). Listens on 127.0.0.1 only,
+over HTTPS (kubectl and helm send bearer tokens only over TLS).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import http.server
 import importlib
 import json
@@ -23,6 +25,7 @@ import logging
 import os
 import secrets
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -196,13 +199,19 @@ class LabServer:
         self.api = Api(self.store, self.faults, self.token, self.stopping)
         handler = type("Handler", (_Handler,), {"api": self.api})
         self.httpd = _HTTPServer(("127.0.0.1", port), handler)
+        self.ca_file, cert_file, key_file = ensure_pki(os.path.join(self.dir, "pki"))
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert_file, key_file)
+        context.set_alpn_protocols(["http/1.1"])
+        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True,
+                                                   do_handshake_on_connect=False)
         self.port = self.httpd.server_address[1]
-        self.url = "http://127.0.0.1:%d" % self.port
+        self.url = "https://127.0.0.1:%d" % self.port
         self.controllers: List[Any] = []
         self._threads: List[threading.Thread] = []
         self.kubeconfig = os.path.join(self.dir, "kubeconfig")
         if write_files:
-            write_kubeconfig(self.kubeconfig, self.url, self.token)
+            write_kubeconfig(self.kubeconfig, self.url, self.token, self.ca_file)
         if controllers:
             self._start_controllers()
 
@@ -262,13 +271,71 @@ def serve_in_thread(lab_dir: str, hosts: List[Dict[str, Any]], port: int = 0,
     return LabServer(lab_dir, hosts, port, controllers, fault_registry).serve_in_background()
 
 
-def write_kubeconfig(path: str, url: str, token: str) -> None:
+def ensure_pki(pki_dir: str) -> Tuple[str, str, str]:
+    """A private CA and a serving certificate for 127.0.0.1/localhost (kept per lab dir).
+    Returns (ca_cert_path, server_cert_path, server_key_path). Clients such as kubectl and helm
+    only send bearer tokens over TLS, hence TLS even on loopback."""
+    ca_path, cert_path, key_path = (os.path.join(pki_dir, n) for n in
+                                    ("ca.crt", "server.crt", "server.key"))
+    if all(os.path.exists(p) for p in (ca_path, cert_path, key_path)):
+        return ca_path, cert_path, key_path
+    import datetime
+    import ipaddress
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    os.makedirs(pki_dir, mode=0o700, exist_ok=True)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    not_before, not_after = now - datetime.timedelta(hours=1), now + datetime.timedelta(days=365)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gpulab-ca")])
+    ca_cert = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+               .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(not_before).not_valid_after(not_after)
+               .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+               .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True,
+                                            crl_sign=True, content_commitment=False,
+                                            key_encipherment=False, data_encipherment=False,
+                                            key_agreement=False, encipher_only=False,
+                                            decipher_only=False), critical=True)
+               .sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+            .issuer_name(ca_name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(not_before).not_valid_after(not_after)
+            .add_extension(x509.SubjectAlternativeName([
+                x509.DNSName("localhost"), x509.DNSName("kubernetes"),
+                x509.DNSName("kubernetes.default"),
+                x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    pem = serialization.Encoding.PEM
+    for path, data in (
+            (ca_path, ca_cert.public_bytes(pem)), (cert_path, cert.public_bytes(pem)),
+            (key_path, key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                         serialization.NoEncryption()))):
+        fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(path + ".tmp", path)
+    return ca_path, cert_path, key_path
+
+
+def write_kubeconfig(path: str, url: str, token: str, ca_file: str) -> None:
+    with open(ca_file, "rb") as handle:
+        ca_data = base64.b64encode(handle.read()).decode()
     text = (
         "apiVersion: v1\n"
         "kind: Config\n"
         "clusters:\n"
         "- name: gpulab\n"
         "  cluster:\n"
+        "    certificate-authority-data: %s\n"
         "    server: %s\n"
         "contexts:\n"
         "- name: gpulab\n"
@@ -281,7 +348,7 @@ def write_kubeconfig(path: str, url: str, token: str) -> None:
         "users:\n"
         "- name: gpulab-admin\n"
         "  user:\n"
-        "    token: %s\n" % (url, token))
+        "    token: %s\n" % (ca_data, url, token))
     temporary = path + ".tmp"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -333,7 +400,8 @@ def start(lab_dir: str, hosts: List[Dict[str, Any]], port: int = 0, timeout: flo
         try:
             with open(info_path, encoding="utf-8") as handle:
                 info = json.load(handle)
-            with urllib.request.urlopen(info["url"] + "/version", timeout=2):
+            context = ssl.create_default_context(cafile=info["ca_file"])
+            with urllib.request.urlopen(info["url"] + "/version", timeout=2, context=context):
                 return process.pid, info["url"]
         except (OSError, ValueError, KeyError):
             time.sleep(0.05)
@@ -414,7 +482,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     lab.serve_in_background()
     _write_json(os.path.join(lab_dir, "cluster.json"),
                 {"pid": os.getpid(), "url": lab.url, "port": lab.port, "token": lab.token,
-                 "kubeconfig": lab.kubeconfig})
+                 "kubeconfig": lab.kubeconfig, "ca_file": lab.ca_file})
     LOG.info("lab API server on %s (pid %d, %d nodes)", lab.url, os.getpid(), len(hosts))
     done.wait()
     LOG.info("stopping")
