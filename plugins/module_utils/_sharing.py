@@ -503,6 +503,18 @@ def node_gpus_from_labels(labels: Mapping[str, str], mig_strategy: str, where: s
     return NodeGpus(full_gpus=count, product=product, source="labels")
 
 
+def node_gpus_for(node: str, plan: Any, labels: Mapping[str, str], mig_strategy: str) -> NodeGpus:
+    """The node's GPUs from its plan entry (a GPU list, or ``{"gpus": [...]}``), else from its labels."""
+    where = "node %r" % node
+    if isinstance(plan, Mapping):
+        plan = plan.get("gpus") or []
+    if plan:
+        if isinstance(plan, str) or not isinstance(plan, Sequence) or not all(isinstance(g, Mapping) for g in plan):
+            raise SharingError(["%s: the GPU plan must be a list of {model, count, mig, product}" % where])
+        return node_gpus_from_plan(plan, where)
+    return node_gpus_from_labels(labels, mig_strategy, where)
+
+
 # --------------------------------------------------------------------------------------------
 # Validation of a config against a node, and the expectation
 
@@ -663,3 +675,40 @@ def product_matches(actual: Optional[str], suffix: str) -> bool:
         return False
     base = re.sub(r"(-MIG-.*)?(-SHARED)?$", "", actual, count=1)
     return base + suffix == actual
+
+
+def parse_rendered_config(name: str, text: str) -> SharingConfig:
+    """A device-plugin config file as found in the cluster's ConfigMap, back into a SharingConfig.
+
+    Used to verify a cluster without the plan. Raises SharingError naming the key.
+    """
+    import yaml  # PyYAML ships with ansible-core; imported here to keep the rest dependency-free
+
+    where = "ConfigMap key %r" % name
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SharingError(["%s: not YAML: %s" % (where, exc)])
+    if not isinstance(doc, Mapping):
+        raise SharingError(["%s: not a device-plugin config (expected a mapping)" % where])
+    raw: Dict[str, Any] = {"name": name, "version": doc.get("version")}
+    flags = doc.get("flags") or {}
+    if isinstance(flags, Mapping) and flags.get("migStrategy"):
+        raw["mig_strategy"] = flags.get("migStrategy")
+    sharing = doc.get("sharing") or {}
+    section = None
+    if isinstance(sharing, Mapping):
+        if sharing.get("mps"):
+            raw["strategy"], section = "mps", sharing["mps"]
+        elif sharing.get("timeSlicing"):
+            raw["strategy"], section = "time-slicing", sharing["timeSlicing"]
+    if section is None:
+        raw["strategy"] = "none"
+    elif isinstance(section, Mapping):
+        raw["resources"] = section.get("resources") or []
+        raw["rename_by_default"] = section.get("renameByDefault")
+        raw["fail_requests_greater_than_one"] = section.get("failRequestsGreaterThanOne")
+    try:
+        return parse_config(raw)
+    except SharingError as exc:
+        raise SharingError(["%s: %s" % (where, p) for p in exc.problems])

@@ -451,3 +451,26 @@ def test_helpers():
     assert config.as_dict()["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
     assert config.replicas_for("nvidia.com/mig-1g.10gb") == 1
     assert str(s.SharingError(["a", "b"])) == "a; b"
+
+
+def test_parse_rendered_config_round_trips():
+    for raw in (FINE, {"name": "m", "strategy": "mps", "resources": [{"name": "gpu", "replicas": 3}], "rename_by_default": True},
+                {"name": "off", "strategy": "none"}):
+        config = s.parse_config(raw)
+        again = s.parse_rendered_config(config.name, s.render_config(config))
+        assert again == config
+
+
+def test_parse_rendered_config_errors_name_the_key():
+    assert "ConfigMap key 'k': not YAML" in problems_of(s.parse_rendered_config, "k", "a: [")[0]
+    assert "not a device-plugin config" in problems_of(s.parse_rendered_config, "k", "- 1")[0]
+    text = "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: gpu\n      replicas: 1\n"
+    assert "ConfigMap key 'k': sharing config 'k'" in problems_of(s.parse_rendered_config, "k", text)[0]
+    assert "version must be v1" in problems_of(s.parse_rendered_config, "k", "version: v2\n")[0]
+
+
+def test_node_gpus_for_plan_or_labels():
+    assert s.node_gpus_for("n", [{"count": 2}], {}, "none").full_gpus == 2
+    assert s.node_gpus_for("n", {"gpus": [{"count": 3}]}, {}, "none").full_gpus == 3
+    assert s.node_gpus_for("n", None, {"nvidia.com/gpu.count": "4"}, "none").source == "labels"
+    assert "must be a list" in problems_of(s.node_gpus_for, "n", "8xH100", {}, "none")[0]

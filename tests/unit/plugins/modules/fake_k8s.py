@@ -1,0 +1,187 @@
+# -*- coding: utf-8 -*-
+"""A small in-memory stand-in for _k8s.K8sClient, for module unit tests (the lab tests use the real API).
+
+It records every write so tests can prove that check mode and bad input change nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import ApplyResult, K8sError, K8sTimeout
+
+
+class FakeResponse(object):
+    def __init__(self, data):
+        self.data = data
+
+
+class FakeDynamic(object):
+    def __init__(self, store):
+        self.store = store
+
+    def request(self, method, path, **_kwargs):
+        # only pods/<name>/log is read this way
+        parts = path.strip("/").split("/")
+        name = parts[-2]
+        return FakeResponse(self.store.logs.get(name, "").encode())
+
+
+class FakeK8s(object):
+    def __init__(self):
+        self.objects = {}  # (kind, namespace, name) -> obj
+        self.writes = []
+        self.logs = {}
+        self.request_count = 0
+        self.request_timeout = 30
+        self._dynamic = FakeDynamic(self)
+        self.pod_behaviour = None  # callable(pod) -> (phase, log) run when a pod is created
+        self.events = []
+        self.time = 0.0
+
+    # helpers for tests
+    def add(self, kind, name, namespace=None, **fields):
+        obj = {"kind": kind, "metadata": {"name": name}}
+        if namespace:
+            obj["metadata"]["namespace"] = namespace
+        obj.update(copy.deepcopy(fields))
+        self.objects[(kind, namespace, name)] = obj
+        return obj
+
+    def obj(self, kind, name, namespace=None):
+        return self.objects.get((kind, namespace, name))
+
+    def _clock(self):
+        return self.time
+
+    # the client API used by the modules
+    def get(self, kind, name, namespace=None):
+        self.request_count += 1
+        found = self.objects.get((kind, namespace, name))
+        return copy.deepcopy(found)
+
+    def list(self, kind, namespace=None, label_selector=None, field_selector=None):
+        self.request_count += 1
+        wanted = {}
+        for term in (label_selector or "").split(","):
+            if "=" in term:
+                key, _, value = term.partition("=")
+                wanted[key] = value
+        items = []
+        for (k, ns, _name), obj in sorted(self.objects.items(), key=lambda item: str(item[0])):
+            if k != kind or (namespace is not None and ns != namespace):
+                continue
+            labels = obj["metadata"].get("labels") or {}
+            if all(labels.get(key) == value for key, value in wanted.items()):
+                items.append(copy.deepcopy(obj))
+        if kind == "Event":
+            items = [copy.deepcopy(e) for e in self.events]
+        return items
+
+    def apply(self, body, dry_run=False, compare="exact"):
+        self.request_count += 1
+        self.writes.append(("apply", body["kind"], body["metadata"]["name"]))
+        key = (body["kind"], body["metadata"].get("namespace"), body["metadata"]["name"])
+        before = self.objects.get(key)
+        self.objects[key] = copy.deepcopy(body)
+        return ApplyResult("updated" if before else "created", before, body)
+
+    def patch(self, kind, name, patch, namespace=None, patch_type="merge", dry_run=False):
+        self.request_count += 1
+        self.writes.append(("patch", kind, name, json.dumps(patch, sort_keys=True)))
+        obj = self.objects[(kind, namespace, name)]
+
+        def merge(target, change):
+            for key, value in change.items():
+                if isinstance(value, dict):
+                    merge(target.setdefault(key, {}), value)
+                else:
+                    target[key] = value
+        merge(obj, patch)
+        return obj
+
+    def set_node_labels(self, node, labels, dry_run=False):
+        self.request_count += 2
+        self.writes.append(("labels", node, json.dumps(labels, sort_keys=True)))
+        obj = self.objects[("Node", None, node)]
+        obj["metadata"].setdefault("labels", {}).update(labels)
+        return True, obj
+
+    def delete(self, kind, name, namespace=None, dry_run=False, grace_period_seconds=None):
+        self.request_count += 1
+        self.writes.append(("delete", kind, name))
+        return self.objects.pop((kind, namespace, name), None) is not None
+
+    def create(self, body, dry_run=False, namespace=None):
+        self.request_count += 1
+        self.writes.append(("create", body["kind"], body["metadata"]["name"]))
+        obj = copy.deepcopy(body)
+        if self.pod_behaviour is not None:
+            phase, log = self.pod_behaviour(obj)
+            obj["status"] = {"phase": phase}
+            self.logs[obj["metadata"]["name"]] = log
+        self.objects[(body["kind"], body["metadata"].get("namespace"), body["metadata"]["name"])] = obj
+        return obj
+
+    def ensure_namespace(self, name, labels=None, dry_run=False):
+        if ("Namespace", None, name) in self.objects:
+            self.request_count += 1
+            return ApplyResult("unchanged", None, None)
+        return self.apply({"kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}})
+
+    def request(self, method, path, body=None, query=None, content_type=None, retry_429=True):
+        self.request_count += 1
+        if method == "DELETE" and path.endswith("/pods"):
+            namespace = path.split("/")[4]
+            selector = dict(q for q in query or [])["labelSelector"]
+            wanted = dict(term.split("=", 1) for term in selector.split(","))
+            for key in [k for k, o in self.objects.items() if k[0] == "Pod" and k[1] == namespace
+                        and all((o["metadata"].get("labels") or {}).get(a) == b for a, b in wanted.items())]:
+                self.writes.append(("delete", "Pod", key[2]))
+                del self.objects[key]
+            return {}
+        raise K8sError("unexpected request %s %s" % (method, path))
+
+    def wait_for(self, what, probe, timeout, interval=2.0, progress=None):
+        while True:
+            done, detail = probe()
+            if done:
+                return detail
+            if progress is not None:
+                progress(what, self.time, detail)
+            if self.time >= timeout:
+                raise K8sTimeout(what, self.time, detail)
+            self.time += interval
+
+
+class ModuleExit(Exception):
+    def __init__(self, result, failed):
+        super(ModuleExit, self).__init__(result.get("msg"))
+        self.result = result
+        self.failed = failed
+
+
+def run(module, args, fake, monkeypatch, check_mode=False, diff=False):
+    """Run ``module.main()`` in-process against ``fake``; returns (result, failed)."""
+    monkeypatch.setattr(module, "client_from_module", lambda _m: fake)
+
+    def exit_json(self, **kwargs):
+        raise ModuleExit(kwargs, False)
+
+    def fail_json(self, msg, **kwargs):
+        kwargs["msg"] = msg
+        raise ModuleExit(kwargs, True)
+
+    from ansible.module_utils import basic
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    payload = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
+    with patch_module_args(payload):
+        with pytest.raises(ModuleExit) as info:
+            module.main()
+    return info.value.result, info.value.failed

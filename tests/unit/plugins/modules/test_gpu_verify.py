@@ -1,0 +1,132 @@
+# -*- coding: utf-8 -*-
+"""gpu_verify against an in-memory API: comparison, pods (parallel, cleaned up), check mode, reports."""
+
+from __future__ import annotations
+
+import os
+import sys
+import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from fake_k8s import FakeK8s, run  # noqa: E402  pylint: disable=wrong-import-position
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import parse_config, render_config  # noqa: E402
+from ansible_collections.gpufleet.sharing.plugins.modules import gpu_verify  # noqa: E402
+
+GPU_LOG = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-b4895dbf-9350-2524-a89b-98161ddd9fe4)\n"
+MIG_LOG = GPU_LOG + "  MIG 1g.10gb       Device  0: (UUID: MIG-9d14fb21-4ae1-546f-a636-011582899c39)\n"
+TS4 = {"name": "ts4", "resources": [{"name": "nvidia.com/gpu", "replicas": 4}], "nodes": ["gpu-a"]}
+
+
+def cluster():
+    fake = FakeK8s()
+    fake.add("ClusterPolicy", "cluster-policy", spec={"mig": {"strategy": "mixed"},
+                                                      "devicePlugin": {"config": {"name": "dp", "default": ""}}})
+    fake.add("ConfigMap", "dp", "gpu-operator", data={"ts4": render_config(parse_config(TS4))})
+    fake.add("Node", "gpu-a", metadata={"name": "gpu-a", "labels": {
+        "kubernetes.io/hostname": "gpu-a", "nvidia.com/gpu.count": "8", "nvidia.com/gpu.replicas": "4",
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-SHARED", "nvidia.com/gpu.sharing-strategy": "time-slicing",
+        "nvidia.com/mps.capable": "false", "nvidia.com/mig.strategy": "mixed", "nvidia.com/device-plugin.config": "ts4"}},
+        status={"capacity": {"nvidia.com/gpu": "32"}, "allocatable": {"nvidia.com/gpu": "32"}})
+    fake.add("Node", "gpu-m", metadata={"name": "gpu-m", "labels": {
+        "kubernetes.io/hostname": "gpu-m", "nvidia.com/gpu.count": "1", "nvidia.com/gpu.replicas": "0",
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.sharing-strategy": "none",
+        "nvidia.com/mps.capable": "false", "nvidia.com/mig.strategy": "mixed",
+        "nvidia.com/mig-1g.10gb.count": "7", "nvidia.com/mig-1g.10gb.replicas": "1",
+        "nvidia.com/mig-1g.10gb.sharing-strategy": "none", "nvidia.com/mig-1g.10gb.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb"}},
+        status={"capacity": {"nvidia.com/mig-1g.10gb": "7"}, "allocatable": {"nvidia.com/mig-1g.10gb": "7"}})
+    fake.add("Node", "cpu-1", metadata={"name": "cpu-1", "labels": {}})
+
+    def behaviour(pod):
+        resource = list(pod["spec"]["containers"][0]["resources"]["limits"])[0]
+        return "Succeeded", MIG_LOG if "mig" in resource else GPU_LOG
+    fake.pod_behaviour = behaviour
+    return fake
+
+
+PLAN = {"gpu-a": [{"model": "H100-80GB", "count": 8, "product": "NVIDIA H100 80GB HBM3"}],
+        "gpu-m": {"gpus": [{"model": "H100-80GB", "mig": {"1g.10gb": 7}, "product": "NVIDIA H100 80GB HBM3"}]}}
+
+
+def test_green_cluster_with_pods_cleaned_up(monkeypatch):
+    fake = cluster()
+    result, failed = run(gpu_verify, {"node_gpus": PLAN, "junit": True, "run_id": "t1"}, fake, monkeypatch)
+    assert not failed, result["msg"] if failed else None
+    assert result["ok"] is True and result["changed"] is False
+    pods = result["report"]["pods"]
+    assert sorted((p["node"], p["resource"], p["outcome"]) for p in pods) == [
+        ("gpu-a", "nvidia.com/gpu", "Succeeded"), ("gpu-m", "nvidia.com/mig-1g.10gb", "Succeeded")]
+    assert not [k for k in fake.objects if k[0] == "Pod"]  # deleted
+    assert ("Namespace", None, "gpufleet-verify") in fake.objects
+    assert "gpu-a  OK" in result["report_table"] and result["report_table"].splitlines()[-1].startswith("PASSED")
+    assert ET.fromstring(result["report_junit"]).find("testsuite").get("failures") == "0"
+    # nodes + ClusterPolicy + ConfigMap, namespace, 2 creates, 1 pod list, 2 logs, 1 delete-collection
+    assert result["api_requests"] == 3 + 1 + 2 + 1 + 2 + 1
+
+
+def test_cluster_read_back_without_plan(monkeypatch):
+    fake = cluster()
+    result, failed = run(gpu_verify, {"pods": False}, fake, monkeypatch)
+    assert not failed and result["ok"]
+    nodes = {n["node"]: n for n in result["report"]["nodes"]}
+    assert sorted(nodes) == ["gpu-a", "gpu-m"]  # GPU nodes only
+    assert nodes["gpu-a"]["config"] == "ts4" and nodes["gpu-a"]["resources"] == {"nvidia.com/gpu": 32}
+
+
+def test_mismatch_is_red_and_pods_still_cleaned(monkeypatch):
+    fake = cluster()
+    fake.obj("Node", "gpu-a")["status"]["capacity"]["nvidia.com/gpu"] = "8"
+
+    def behaviour(pod):
+        return "Succeeded", MIG_LOG  # the gpu pod gets a MIG device: wrong kind
+    fake.pod_behaviour = behaviour
+    result, failed = run(gpu_verify, {"node_gpus": PLAN, "configs": [TS4]}, fake, monkeypatch)
+    assert failed and result["ok"] is False
+    assert "capacity nvidia.com/gpu is 8, the plan says 32" in result["msg"]
+    assert "MIG device(s) 1g.10gb instead of a full GPU" in result["msg"]
+    assert result["report"]["summary"]["failed_nodes"] == ["gpu-a"]
+    assert not [k for k in fake.objects if k[0] == "Pod"]
+
+
+def test_pending_pod_times_out_with_the_scheduler_reason(monkeypatch):
+    fake = cluster()
+
+    def behaviour(pod):
+        return "Pending", ""
+    fake.pod_behaviour = behaviour
+    fake.events = [{"involvedObject": {"kind": "Pod", "name": "gpufleet-verify-t2-0-gpu-a-gpu"}, "type": "Warning",
+                    "reason": "FailedScheduling", "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}]
+    result, failed = run(gpu_verify, {"nodes": ["gpu-a"], "node_gpus": PLAN, "run_id": "t2", "pod_timeout": 0,
+                                      "fail_on_mismatch": False}, fake, monkeypatch)
+    assert not failed and result["ok"] is False
+    pod = result["report"]["pods"][0]
+    assert pod["outcome"] == "Timeout"
+    assert pod["reason"] == "FailedScheduling: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+    assert not [k for k in fake.objects if k[0] == "Pod"]
+
+
+def test_check_mode_only_compares(monkeypatch):
+    fake = cluster()
+    result, failed = run(gpu_verify, {"node_gpus": PLAN}, fake, monkeypatch, check_mode=True)
+    assert not failed and result["ok"] and result["report"]["pods"] == []
+    assert fake.writes == []
+
+
+def test_user_checks_and_bad_plan_are_reported(monkeypatch):
+    fake = cluster()
+    plan = dict(PLAN, **{"gpu-m": [{"model": "H100-80GB", "mig": {"7g.80gb": 2}}]})
+    checks = [{"name": "is gpu-a", "expression": "metadata.name", "equals": "gpu-a"}]
+    result, failed = run(gpu_verify, {"nodes": ["gpu-a", "gpu-m", "ghost"], "node_gpus": plan, "checks": checks,
+                                      "pods": False, "fail_on_mismatch": False}, fake, monkeypatch)
+    assert not failed
+    by = {(c["node"], c["kind"]): c for c in result["report"]["checks"]}
+    assert by[("gpu-a", "user")]["ok"]
+    assert ("gpu-m", "user") not in by  # no expectation, so only the plan problem is reported
+    assert not by[("gpu-m", "plan")]["ok"] and "invalid for H100-80GB" in by[("gpu-m", "plan")]["message"]
+    assert not by[("ghost", "node")]["ok"]
+
+
+def test_bad_run_id(monkeypatch):
+    result, failed = run(gpu_verify, {"run_id": "Not_Valid"}, cluster(), monkeypatch)
+    assert failed and "run_id" in result["msg"]
