@@ -9,7 +9,7 @@ LAB_DIR ?= .lab/demo
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.build
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv system-deps collection units sanity lint molecule test demo demo-down bench clean
+.PHONY: venv system-deps collection units sanity lint build-check molecule test demo demo-down bench clean
 
 venv: $(STAMP)
 $(STAMP): requirements-dev.txt
@@ -38,7 +38,10 @@ lint: venv collection
 molecule: venv system-deps collection
 	cd extensions && ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/.build $(CURDIR)/$(BIN)/molecule test --all
 
-test: units sanity lint molecule
+build-check: venv
+	tests/tools/build_check.sh
+
+test: units sanity lint build-check molecule
 
 demo: venv system-deps collection
 	$(BIN)/python tests/lab/demo.py --dir $(LAB_DIR)
@@ -46,8 +49,9 @@ demo: venv system-deps collection
 demo-down: venv
 	PYTHONPATH=tests/lab $(BIN)/python -m gpulab down --dir $(LAB_DIR)
 
+# Benchmarks print tables and JSON (ratios against a baseline measured in the same run).
 bench: venv system-deps collection
-	$(BIN)/python -m pytest -q -s tests/bench
+	@for script in tests/bench/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 clean:
 	rm -rf .build $(VENV) .lab
