@@ -412,6 +412,12 @@ class Api:
 
     def _body(self, request: Request) -> Any:
         content_type = request.headers.get("content-type", JSON).split(";")[0].strip()
+        if content_type == "application/vnd.kubernetes.protobuf" and request.body:
+            from . import protobuf
+            try:
+                return protobuf.decode(request.body)
+            except protobuf.ProtobufError as exc:
+                raise ApiError(415, "UnsupportedMediaType", str(exc)) from None
         if "protobuf" in content_type or "cbor" in content_type:
             raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an "
                            "unknown format - accepted media types include: application/json, "

@@ -275,13 +275,50 @@ def json_patch(target: Any, operations: Any) -> Any:
 
 # ------------------------------------------------------------ server-side apply
 
-def apply_patch(target: Optional[Dict[str, Any]], applied: Dict[str, Any]) -> Dict[str, Any]:
-    """A simplified server-side apply: the applied configuration is merged like a strategic merge
-    patch (maps merged, keyed lists merged by key). Field ownership (managedFields) and conflict
-    detection between managers are not modelled: the lab documents this limitation."""
+def apply_patch(target: Optional[Dict[str, Any]], applied: Dict[str, Any],
+                previous: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """A simplified server-side apply: fields that the same manager applied last time
+    (`previous`) and no longer applies are removed, then the applied configuration is merged
+    like a strategic merge patch (maps merged, keyed lists merged by key). Ownership shared with
+    other managers and apply conflicts are not modelled (documented in tests/lab/CLUSTER.md)."""
     if not isinstance(applied, dict):
         raise PatchError("apply configuration must be an object", code=400)
-    return _smp_map(target or {}, applied)
+    base = target or {}
+    if previous:
+        base = _prune(base, previous, applied)
+    return _smp_map(base, applied)
+
+
+def _prune(current: Any, previous: Any, applied: Any, field: str = "") -> Any:
+    """Remove from `current` what `previous` set and `applied` no longer sets."""
+    if isinstance(current, dict) and isinstance(previous, dict):
+        applied = applied if isinstance(applied, dict) else {}
+        result = dict(current)
+        for key, old_value in previous.items():
+            if key in ("apiVersion", "kind") or key not in result:
+                continue
+            if key not in applied:
+                del result[key]
+            else:
+                result[key] = _prune(result[key], old_value, applied[key], key)
+        return result
+    merge_key = MERGE_KEYS.get(field)
+    if isinstance(current, list) and isinstance(previous, list) and merge_key:
+        applied_list = applied if isinstance(applied, list) else []
+        wanted = {item.get(merge_key) for item in applied_list if isinstance(item, dict)}
+        dropped = {item.get(merge_key) for item in previous if isinstance(item, dict)} - wanted
+        kept = []
+        for item in current:
+            key = item.get(merge_key) if isinstance(item, dict) else None
+            if key in dropped:
+                continue
+            old = next((p for p in previous if isinstance(p, dict) and p.get(merge_key) == key),
+                       None)
+            new = next((a for a in applied_list if isinstance(a, dict)
+                        and a.get(merge_key) == key), None)
+            kept.append(_prune(item, old, new) if old is not None and new is not None else item)
+        return kept
+    return current
 
 
 PATCH_TYPES = {
@@ -294,7 +331,8 @@ PATCH_TYPES = {
 }
 
 
-def apply(patch_type: str, target: Dict[str, Any], patch: Any) -> Any:
+def apply(patch_type: str, target: Dict[str, Any], patch: Any,
+          previous_apply: Optional[Dict[str, Any]] = None) -> Any:
     kind = PATCH_TYPES.get(patch_type, patch_type)
     if kind == "json":
         return json_patch(target, patch)
@@ -303,7 +341,7 @@ def apply(patch_type: str, target: Dict[str, Any], patch: Any) -> Any:
     if kind == "strategic":
         return strategic_merge_patch(target, patch)
     if kind == "apply":
-        return apply_patch(target, patch)
+        return apply_patch(target, patch, previous_apply)
     raise PatchError("the body of the request was in an unknown format - accepted media types "
                      "include: application/json-patch+json, application/merge-patch+json, "
                      "application/apply-patch+yaml", code=415)

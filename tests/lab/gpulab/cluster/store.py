@@ -27,6 +27,8 @@ Invalid 422, BadRequest 400, Forbidden 403, Gone 410, TooManyRequests 429, ...).
   store.patch(key, namespace, name, patch, patch_type, dry_run=False, subresource=None,
               field_manager=None) -> obj
       patch_type: "json" | "merge" | "strategic" | "apply" or the matching Content-Type.
+      "apply" (server-side apply) creates a missing object and removes the fields the same
+      field_manager applied before and no longer applies; no managedFields, no apply conflicts.
   store.delete(key, namespace, name, grace_period_seconds=None, preconditions=None,
                propagation_policy=None, dry_run=False) -> obj
       Pods bound to a node are deleted gracefully: deletionTimestamp (= now + grace) and
@@ -667,6 +669,8 @@ class Store:
         self._subscribers: List[Callable[[WatchEvent], None]] = []
         self._logs: Dict[Tuple[str, str], Dict[str, str]] = {}
         self._in_pdb_refresh = False
+        # server-side apply: the last configuration each field manager applied, per object
+        self._applied: Dict[Tuple[str, str, str, str, str], Tuple[str, Any]] = {}
         for rt in builtin_resource_types():
             self.register_resource(rt)
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
@@ -990,7 +994,6 @@ class Store:
     def patch(self, key: str, namespace: Optional[str], name: str, patch: Any, patch_type: str,
               dry_run: bool = False, subresource: Optional[str] = None,
               field_manager: Optional[str] = None) -> Obj:
-        del field_manager  # managedFields are not modelled
         with self._lock:
             rt = self.resource(key)
             kind = _patch.PATCH_TYPES.get(patch_type, patch_type)
@@ -999,6 +1002,8 @@ class Store:
                                "unknown format - accepted media types include: "
                                "application/json-patch+json, application/merge-patch+json, "
                                "application/apply-patch+yaml")
+            applied_key = (rt.key, (namespace or "") if rt.namespaced else "", name,
+                           field_manager or "", subresource or "")
             try:
                 current = self._lookup(rt, namespace, name)
             except ApiError:
@@ -1010,9 +1015,17 @@ class Store:
                 applied.setdefault("metadata", {})["name"] = name
                 if rt.namespaced:
                     applied["metadata"]["namespace"] = namespace
-                return self.create(key, applied, dry_run=dry_run)
+                result = self.create(key, applied, dry_run=dry_run)
+                if not dry_run:
+                    self._applied[applied_key] = (result["metadata"]["uid"], copy.deepcopy(patch))
+                return result
+            previous = None
+            if kind == "apply":
+                remembered = self._applied.get(applied_key)
+                if remembered and remembered[0] == current["metadata"]["uid"]:
+                    previous = remembered[1]
             try:
-                patched = _patch.apply(kind, current, patch)
+                patched = _patch.apply(kind, current, patch, previous)
             except _patch.PatchError as exc:
                 raise ApiError(exc.code, "BadRequest" if exc.code == 400 else
                                ("UnsupportedMediaType" if exc.code == 415 else "Invalid"),
@@ -1023,7 +1036,10 @@ class Store:
             if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
                 raise conflict(rt, name)
             new = self._prepare_update(rt, current, patched, subresource, trusted=False)
-            return self._write_update(rt, current, new, dry_run, trusted=False)
+            result = self._write_update(rt, current, new, dry_run, trusted=False)
+            if kind == "apply" and not dry_run:
+                self._applied[applied_key] = (current["metadata"]["uid"], copy.deepcopy(patch))
+            return result
 
     def controller_update(self, key: str, namespace: Optional[str], name: str,
                           mutate: Callable[[Obj], Optional[Obj]],
