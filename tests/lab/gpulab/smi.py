@@ -64,6 +64,20 @@ def _rc_for(error: str) -> int:
 
 # --------------------------------------------------------------------------- GPU selection
 
+def _bus_key(text: str) -> Optional[Tuple[int, int, int, int]]:
+    """"00000000:07:00.0", "0000:07:00.0" and "07:00.0" name the same device."""
+    parts = text.split(":")
+    if len(parts) == 2:
+        parts = ["0"] + parts
+    if len(parts) != 3 or "." not in parts[2]:
+        return None
+    device, _, function = parts[2].partition(".")
+    try:
+        return int(parts[0], 16), int(parts[1], 16), int(device, 16), int(function, 16)
+    except ValueError:
+        return None
+
+
 def select_gpus(state: HostState, spec: Optional[str]) -> List[Gpu]:
     """``-i`` accepts comma-separated indexes, PCI bus ids or UUIDs (SPECS §4.1)."""
     if spec is None:
@@ -72,9 +86,8 @@ def select_gpus(state: HostState, spec: Optional[str]) -> List[Gpu]:
     for token in (t.strip() for t in spec.split(",") if t.strip()):
         match = None
         for gpu in state.gpus:
-            bus = gpu.pci_bus_id.lower()
             if (token.isdigit() and int(token) == gpu.index) or token.lower() == gpu.uuid.lower() \
-                    or token.lower() in (bus, bus[4:]):
+                    or _bus_key(token) == _bus_key(gpu.pci_bus_id):
                 match = gpu
                 break
         if match is None:
