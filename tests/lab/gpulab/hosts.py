@@ -81,6 +81,13 @@ RUN_DIRS = (("/run/sshd", "0755"), ("/run/lock", "1777"), ("/run/systemd/system"
             ("/run/user", "0755"))
 # The real machine's service-manager and bus sockets must be invisible inside a host.
 MUST_NOT_EXIST = ("/run/systemd/private", "/run/dbus/system_bus_socket")
+# Per-host memory file systems (a host's own /run and logs).
+PRIVATE_TMPFS = ("/run", "/var/log")
+# Real places a host may write to (besides the lab directory and its private tmpfs): scratch space
+# and root's home (Ansible's remote_tmp). Every other file of the real machine is read-only there.
+WRITABLE = ("/tmp", "/var/tmp", "/root")
+# Checked from inside a host: must be read-only there.
+MUST_BE_READ_ONLY = ("/usr/lib", "/usr/bin/..", "/var/lib", "/boot", "/opt")
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _GROUP_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -225,6 +232,10 @@ def viewed_dirs() -> List[str]:
     return dirs
 
 
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
 def _top(path: str) -> str:
     return "/" + path.strip("/").split("/")[0]
 
@@ -279,20 +290,29 @@ def build_view(view_dir: str, real_alias: str, entries: Iterable[_Entry], own: D
 
 
 def build_etc_view(paths: LabPaths, name: str, machine_id: str) -> None:
-    """The host's /etc: views down to each of its own directories, plus hostname and machine-id."""
+    """The host's /etc: a tree of real directories mirroring the real /etc, whose files are
+    symlinks to the real ones (read-only inside the host) and whose symlinks are copied verbatim;
+    plus the host's own nvidia-mig-manager directories, hostname and machine-id. A host that
+    writes a new file anywhere in /etc, or replaces one (Ansible's atomic move), writes its view."""
     etc_view = paths.view_dir(name, "/etc")
     real_alias = paths.real_mount_point("etc")
-    levels: Dict[str, Set[str]] = {"": set()}  # relative dir -> own child directories
-    for own in HOST_ETC_DIRS:
-        parts = own.split("/")
-        for depth in range(len(parts)):
-            levels.setdefault("/".join(parts[:depth]), set()).add(parts[depth])
     own_files = {"hostname": name + "\n", "machine-id": machine_id + "\n"}
-    for rel, own_children in sorted(levels.items()):  # parents first
-        build_view(os.path.join(etc_view, rel) if rel else etc_view,
-                   os.path.join(real_alias, rel) if rel else real_alias,
-                   snapshot_dir(os.path.join("/etc", rel) if rel else "/etc"), {}, {}, "",
-                   own_dirs=sorted(own_children), skip=own_files if not rel else ())
+    for real_dir, dir_names, file_names in os.walk("/etc"):
+        rel = os.path.relpath(real_dir, "/etc")
+        rel = "" if rel == "." else rel
+        view = os.path.join(etc_view, rel)
+        os.makedirs(view, exist_ok=True)
+        for entry in sorted(dir_names + file_names):
+            if not rel and entry in own_files:
+                continue
+            real = os.path.join(real_dir, entry)
+            target = os.path.join(view, entry)
+            if os.path.islink(real):
+                os.symlink(os.readlink(real), target)
+            elif entry not in dir_names:
+                os.symlink(os.path.join(real_alias, rel, entry), target)
+    for own in HOST_ETC_DIRS:
+        os.makedirs(os.path.join(etc_view, own), exist_ok=True)
     for file_name, content in own_files.items():
         # O_EXCL: never write through a symlink into the real /etc.
         fd = os.open(os.path.join(etc_view, file_name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -474,32 +494,38 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _host_processes(record: Dict[str, Any]) -> List[int]:
-    """The processes of one host: those in its mount namespace that also see this lab's marker
-    mount. Before the namespace was recorded (a half-started host), the recorded PID identified
-    by its command line, and its namespace once it has one. Never a process in the lab's own
-    mount namespace, never this process."""
+def _host_processes(record: Dict[str, Any]) -> Dict[int, Callable[[int], bool]]:
+    """The processes of one host, each with the check that it still is one of them: in the host's
+    mount namespace AND seeing this lab's marker mount. Before the namespace was recorded (a
+    half-started host), the recorded PID identified by its command line, and its namespace once
+    it has one. Never a process in the lab's own mount namespace, never this process."""
     own = os.readlink("/proc/self/ns/mnt")
     namespace = record.get("mnt_ns")
     if not namespace:
         pid = int(record["pid"])
-        if _is_zombie(pid) or record["marker_arg"] not in _cmdline(pid):
-            return []
+
+        def is_starting(candidate: int) -> bool:
+            return record["marker_arg"] in _cmdline(candidate)
+        if _is_zombie(pid) or not is_starting(pid):
+            return {}
         namespace = _proc_ns(pid)
         if namespace is None:
-            return []
+            return {}
         if namespace == own:  # unshare has not unshared yet
-            return [pid]
+            return {pid: is_starting}
     if namespace == own:
-        return []
+        return {}
     marker = f" {record['marker_mount']} "
-    victims = []
+
+    def in_host(candidate: int) -> bool:
+        return _proc_ns(candidate) == namespace and marker in _mounts_of(candidate)
+    victims: Dict[int, Callable[[int], bool]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
         pid = int(entry)
-        if _proc_ns(pid) == namespace and not _is_zombie(pid) and marker in _mounts_of(pid):
-            victims.append(pid)
+        if _proc_ns(pid) == namespace and not _is_zombie(pid) and in_host(pid):
+            victims[pid] = in_host
     return victims
 
 
@@ -508,36 +534,45 @@ def _reap(pid: int) -> None:
     if child is not None:
         with contextlib.suppress(subprocess.TimeoutExpired):
             child.wait(timeout=0.1)
+        return
+    with contextlib.suppress(ChildProcessError):  # a child of this process started elsewhere (cluster)
+        os.waitpid(pid, os.WNOHANG)
 
 
-def _stop_processes(pids: List[int], grace: float = 5.0) -> List[int]:
-    """SIGTERM, wait, SIGKILL what is left; returns the PIDs that survived (should be none)."""
+def _stop_processes(pids: Dict[int, Callable[[int], bool]], grace: float = 5.0) -> List[int]:
+    """SIGTERM, wait, SIGKILL what is left; returns the PIDs that survived (should be none).
+
+    ``pids`` maps each PID to a check that it is still the process we mean: it is asked again
+    before every signal, so a PID reused by another process meanwhile is never signalled."""
+    def alive() -> List[int]:
+        return [p for p, is_ours in pids.items() if not _is_zombie(p) and is_ours(p)]
+
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 3.0)):
-        alive = [p for p in pids if os.path.exists(f"/proc/{p}") and not _is_zombie(p)]
-        for pid in alive:
+        remaining = alive()
+        for pid in remaining:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
         deadline = time.monotonic() + wait
-        while alive and time.monotonic() < deadline:
-            for pid in alive:
+        while remaining and time.monotonic() < deadline:
+            for pid in remaining:
                 if pid in _CHILDREN:
                     _reap(pid)
-            alive = [p for p in alive if os.path.exists(f"/proc/{p}") and not _is_zombie(p)]
-            if alive:
+            remaining = alive()
+            if remaining:
                 time.sleep(0.05)
-        if not alive:
+        if not remaining:
             break
     for pid in pids:
         _reap(pid)
-    return [p for p in pids if os.path.exists(f"/proc/{p}") and not _is_zombie(p)]
+    return alive()
+
+
+def _cluster_check(paths: LabPaths) -> Callable[[int], bool]:
+    return lambda pid: "gpulab.cluster" in _cmdline(pid) and paths.root in _cmdline(pid)
 
 
 def _stop_cluster(paths: LabPaths, record: Dict[str, Any]) -> List[int]:
-    pid = int(record["pid"])
-    if _proc_ns(pid) is None or _is_zombie(pid) or paths.root not in _cmdline(pid):
-        _reap(pid)
-        return []
-    return _stop_processes([pid])
+    return _stop_processes({int(record["pid"]): _cluster_check(paths)})
 
 
 # --------------------------------------------------------------------------- up / down / status
@@ -597,6 +632,9 @@ def _prepare_host(paths: LabPaths, spec: HostSpec, address: str, port: int, shar
         "hostname": name,
         "status_file": os.path.join(host_dir, "nsinit-status.json"),
         "lab_namespaces": shared["namespaces"],
+        "writable": [p for p in WRITABLE if os.path.isdir(p)] + [paths.root],
+        "private_tmpfs": [p for p in PRIVATE_TMPFS if os.path.isdir(p)],
+        "must_be_read_only": [p for p in MUST_BE_READ_ONLY if os.path.isdir(p)],
         "run_dirs": [list(item) for item in RUN_DIRS],
         "real_binds": shared["real_binds"],
         "host_binds": host_binds,
@@ -699,16 +737,18 @@ def up(lab_dir: str, specs: Sequence[HostSpec], *, port: Optional[int] = None,
             }
             _write_json(paths.pids_json, pids)  # recorded at once: `down` can stop a half-started lab
         _wait_ready(paths, hosts, children, pids, timeout or 15.0 + 0.5 * len(hosts))
-        write_inventory(paths, hosts, python_for_hosts())
+        kubeconfig = None
         if cluster:
             pids["cluster"] = _start_cluster(paths, hosts)
             _write_json(paths.pids_json, pids)
+            kubeconfig = pids["cluster"]["kubeconfig"]
+        write_inventory(paths, hosts, python_for_hosts(), kubeconfig)
     except BaseException:
         with contextlib.suppress(LabError):
             down(paths.root)
         raise
     return {"dir": paths.root, "inventory": paths.inventory, "port": port,
-            "hosts": [h.as_dict() for h in hosts]}
+            "hosts": [h.as_dict() for h in hosts], "cluster": pids.get("cluster")}
 
 
 def _wait_ready(paths: LabPaths, hosts: Sequence[Host], children: Dict[str, subprocess.Popen],
@@ -735,17 +775,16 @@ def _wait_ready(paths: LabPaths, hosts: Sequence[Host], children: Dict[str, subp
 
 
 def _start_cluster(paths: LabPaths, hosts: Sequence[Host]) -> Dict[str, Any]:
+    """Start the virtual Kubernetes API server (gpulab.cluster.server) for these hosts."""
     try:
         from gpulab.cluster import server  # pylint: disable=import-outside-toplevel
     except ImportError as exc:
         raise LabError(f"cluster not available: gpulab.cluster.server cannot be imported ({exc})") from None
-    result = server.start(paths.root, [h.as_dict() for h in hosts])
-    pid = result if isinstance(result, int) else getattr(result, "pid", None)
-    if pid is None and isinstance(result, dict):
-        pid = result.get("pid")
-    if not isinstance(pid, int):
-        raise LabError(f"gpulab.cluster.server.start returned {result!r}: expected a PID")
-    return {"pid": pid}
+    try:
+        pid, url = server.start(paths.root, [h.as_dict() for h in hosts])
+    except RuntimeError as exc:
+        raise LabError(f"cluster did not start: {exc}") from None
+    return {"pid": int(pid), "url": url, "kubeconfig": os.path.join(paths.root, "kubeconfig")}
 
 
 def down(lab_dir: str) -> List[str]:
@@ -765,7 +804,10 @@ def down(lab_dir: str) -> List[str]:
             del pids["cluster"]
             _write_json(paths.pids_json, pids)
     victims = {name: _host_processes(record) for name, record in pids.get("hosts", {}).items()}
-    left = set(_stop_processes(sorted({pid for pids_of in victims.values() for pid in pids_of})))
+    everything: Dict[int, Callable[[int], bool]] = {}
+    for host_victims in victims.values():
+        everything.update(host_victims)
+    left = set(_stop_processes(everything))
     for name in sorted(victims):
         _reap(int(pids["hosts"][name]["pid"]))
         host_left = sorted(set(victims[name]) & left)
@@ -795,7 +837,8 @@ def status(lab_dir: str) -> List[Dict[str, Any]]:
 
 # --------------------------------------------------------------------------- inventory
 
-def inventory_data(paths: LabPaths, hosts: Sequence[Host], python: str) -> Dict[str, Any]:
+def inventory_data(paths: LabPaths, hosts: Sequence[Host], python: str,
+                   kubeconfig: Optional[str] = None) -> Dict[str, Any]:
     group_hosts: Dict[str, Any] = {}
     children: Dict[str, Any] = {}
     for host in hosts:
@@ -822,15 +865,18 @@ def inventory_data(paths: LabPaths, hosts: Sequence[Host], python: str) -> Dict[
             "gpulab_lab_dir": paths.root,
         },
     }
+    if kubeconfig:
+        group["vars"]["gpulab_kubeconfig"] = kubeconfig
     if children:
         group["children"] = children
     return {"all": {"children": {GROUP: group}}}
 
 
-def write_inventory(paths: LabPaths, hosts: Sequence[Host], python: str) -> None:
+def write_inventory(paths: LabPaths, hosts: Sequence[Host], python: str,
+                    kubeconfig: Optional[str] = None) -> None:
     import yaml  # pylint: disable=import-outside-toplevel
 
     text = "# gpulab lab inventory (generated by `python -m gpulab up`; rewritten on every up)\n"
-    text += yaml.safe_dump(inventory_data(paths, hosts, python), sort_keys=False, default_flow_style=False)
+    text += yaml.safe_dump(inventory_data(paths, hosts, python, kubeconfig), sort_keys=False, default_flow_style=False)
     with open(paths.inventory, "w", encoding="utf-8") as handle:
         handle.write(text)

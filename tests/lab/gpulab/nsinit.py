@@ -31,15 +31,27 @@ import ctypes.util
 import hashlib
 import json
 import os
+import re
 import sys
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 MS_RDONLY = 0x1
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
+MS_NOEXEC = 0x8
 MS_REMOUNT = 0x20
+MS_NOATIME = 0x400
+MS_NODIRATIME = 0x800
 MS_BIND = 0x1000
 MS_REC = 0x4000
+MS_RELATIME = 0x200000
+MS_STRICTATIME = 0x1000000
+_OPTION_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
+                 "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME}
+# Kernel and memory file systems keep their flags; every other (disk) file system becomes read-only.
+_VIRTUAL_FS = {"proc", "sysfs", "devtmpfs", "devpts", "tmpfs", "cgroup", "cgroup2", "mqueue", "debugfs",
+               "tracefs", "securityfs", "pstore", "bpf", "configfs", "fusectl", "hugetlbfs", "autofs",
+               "binfmt_misc", "nsfs", "efivarfs", "ramfs", "rpc_pipefs"}
 
 EXIT_REFUSED = 3
 
@@ -58,10 +70,39 @@ def _mount(source: str, target: str, fstype: str, flags: int, data: str = "") ->
         raise SetupError(f"mount {source} on {target} ({fstype or 'bind'}) failed: {os.strerror(errno)}")
 
 
-def bind(source: str, target: str, recursive: bool = False, read_only: bool = False) -> None:
+def bind(source: str, target: str, recursive: bool = False) -> None:
     _mount(source, target, "", MS_BIND | (MS_REC if recursive else 0))
-    if read_only:
-        _mount("none", target, "", MS_REMOUNT | MS_BIND | MS_RDONLY)
+
+
+def _unescape(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def mounts() -> List[Tuple[str, str, str]]:
+    """(mount point, per-mount options, file system type) of this namespace, in mount order."""
+    found = []
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as handle:
+        for line in handle:
+            before, _, after = line.partition(" - ")
+            fields = before.split()
+            found.append((_unescape(fields[4]), fields[5], after.split()[0]))
+    return found
+
+
+def _within(path: str, roots: List[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def make_read_only(roots: List[str], keep_writable: List[str]) -> None:
+    """Remount read-only (this namespace's copy of) every disk mount at or under one of roots,
+    except those at or under keep_writable; per-mount flags (nosuid, noexec...) are kept."""
+    for point, options, fstype in mounts():
+        if fstype in _VIRTUAL_FS or not _within(point, roots) or _within(point, keep_writable):
+            continue
+        flags = MS_REMOUNT | MS_BIND | MS_RDONLY
+        for option in options.split(","):
+            flags |= _OPTION_FLAGS.get(option, 0)
+        _mount("none", point, "", flags)
 
 
 def set_hostname(name: str) -> None:
@@ -98,14 +139,23 @@ def check_namespace(config: Dict[str, Any]) -> List[str]:
 
 
 def setup(config: Dict[str, Any]) -> None:
-    """Mounts, in order: real views first (before anything hides them), then the host's views."""
+    """Mounts, in order: writable places kept writable, private /run and /var/log, read-only real
+    views (before anything hides them), the rest of the machine read-only, then the host's views."""
     set_hostname(config["hostname"])
-    _mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
+    for path in config["writable"]:
+        bind(path, path, recursive=True)  # a mount of its own: unaffected by the read-only remount
+    for path in config["private_tmpfs"]:
+        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
     for directory, mode in config["run_dirs"]:
         os.makedirs(directory, exist_ok=True)
         os.chmod(directory, int(mode, 8))
+    aliases = []
     for source, target in config["real_binds"]:
-        bind(source, target, recursive=True, read_only=True)
+        bind(source, target, recursive=True)
+        aliases.append(target)
+    make_read_only(aliases, [])
+    # The host may write only to its own places: the real machine's files are read-only to it.
+    make_read_only(["/"], list(config["writable"]) + aliases)
     for source, target in config["host_binds"]:
         bind(source, target)
 
@@ -140,6 +190,9 @@ def verify(config: Dict[str, Any]) -> List[str]:
             real = forbidden.get((info.st_dev, info.st_ino))
             if real is not None:
                 problems.append(f"{directory}/{name}: reaches the real machine's {real}")
+    for path in config["must_be_read_only"]:
+        if os.access(path, os.W_OK):
+            problems.append(f"{path}: the real machine's files are writable from the host")
     for path in config["must_not_exist"]:
         if os.path.lexists(path):
             problems.append(f"{path}: the real machine's file is visible")

@@ -1,0 +1,249 @@
+"""Lab hosts over real SSH: nvidia-smi, reboot, systemctl act on the host's simulated state only.
+
+These start real sshd processes in private namespaces (root, Debian openssh-server: `make
+system-deps`). They are skipped only when this machine cannot run sshd/unshare at all, with the
+reason printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from typing import List
+
+import pytest
+
+LAB_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if LAB_ROOT not in sys.path:  # the lab is imported as `gpulab` (PYTHONPATH=tests/lab)
+    sys.path.insert(0, LAB_ROOT)
+
+from gpulab import gpustate, hosts  # noqa: E402  pylint: disable=wrong-import-position
+
+_PROBLEM = hosts.prerequisites_problem()
+pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=f"lab hosts cannot run here: {_PROBLEM}")
+
+SPECS = ["gpu-h100=H100-80GB:2@h100_training", "gpu-a100=A100-40GB:1@a100_inference", "gpu-h200=H200:1"]
+
+
+def _ansible(name: str) -> str:
+    beside = os.path.join(os.path.dirname(sys.executable), name)
+    return beside if os.path.exists(beside) else (shutil.which(name) or name)
+
+
+def _own_boot_id() -> str:
+    with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
+        return handle.read().strip()
+
+
+class Lab:
+    def __init__(self, lab_dir: str, info: dict):
+        self.dir = lab_dir
+        self.info = info
+        self.hosts = {h["name"]: h for h in info["hosts"]}
+        self.key = hosts.LabPaths(lab_dir).client_key
+
+    def ssh(self, host: str, *command: str, check: bool = True) -> subprocess.CompletedProcess:
+        entry = self.hosts[host]
+        argv = ["ssh", "-i", self.key, "-p", str(entry["port"]), "-o", "BatchMode=yes",
+                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+                f"root@{entry['address']}", *command]
+        result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)  # noqa: S603
+        if check and result.returncode != 0:
+            raise AssertionError(f"{command} on {host} failed ({result.returncode}): {result.stderr}")
+        return result
+
+    def state(self, host: str) -> gpustate.HostState:
+        return gpustate.load(self.hosts[host]["state_file"])
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    lab_dir = str(tmp_path_factory.mktemp("lab"))
+    info = hosts.up(lab_dir, [hosts.parse_host_spec(s) for s in SPECS])
+    try:
+        yield Lab(lab_dir, info)
+    finally:
+        hosts.down(lab_dir)
+
+
+def test_each_host_answers_nvidia_smi_from_its_own_state(lab):
+    for name in lab.hosts:
+        expected = [f"GPU {gpu.index}: {gpu.name} (UUID: {gpu.uuid})" for gpu in lab.state(name).gpus]
+        assert lab.ssh(name, "nvidia-smi", "-L").stdout.splitlines() == expected
+        assert lab.ssh(name, "hostname").stdout.strip() == name
+
+
+def test_shim_paths_are_the_hosts_launchers(lab):
+    bin_dir = hosts.LabPaths(lab.dir).bin_dir("gpu-a100")
+    paths = sorted(hosts.SHIM_PATHS)
+    listed = lab.ssh("gpu-a100", "stat", "-L", "-c", "%d:%i", *paths).stdout.split()
+    for path, seen in zip(paths, listed):
+        launcher = os.stat(os.path.join(bin_dir, hosts.SHIM_PATHS[path]))
+        assert seen == f"{launcher.st_dev}:{launcher.st_ino}", path
+    for directory in ("/etc/nvidia-mig-manager", "/etc/systemd/system/nvidia-mig-manager.service.d"):
+        assert lab.ssh("gpu-a100", "test", "-d", directory, "-a", "!", "-L", directory).returncode == 0
+
+
+def test_tools_without_simulation_are_refused(lab):
+    result = lab.ssh("gpu-h100", "telinit", "0", check=False)
+    assert result.returncode == 1
+    assert "not simulated on lab hosts" in result.stderr
+
+
+def test_etc_writes_stay_in_the_host(lab):
+    lab.ssh("gpu-h100", "echo layout > /etc/nvidia-mig-manager/config.yaml")  # one remote shell line
+    own = os.path.join(hosts.LabPaths(lab.dir).host_dir("gpu-h100"), "etc", "nvidia-mig-manager", "config.yaml")
+    with open(own, encoding="ascii") as handle:
+        assert handle.read() == "layout\n"
+    assert not os.path.exists("/etc/nvidia-mig-manager/config.yaml")
+    assert lab.ssh("gpu-a100", "test", "-e", "/etc/nvidia-mig-manager/config.yaml", check=False).returncode == 1
+    # The real machine's files are visible read-only.
+    result = lab.ssh("gpu-h100", "echo x >> /etc/os-release", check=False)
+    assert result.returncode != 0 and "Read-only file system" in result.stderr
+
+
+def test_reboot_over_ssh_reboots_only_the_simulated_host(lab):
+    real_boot_id = _own_boot_id()
+    before = lab.state("gpu-h100")
+    other_before = lab.state("gpu-a100")
+    seen_before = lab.ssh("gpu-h100", "cat", "/proc/sys/kernel/random/boot_id").stdout.strip()
+    assert seen_before == before.boot_id != real_boot_id
+    lab.ssh("gpu-h100", "reboot")
+    after = lab.state("gpu-h100")
+    assert after.reboots == before.reboots + 1
+    assert after.boot_id != before.boot_id
+    assert lab.ssh("gpu-h100", "cat", "/proc/sys/kernel/random/boot_id").stdout.strip() == after.boot_id
+    assert any(event["action"] == "reboot" for event in after.events[len(before.events):])
+    assert lab.state("gpu-a100").boot_id == other_before.boot_id  # another host is untouched
+    assert _own_boot_id() == real_boot_id  # the real machine did not reboot
+    # What ran was the host's launcher, never the real binary.
+    assert lab.ssh("gpu-h100", "readlink", "-f", "/sbin/reboot").stdout.strip() == os.path.join(
+        hosts.LabPaths(lab.dir).host_dir("gpu-h100"), "usr", "sbin", "reboot")
+
+
+def test_systemctl_over_ssh_acts_on_the_state(lab):
+    assert lab.state("gpu-a100").services["kubelet"] == "active"
+    lab.ssh("gpu-a100", "systemctl", "stop", "kubelet")
+    assert lab.state("gpu-a100").services["kubelet"] == "inactive"
+    assert lab.state("gpu-h200").services["kubelet"] == "active"
+    lab.ssh("gpu-a100", "systemctl", "start", "kubelet")
+    assert lab.state("gpu-a100").services["kubelet"] == "active"
+
+
+def test_ansible_ping_and_groups_over_the_inventory(lab):
+    inventory = os.path.join(lab.dir, "inventory.yml")
+    result = subprocess.run(  # noqa: S603
+        [_ansible("ansible"), "-i", inventory, "lab_gpu_hosts", "-m", "ansible.builtin.ping", "-o"],
+        capture_output=True, text=True, check=False, timeout=180,
+        env={**os.environ, "ANSIBLE_NOCOLOR": "1"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(line.split()[0] for line in result.stdout.splitlines() if "SUCCESS" in line) == sorted(lab.hosts)
+    listed = subprocess.run(  # noqa: S603
+        [_ansible("ansible-inventory"), "-i", inventory, "--list"],
+        capture_output=True, text=True, check=True, timeout=120,
+    )
+    data = json.loads(listed.stdout)
+    assert data["h100_training"]["hosts"] == ["gpu-h100"]
+    assert data["a100_inference"]["hosts"] == ["gpu-a100"]
+
+
+def test_ansible_reboot_module_sees_a_new_boot_id(lab):
+    before = lab.state("gpu-h200")
+    inventory = os.path.join(lab.dir, "inventory.yml")
+    result = subprocess.run(  # noqa: S603
+        [_ansible("ansible"), "-i", inventory, "gpu-h200", "-m", "ansible.builtin.reboot",
+         "-a", "reboot_timeout=60", "-o"],
+        capture_output=True, text=True, check=False, timeout=180, env={**os.environ, "ANSIBLE_NOCOLOR": "1"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert '"rebooted": true' in result.stdout
+    assert lab.state("gpu-h200").reboots == before.reboots + 1
+
+
+def test_status_lists_answering_hosts(lab):
+    report = {h["name"]: h for h in hosts.status(lab.dir)}
+    assert set(report) == set(lab.hosts)
+    assert all(h["running"] and h["answers"] for h in report.values())
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+def _listening(address: str, port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex((address, port)) == 0
+
+
+def _pids_with(marker: str) -> List[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    if marker.encode() in handle.read():
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def test_down_stops_everything_and_is_idempotent(tmp_path):
+    lab_dir = str(tmp_path / "lab")
+    info = hosts.up(lab_dir, [hosts.parse_host_spec("solo=A30:1")])
+    entry = info["hosts"][0]
+    assert _listening(entry["address"], entry["port"])
+    with open(os.path.join(lab_dir, "pids.json"), encoding="utf-8") as handle:
+        recorded = json.load(handle)["hosts"]["solo"]
+    assert recorded["mnt_ns"] != os.readlink("/proc/self/ns/mnt")
+    assert _pids_with(lab_dir)
+    with pytest.raises(hosts.LabError, match="already running"):
+        hosts.up(lab_dir, [hosts.parse_host_spec("solo=A30:1")])
+    assert hosts.down(lab_dir) == ["solo"]
+    assert not _pids_with(lab_dir)
+    assert not os.path.exists(f"/proc/{recorded['pid']}")
+    assert not _listening(entry["address"], entry["port"])
+    with open(os.path.join(lab_dir, "pids.json"), encoding="utf-8") as handle:
+        assert json.load(handle)["hosts"] == {}
+    assert hosts.down(lab_dir) == []
+    assert [h["running"] for h in hosts.status(lab_dir)] == [False]
+
+
+def _drop_bind(target: str):
+    def mutate(_name, config):
+        config["host_binds"] = [b for b in config["host_binds"] if b[1] != target]
+    return mutate
+
+
+@pytest.mark.parametrize("target, wrong_path", [
+    ("/usr/sbin", "/usr/sbin/reboot"),
+    ("/usr/bin", "/usr/bin/nvidia-smi"),
+    ("/etc", "/etc/nvidia-mig-manager"),
+    ("/proc/sys/kernel/random/boot_id", "/proc/sys/kernel/random/boot_id"),
+])
+def test_a_missing_bind_keeps_sshd_from_starting(tmp_path, target, wrong_path):
+    lab_dir = str(tmp_path / "lab")
+    with pytest.raises(hosts.LabError) as error:
+        hosts.up(lab_dir, [hosts.parse_host_spec("broken=A30:1")], port=None,
+                 _mutate_config=_drop_bind(target))
+    message = str(error.value)
+    assert "broken: sshd not started" in message
+    assert wrong_path in message
+    assert not _pids_with(lab_dir)
+    with open(os.path.join(lab_dir, "lab.json"), encoding="utf-8") as handle:
+        entry = json.load(handle)["hosts"][0]
+    assert not _listening(entry["address"], entry["port"])
+
+
+def test_an_altered_launcher_keeps_sshd_from_starting(tmp_path):
+    def mutate(_name, config):
+        for shim in config["shims"]:
+            if shim["path"] == "/usr/sbin/shutdown":
+                shim["sha256"] = "0" * 64
+    with pytest.raises(hosts.LabError, match="/usr/sbin/shutdown: content differs"):
+        hosts.up(str(tmp_path / "lab"), [hosts.parse_host_spec("altered=A30:1")], _mutate_config=mutate)
+    assert not _pids_with(str(tmp_path / "lab"))
