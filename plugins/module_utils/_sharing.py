@@ -115,7 +115,7 @@ def parse_selector(selector: Any, where: str) -> Tuple[Tuple[str, str], ...]:
                 continue
             if "!=" in part or "=" not in part:
                 raise SharingError(["%s: node_selector term %r must be key=value" % (where, part)])
-            key, _, value = part.partition("=")
+            key, _sep, value = part.partition("=")
             pairs.append((key.strip().rstrip("="), value.strip()))
     else:
         raise SharingError(["%s: node_selector must be a mapping or a 'key=value,...' string" % where])
@@ -536,7 +536,7 @@ def config_problems(cfg: Optional[SharingConfig], gpus: NodeGpus, mig_strategy: 
         if len(gpus.mig_devices) > 1:
             problems.append(
                 "%s: MIG strategy single needs one MIG profile on the node, the plan has %s"
-                % (where, ", ".join(profile_of_mig_resource(r) for r, _ in gpus.mig_devices))
+                % (where, ", ".join(profile_of_mig_resource(r) for r, _count in gpus.mig_devices))
             )
     if cfg is None:
         return problems

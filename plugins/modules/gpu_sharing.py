@@ -11,7 +11,7 @@ short_description: Configure GPU time-slicing and MPS through the NVIDIA GPU Ope
 version_added: 0.1.0
 description:
   - Declares named device-plugin sharing configs (time-slicing or MPS), each for a group of nodes.
-  - Renders every config as a device-plugin C(version: v1) config file and keeps them, one key per
+  - Renders every config as a device-plugin config file (C(version) V(v1)) and keeps them, one key per
     config, in one ConfigMap (namespace O(namespace), name O(configmap_name)). The ConfigMap holds
     exactly the given configs.
   - Points the C(nvidia.com/v1) ClusterPolicy at that ConfigMap (C(spec.devicePlugin.config.name))
@@ -26,29 +26,30 @@ description:
     one node at a time, including nodes whose config did not change, and the operator owns that
     DaemonSet and may revert the annotation.
   - Then waits until every node in scope advertises the expected capacity and GPU Feature Discovery
-    labels. The expectation is computed by the same code that O(gpufleet.sharing.gpu_verify) uses.
+    labels. The expectation is computed by the same code that M(gpufleet.sharing.gpu_verify) uses.
   - Validates everything before changing anything (replicas >= 2, MPS not on MIG-enabled GPUs, resource
     names valid for the nodes' GPU models, MIG resources time-sliced only with the mixed MIG
     strategy, config version v1); on a problem it fails naming the config, the field and the node,
     and nothing is changed.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.sharing.k8s_auth
 attributes:
   check_mode:
     support: full
-    details:
+    description:
       - Nothing is written, no pod is deleted and nothing is waited for. The result and the diff
         show the ConfigMap data, the node labels and the ClusterPolicy patch that would be applied
         and the nodes whose device plugin would be restarted.
   diff_mode:
     support: full
-    details:
+    description:
       - Three diffs, ConfigMap data, node labels and ClusterPolicy C(spec.devicePlugin.config).
   platform:
     platforms: posix
     support: full
+    description: Talks to the Kubernetes API from wherever it runs, usually the controller.
 options:
   configs:
     description:
@@ -135,7 +136,7 @@ options:
   node_gpus:
     description:
       - Planned GPUs per node, used to validate the configs and compute the expected capacity, as
-        O(gpufleet.sharing.gpu_verify) takes them. A dict node name -> list of C(model), C(count),
+        M(gpufleet.sharing.gpu_verify) takes them. A dict node name -> list of C(model), C(count),
         C(mig) (layout as profile -> count; omitted = MIG disabled) and C(product).
       - Nodes without an entry are read from their GPU Feature Discovery labels (physical GPU count,
         product and MIG devices).
@@ -167,7 +168,7 @@ options:
     default: 2.0
 notes:
   - Kubernetes is reached with the C(kubernetes) Python library; run the module where it is installed
-    (usually the controller, C(delegate_to: localhost)).
+    (usually the controller; delegate the task to C(localhost)).
   - Time-slicing gives no memory or fault isolation between the pods that share a GPU. See the
     collection's C(docs/sharing.md) for measured costs and when to prefer MPS or MIG.
 seealso:

@@ -12,7 +12,7 @@ version_added: 0.1.0
 description:
   - For every node in scope, computes the expected extended resources and GPU Feature Discovery labels
     from the plan (GPUs per node, MIG layouts, the ClusterPolicy MIG strategy and the sharing config in
-    force) with the same code as O(gpufleet.sharing.gpu_sharing), and compares them with the node's
+    force) with the same code as M(gpufleet.sharing.gpu_sharing), and compares them with the node's
     C(status.capacity), C(status.allocatable) and labels.
   - Then runs verification pods in parallel, one per node and advertised resource type. Each asks for
     one unit of its resource, runs O(pod_command) (default C(nvidia-smi -L)) and must see the kind of
@@ -29,20 +29,22 @@ description:
     JUnit XML; the C(verify) role writes them to files.
   - Changes nothing lasting; the namespace it creates is left in place (empty) for the next run.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.sharing.k8s_auth
 attributes:
   check_mode:
     support: full
-    details:
+    description:
       - Only compares node status and labels with the plan. No namespace is created and no pod is run,
         so RV(report) has no pod checks.
   diff_mode:
     support: none
+    description: Nothing lasting changes, so there is no diff.
   platform:
     platforms: posix
     support: full
+    description: Talks to the Kubernetes API from wherever it runs, usually the controller.
 options:
   nodes:
     description: Node names to verify. With O(node_selector), the union. Neither given, every GPU node.
@@ -486,8 +488,10 @@ def main():
         operator_namespace=dict(type="str", default="gpu-operator"),
         pods=dict(type="bool", default=True),
         namespace=dict(type="str", default="gpufleet-verify"),
-        namespace_labels=dict(type="dict", default={"pod-security.kubernetes.io/enforce": "restricted",
-                                                   "app.kubernetes.io/managed-by": "gpufleet.sharing"}),
+        namespace_labels=dict(type="dict", default={
+            "pod-security.kubernetes.io/enforce": "restricted",
+            "app.kubernetes.io/managed-by": "gpufleet.sharing",
+        }),
         pod_image=dict(type="str", default="nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04"),
         pod_command=dict(type="list", elements="str", default=["nvidia-smi", "-L"]),
         pod_run_as_user=dict(type="int", default=65534),

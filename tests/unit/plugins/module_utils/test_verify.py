@@ -169,8 +169,8 @@ def test_pending_reason_prefers_failed_scheduling():
     ]
     assert v.pending_reason({}, events) == "FailedScheduling: 0/5 nodes are available: 5 Insufficient nvidia.com/mig-7g.80gb."
     assert v.pending_reason({}, [{"type": "Warning", "reason": "BackOff", "message": "pulling"}]) == "BackOff: pulling"
-    pod = {"status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                                           "message": "no node"}]}}
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "no node"}
+    pod = {"status": {"phase": "Pending", "conditions": [condition]}}
     assert v.pending_reason(pod, []) == "Unschedulable: no node"
     pod = {"status": {"phase": "Pending", "containerStatuses": [{"state": {"waiting": {"reason": "ErrImagePull"}}}]}}
     assert v.pending_reason(pod, []) == "ErrImagePull: "
@@ -236,7 +236,7 @@ def sample_checks():
 
 
 def test_summary_and_table():
-    checks, _ = sample_checks()
+    checks = sample_checks()[0]
     summary = v.summarize(checks)
     assert summary["ok"] is False and summary["failed_nodes"] == ["gpu-b"] and summary["nodes"] == 2
     table = v.render_table(checks)
@@ -261,7 +261,7 @@ def test_json_report_round_trips():
 
 
 def test_junit_is_valid_xml_with_failures():
-    checks, _ = sample_checks()
+    checks = sample_checks()[0]
     root = ET.fromstring(v.render_junit(checks, elapsed=1.5))
     suite = root.find("testsuite")
     assert int(suite.get("tests")) == len(checks)

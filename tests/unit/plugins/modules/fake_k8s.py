@@ -70,7 +70,7 @@ class FakeK8s(object):
         wanted = {}
         for term in (label_selector or "").split(","):
             if "=" in term:
-                key, _, value = term.partition("=")
+                key, _sep, value = term.partition("=")
                 wanted[key] = value
         items = []
         for (k, ns, _name), obj in sorted(self.objects.items(), key=lambda item: str(item[0])):
