@@ -98,11 +98,14 @@ def _dispatch(tool: str, args: List[str], state_file: str) -> int:
         return shims.reboot_main(args, state_file)
     if tool == "shutdown":
         return shims.shutdown_main(args, state_file)
+    # Unit files the host has (its own /etc view) are units the simulated systemd knows.
+    env = dict(os.environ)
+    env.setdefault("GPULAB_SYSTEMD_UNIT_PATH", "/etc/systemd/system")
     if tool == "systemctl":
-        return shims.systemctl_main(args, state_file)
+        return shims.systemctl_main(args, state_file, env)
     if tool in ("halt", "poweroff"):
         # systemd's halt/poweroff are systemctl verbs (the binaries are symlinks to systemctl).
-        return shims.systemctl_main([tool] + args, state_file)
+        return shims.systemctl_main([tool] + args, state_file, env)
     raise ValueError(f"unknown tool {tool!r}")
 
 

@@ -120,9 +120,11 @@ def test_reboot_over_ssh_reboots_only_the_simulated_host(lab):
     assert any(event["action"] == "reboot" for event in after.events[len(before.events):])
     assert lab.state("gpu-a100").boot_id == other_before.boot_id  # another host is untouched
     assert _own_boot_id() == real_boot_id  # the real machine did not reboot
-    # What ran was the host's launcher, never the real binary.
-    assert lab.ssh("gpu-h100", "readlink", "-f", "/sbin/reboot").stdout.strip() == os.path.join(
-        hosts.LabPaths(lab.dir).host_dir("gpu-h100"), "usr", "sbin", "reboot")
+    # What ran was the host's launcher (same inode), never the real binary.
+    launcher = os.stat(os.path.join(hosts.LabPaths(lab.dir).bin_dir("gpu-h100"), "reboot"))
+    real = os.stat("/sbin/reboot")
+    seen = lab.ssh("gpu-h100", "stat", "-L", "-c", "%d:%i", "/sbin/reboot").stdout.strip()
+    assert seen == f"{launcher.st_dev}:{launcher.st_ino}" != f"{real.st_dev}:{real.st_ino}"
 
 
 def test_systemctl_over_ssh_acts_on_the_state(lab):
