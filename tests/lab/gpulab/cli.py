@@ -47,20 +47,27 @@ def main(argv: Optional[List[str]] = None) -> int:
             for host in lab["hosts"]:
                 print(f"{host['name']}: {host['model']} x{host['gpus']} ssh root@{host['address']} -p {host['port']}")
             print(f"inventory: {lab['inventory']}")
+            if lab.get("cluster"):
+                print(f"kubeconfig: {lab['cluster']['kubeconfig']} ({lab['cluster']['url']})")
             return 0
         if args.command == "down":
             stopped = hosts.down(args.dir)
             print(f"stopped: {', '.join(stopped)}" if stopped else "nothing running")
             return 0
         report = hosts.status(args.dir)
+        cluster = hosts.cluster_status(args.dir)
         if args.json:
-            print(json.dumps(report, indent=1))
+            print(json.dumps({"hosts": report, "cluster": cluster}, indent=1))
         elif not report:
             print(f"no lab in {args.dir}")
         for host in [] if args.json else report:
             state = "answers" if host["answers"] else ("running, not answering" if host["running"] else "stopped")
             print(f"{host['name']}: {host['address']}:{host['port']} {host['model']} x{host['gpus']} {state}")
-        return 0 if report and all(h["answers"] for h in report) else 1
+        if cluster and not args.json:
+            print(f"cluster: {cluster['url']} {'running' if cluster['running'] else 'stopped'} "
+                  f"(kubeconfig {cluster['kubeconfig']})")
+        healthy = bool(report) and all(h["answers"] for h in report) and (cluster is None or cluster["running"])
+        return 0 if healthy else 1
     except hosts.LabError as exc:
         print(f"gpulab {args.command}: {exc}", file=sys.stderr)
         return 2

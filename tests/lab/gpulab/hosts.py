@@ -835,6 +835,16 @@ def status(lab_dir: str) -> List[Dict[str, Any]]:
     return report
 
 
+def cluster_status(lab_dir: str) -> Optional[Dict[str, Any]]:
+    """The virtual cluster started with ``up --cluster`` (None when there is none recorded)."""
+    paths = LabPaths(os.path.abspath(lab_dir))
+    record = _read_json(paths.pids_json, {}).get("cluster")
+    if not record:
+        return None
+    pid = int(record["pid"])
+    return {**record, "running": not _is_zombie(pid) and _cluster_check(paths)(pid)}
+
+
 # --------------------------------------------------------------------------- inventory
 
 def inventory_data(paths: LabPaths, hosts: Sequence[Host], python: str,

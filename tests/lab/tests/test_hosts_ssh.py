@@ -249,3 +249,23 @@ def test_an_altered_launcher_keeps_sshd_from_starting(tmp_path):
     with pytest.raises(hosts.LabError, match="/usr/sbin/shutdown: content differs"):
         hosts.up(str(tmp_path / "lab"), [hosts.parse_host_spec("altered=A30:1")], _mutate_config=mutate)
     assert not _pids_with(str(tmp_path / "lab"))
+
+
+def test_cluster_starts_with_the_hosts_and_stops_with_down(tmp_path):
+    kubernetes = pytest.importorskip("kubernetes")
+    lab_dir = str(tmp_path / "lab")
+    info = hosts.up(lab_dir, [hosts.parse_host_spec("node-a=A100-80GB:1"), hosts.parse_host_spec("node-b=A30:1")],
+                    cluster=True)
+    try:
+        cluster = info["cluster"]
+        assert hosts.cluster_status(lab_dir)["running"]
+        api = kubernetes.config.new_client_from_config(cluster["kubeconfig"])
+        names = sorted(n.metadata.name for n in kubernetes.client.CoreV1Api(api).list_node().items)
+        assert names == ["node-a", "node-b"]
+        with open(os.path.join(lab_dir, "inventory.yml"), encoding="utf-8") as handle:
+            assert f"gpulab_kubeconfig: {cluster['kubeconfig']}" in handle.read()
+    finally:
+        stopped = hosts.down(lab_dir)
+    assert stopped == ["cluster", "node-a", "node-b"]
+    assert not os.path.exists(f"/proc/{cluster['pid']}")
+    assert hosts.cluster_status(lab_dir) is None
