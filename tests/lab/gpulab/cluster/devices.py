@@ -128,6 +128,8 @@ class Device:
     mig_profile: Optional[str] = None
     mig_uuid: Optional[str] = None
     replica: Optional[int] = None
+    gi_id: Optional[int] = None
+    ci_id: Optional[int] = None
 
     @property
     def physical_id(self) -> str:
@@ -371,7 +373,7 @@ def _base_devices(gpus: Sequence[GpuView], strategy: str) -> Tuple[Dict[str, Lis
             if strategy == "mixed" and not is_full_compute_profile(mig.profile):
                 continue
             resource = GPU_RESOURCE if strategy == "single" else mig_resource_name(mig.profile)
-            add(resource, Device(mig.uuid, resource, gpu.index, gpu.name, gpu.uuid, mig.profile, mig.uuid))
+            add(resource, Device(mig.uuid, resource, gpu.index, gpu.name, gpu.uuid, mig.profile, mig.uuid, gi_id=mig.gi_id, ci_id=mig.ci_id))
 
     if strategy == "single":
         enabled = [gpu for gpu in gpus if gpu.mig_enabled]
