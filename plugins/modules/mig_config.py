@@ -229,6 +229,12 @@ commands:
   type: list
   elements: str
   sample: ["nvidia-smi -i 0 -mig 1", "nvidia-smi mig -i 0 -cgi 3g.40gb:4,2g.20gb:2,1g.10gb:0,1g.10gb:1 -C"]
+check_mode:
+  description:
+    - Whether the module ran in check mode (nothing was changed). Also true when check mode was
+      set on the task only, where C(ansible_check_mode) stays false.
+  returned: always
+  type: bool
 config_yaml:
   description: The whole config document (defaults included when requested) rendered as mig-parted YAML.
   returned: always
@@ -470,6 +476,7 @@ def main():
         reboot_required=False,
         pending_gpus=[],
         commands=[],
+        check_mode=module.check_mode,
         config_yaml=config_yaml,
     )
     if module._diff:
