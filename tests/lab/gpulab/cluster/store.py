@@ -14,8 +14,10 @@ copies; callers may mutate what they get. Errors raise ApiError(code, reason, me
 Invalid 422, BadRequest 400, Forbidden 403, Gone 410, TooManyRequests 429, ...).
 
   store = Store()
-  store.create(key, obj, dry_run=False) -> obj         # uid, resourceVersion, creationTimestamp,
-                                                       # generation=1, defaults; generateName ok
+  store.create(key, obj, dry_run=False, controller=False) -> obj
+      uid, resourceVersion, creationTimestamp, generation=1, defaults; generateName works. Like
+      the API server, .status is dropped on create for types with a status subresource (except
+      nodes); controller=True keeps the given status.
   store.get(key, namespace, name) -> obj               # namespace None for cluster-scoped
   store.list(key, namespace=None, label_selector=None, field_selector=None, limit=None,
              continue_token=None) -> {"kind": "PodList", "metadata": {"resourceVersion"}, "items"}
@@ -871,10 +873,12 @@ class Store:
 
     # ---------------------------------------------------------------- writing
 
-    def create(self, key: str, obj: Obj, dry_run: bool = False) -> Obj:
+    def create(self, key: str, obj: Obj, dry_run: bool = False, controller: bool = False) -> Obj:
         with self._lock:
             rt = self.resource(key)
             obj = self._normalise(rt, obj)
+            if rt.status_subresource and rt.key != "v1/nodes" and not controller:
+                obj.pop("status", None)  # like the API server: status is not set on create
             meta = obj["metadata"]
             if meta.get("resourceVersion"):
                 raise ApiError(500, "InternalError", "resourceVersion should not be set on "
