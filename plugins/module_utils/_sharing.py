@@ -404,7 +404,7 @@ def node_gpus_from_plan(gpus: Sequence[Mapping[str, Any]], where: str = "node") 
         model = None
         if model_name:
             try:
-                model = resolve_model(str(model_name))
+                model = resolve_model(str(model_name), gpu.get("pci_device_id"))
             except CatalogError as exc:
                 problems.append("%s: unknown GPU model %r (%s)" % (gwhere, model_name, exc))
                 continue
@@ -503,11 +503,58 @@ def node_gpus_from_labels(labels: Mapping[str, str], mig_strategy: str, where: s
     return NodeGpus(full_gpus=count, product=product, source="labels")
 
 
+def plan_from_host(gpu_facts: Sequence[Mapping[str, Any]], mig_config: Optional[str] = None,
+                   mig_configs: Optional[Mapping[str, Any]] = None, where: str = "host") -> List[Dict[str, Any]]:
+    """Planned GPUs of a host from its gpu_facts entries and its mig-parted selection.
+
+    Each GPU gets the layout the selected mig-parted config asks of it (the ``mig`` role's
+    ``mig_config``/``mig_configs``, default named configs included); GPUs the config does not
+    touch keep their current layout. Without ``mig_config`` the current layout is the plan.
+    """
+    from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import find_model
+    from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import (
+        MigPartedError,
+        current_layout,
+        desired_layout,
+        desired_state,
+        merged_configs,
+        parse_config as parse_mig_config,
+        select_config,
+    )
+
+    desired: Dict[int, Any] = {}
+    if mig_config:
+        try:
+            config = parse_mig_config(merged_configs(mig_configs or {}), "%s mig_configs" % where)
+            name, items = select_config(config, mig_config)
+            desired = desired_state(items, gpu_facts, name)
+        except MigPartedError as exc:
+            raise SharingError(["%s: %s" % (where, p) for p in exc.problems])
+    plan: List[Dict[str, Any]] = []
+    for gpu in gpu_facts:
+        after = desired_layout(current_layout(gpu), desired.get(int(gpu["index"])))
+        entry: Dict[str, Any] = {"count": 1, "product": gpu.get("name")}
+        model = find_model(str(gpu.get("name") or ""), gpu.get("pci_device_id"))
+        if model is not None:
+            entry["model"] = model.key
+        if after["mig_enabled"]:
+            entry["mig"] = dict(after["mig_devices"])
+        plan.append(entry)
+    return plan
+
+
 def node_gpus_for(node: str, plan: Any, labels: Mapping[str, str], mig_strategy: str) -> NodeGpus:
-    """The node's GPUs from its plan entry (a GPU list, or ``{"gpus": [...]}``), else from its labels."""
+    """The node's GPUs from its plan entry, else from its labels.
+
+    The plan entry is a GPU list, ``{"gpus": [...]}``, or ``{"gpu_facts": [...], "mig_config": name,
+    "mig_configs": {...}}`` (a host's gpu_facts and mig role variables, see plan_from_host).
+    """
     where = "node %r" % node
     if isinstance(plan, Mapping):
-        plan = plan.get("gpus") or []
+        if plan.get("gpu_facts"):
+            plan = plan_from_host(plan["gpu_facts"], plan.get("mig_config"), plan.get("mig_configs"), where)
+        else:
+            plan = plan.get("gpus") or []
     if plan:
         if isinstance(plan, str) or not isinstance(plan, Sequence) or not all(isinstance(g, Mapping) for g in plan):
             raise SharingError(["%s: the GPU plan must be a list of {model, count, mig, product}" % where])
@@ -712,3 +759,38 @@ def parse_rendered_config(name: str, text: str) -> SharingConfig:
         return parse_config(raw)
     except SharingError as exc:
         raise SharingError(["%s: %s" % (where, p) for p in exc.problems])
+
+
+def configs_from_nodes(node_configs: Mapping[str, Any], configs: Sequence[Mapping[str, Any]] = ()) -> List[Dict[str, Any]]:
+    """Merge per-node configs (an inventory's per-group ``gpu_sharing_config``) into a config list.
+
+    Nodes naming the same config must give the same content; each node joins that config's
+    ``nodes``. Raises SharingError naming the nodes that disagree.
+    """
+    problems: List[str] = []
+    merged: Dict[str, Dict[str, Any]] = {}
+    origin: Dict[str, str] = {}
+    for raw in configs:
+        merged[str(raw.get("name"))] = dict(raw, nodes=list(raw.get("nodes") or []))
+        origin[str(raw.get("name"))] = "configs"
+    for node in sorted(node_configs):
+        raw = node_configs[node]
+        if not raw:
+            continue
+        if not isinstance(raw, Mapping) or not raw.get("name"):
+            problems.append("node %r: its sharing config must be a mapping with a name" % node)
+            continue
+        name = str(raw["name"])
+        content = dict((k, v) for k, v in raw.items() if k not in ("nodes", "node_selector"))
+        if name in merged:
+            known = dict((k, v) for k, v in merged[name].items() if k not in ("nodes", "node_selector"))
+            if known != content:
+                problems.append("node %r: sharing config %r differs from the one given by %s" % (node, name, origin[name]))
+                continue
+        else:
+            merged[name] = dict(content, nodes=[])
+            origin[name] = "node %r" % node
+        merged[name]["nodes"].append(node)
+    if problems:
+        raise SharingError(problems)
+    return [merged[name] for name in sorted(merged)]

@@ -53,10 +53,10 @@ attributes:
 options:
   configs:
     description:
-      - The named sharing configs. The ConfigMap will hold exactly these.
+      - The named sharing configs. The ConfigMap will hold exactly these (plus those of O(node_configs)).
     type: list
     elements: dict
-    required: true
+    default: []
     suboptions:
       name:
         description:
@@ -117,6 +117,13 @@ options:
           - Label selector of further nodes that use this config, a dict or C(key=value,key2=value2).
           - A node selected by two configs is an error.
         type: raw
+  node_configs:
+    description:
+      - Per node, its sharing config (same fields as an entry of O(configs), without C(nodes)), for
+        example each inventory host's C(gpu_sharing_config) group variable. Nodes naming the same
+        config must give the same content; they are added to its C(nodes).
+    type: dict
+    default: {}
   default_config:
     description:
       - Config applied to GPU nodes without the label (ClusterPolicy C(spec.devicePlugin.config.default)).
@@ -137,7 +144,9 @@ options:
     description:
       - Planned GPUs per node, used to validate the configs and compute the expected capacity, as
         M(gpufleet.sharing.gpu_verify) takes them. A dict node name -> list of C(model), C(count),
-        C(mig) (layout as profile -> count; omitted = MIG disabled) and C(product).
+        C(mig) (layout as profile -> count; omitted = MIG disabled) and C(product); or node name ->
+        C({gpu_facts, mig_config, mig_configs}), the host's C(gpufleet_gpus) facts and its C(mig) role
+        selection, from which each GPU's planned layout is derived.
       - Nodes without an entry are read from their GPU Feature Discovery labels (physical GPU count,
         product and MIG devices).
     type: dict
@@ -266,6 +275,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
     CONFIG_LABEL,
     SharingError,
     assign_nodes,
+    configs_from_nodes,
     effective_config_name,
     expected_node,
     node_gpus_for,
@@ -326,7 +336,8 @@ class GpuSharing(object):
         params = self.params
         check = self.module.check_mode
         try:
-            configs = parse_configs(params["configs"], params["default_config"] or None)
+            raw_configs = configs_from_nodes(params["node_configs"], params["configs"])
+            configs = parse_configs(raw_configs, params["default_config"] or None)
         except SharingError as exc:
             self.fail("invalid sharing configs: %s" % exc, problems=exc.problems)
         rendered = render_configmap_data(configs)
@@ -525,7 +536,8 @@ def main():
         node_selector=dict(type="raw"),
     )
     argument_spec = dict(
-        configs=dict(type="list", elements="dict", options=config_spec, required=True),
+        configs=dict(type="list", elements="dict", options=config_spec, default=[]),
+        node_configs=dict(type="dict", default={}),
         default_config=dict(type="str"),
         configmap_name=dict(type="str", default="gpufleet-device-plugin-config"),
         namespace=dict(type="str", default="gpu-operator"),

@@ -47,7 +47,9 @@ attributes:
     description: Talks to the Kubernetes API from wherever it runs, usually the controller.
 options:
   nodes:
-    description: Node names to verify. With O(node_selector), the union. Neither given, every GPU node.
+    description:
+      - Node names to verify. With O(node_selector), the union; exactly these are verified.
+      - Neither given, every GPU node (GPU Feature Discovery labels) and every node of the plan.
     type: list
     elements: str
     default: []
@@ -58,7 +60,8 @@ options:
     description:
       - Planned GPUs per node, a dict node name -> list of C(model), C(count), C(mig) (layout as profile
         -> count; omitted = MIG disabled) and C(product) (product name as nvidia-smi prints it; without it
-        only the suffix of product labels is checked).
+        only the suffix of product labels is checked); or node name -> C({gpu_facts, mig_config,
+        mig_configs}), the host's C(gpufleet_gpus) facts and its C(mig) role selection.
       - Nodes without an entry are read back from their GPU Feature Discovery labels, which checks the
         sharing arithmetic but not the MIG layout.
     type: dict
@@ -71,6 +74,12 @@ options:
         from its label or the ClusterPolicy default.
     type: list
     elements: raw
+  node_configs:
+    description:
+      - Per node, its sharing config, as O(gpufleet.sharing.gpu_sharing#module:node_configs). Merged
+        with O(configs); either one makes this the plan.
+    type: dict
+    default: {}
   default_config:
     description: With O(configs), the config of nodes no config selects. Omitted, the ClusterPolicy default.
     type: str
@@ -225,6 +234,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
     CONFIG_LABEL,
     SharingError,
     assign_nodes,
+    configs_from_nodes,
     effective_config_name,
     expected_node,
     node_gpus_for,
@@ -335,25 +345,32 @@ class Verifier(object):
             selector = parse_selector(params["node_selector"], "node_selector")
         except SharingError as exc:
             self.fail(str(exc))
-        scope = set(params["nodes"]) | set(params["node_gpus"])
+        # Explicit nodes/selector: exactly those. Otherwise every GPU node and every planned node.
+        scope = set(params["nodes"])
         if selector:
             scope |= set(n for n, obj in nodes.items() if selector_matches(selector, _labels(obj)))
-        if not params["nodes"] and not selector:
+        explicit = bool(params["nodes"] or selector)
+        if not explicit:
+            scope |= set(params["node_gpus"])
             scope |= set(n for n, obj in nodes.items() if any(k in _labels(obj) for k in GPU_NODE_LABELS))
 
         # Which config each node should run, and whether it selects it by label.
         assigned = {}
         configs = {}
         default = None
-        if params["configs"] is not None:
+        plan_given = params["configs"] is not None or bool(params["node_configs"])
+        if plan_given:
             try:
-                configs = parse_configs(params["configs"], params["default_config"] or None)
+                raw_configs = configs_from_nodes(params["node_configs"], params["configs"] or [])
+                configs = parse_configs(raw_configs, params["default_config"] or None)
                 present = dict((n, _labels(o)) for n, o in nodes.items())
                 present.update(dict((n, {}) for n in scope if n not in present))
                 assigned = assign_nodes(configs, present)
             except SharingError as exc:
                 self.fail("invalid sharing plan: %s" % exc, problems=exc.problems)
             default = params["default_config"] if params["default_config"] is not None else dp_config.get("default")
+            if not explicit:
+                scope |= set(assigned)
         elif dp_config.get("name"):
             cm = k8s.get("ConfigMap", dp_config["name"], params["operator_namespace"])
             for key, text in sorted(((cm or {}).get("data") or {}).items()):
@@ -374,7 +391,7 @@ class Verifier(object):
                                          "node %s is not in the cluster" % name))
                 continue
             labels = _labels(obj)
-            if params["configs"] is not None:
+            if plan_given:
                 config_name = assigned.get(name) or default or None
                 labelled = name in assigned
             else:
@@ -482,6 +499,7 @@ def main():
         node_selector=dict(type="str"),
         node_gpus=dict(type="dict", default={}),
         configs=dict(type="list", elements="raw"),
+        node_configs=dict(type="dict", default={}),
         default_config=dict(type="str"),
         mig_strategy=dict(type="str", choices=["none", "single", "mixed"]),
         cluster_policy_name=dict(type="str"),

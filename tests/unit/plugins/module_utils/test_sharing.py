@@ -474,3 +474,42 @@ def test_node_gpus_for_plan_or_labels():
     assert s.node_gpus_for("n", {"gpus": [{"count": 3}]}, {}, "none").full_gpus == 3
     assert s.node_gpus_for("n", None, {"nvidia.com/gpu.count": "4"}, "none").source == "labels"
     assert "must be a list" in problems_of(s.node_gpus_for, "n", "8xH100", {}, "none")[0]
+
+
+def h100_fact(index, mig=None):
+    instances = [{"profile": p, "compute_instances": [{"profile": p}]} for p, n in (mig or {}).items() for _i in range(n)]
+    return {"index": index, "name": H100, "pci_device_id": "0x233010DE",
+            "mig": {"capable": True, "current": bool(mig), "pending": bool(mig), "instances": instances}}
+
+
+def test_plan_from_host_applies_the_mig_selection():
+    facts = [h100_fact(0), h100_fact(1, {"1g.10gb": 7})]
+    # no selection: the current layout is the plan
+    assert s.plan_from_host(facts) == [
+        {"count": 1, "product": H100, "model": "H100-80GB"},
+        {"count": 1, "product": H100, "model": "H100-80GB", "mig": {"1g.10gb": 7}},
+    ]
+    planned = s.plan_from_host(facts, "all-3g.40gb")
+    assert [p.get("mig") for p in planned] == [{"3g.40gb": 2}, {"3g.40gb": 2}]
+    custom = {"half": [{"devices": [0], "mig-enabled": False}, {"devices": [1], "mig-enabled": True, "mig-devices": {"7g.80gb": 1}}]}
+    assert [p.get("mig") for p in s.plan_from_host(facts, "half", custom)] == [None, {"7g.80gb": 1}]
+    gpus = s.node_gpus_for("n", {"gpu_facts": facts, "mig_config": "all-disabled"}, {}, "mixed")
+    assert (gpus.full_gpus, gpus.mig_gpus, gpus.product) == (2, 0, "NVIDIA-H100-80GB-HBM3")
+    assert "selected mig-config not present: nope" in problems_of(s.plan_from_host, facts, "nope")[0]
+
+
+def test_plan_from_host_non_catalog_gpu():
+    facts = [{"index": 0, "name": "Tesla T4", "pci_device_id": "0x1EB810DE", "mig": {"capable": False}}]
+    assert s.plan_from_host(facts) == [{"count": 1, "product": "Tesla T4"}]
+
+
+def test_configs_from_nodes_groups_by_name():
+    ts = {"name": "ts4", "resources": [{"name": "gpu", "replicas": 4}]}
+    merged = s.configs_from_nodes({"b": ts, "a": dict(ts), "c": None, "d": {"name": "off", "strategy": "none"}})
+    assert merged == [{"name": "off", "strategy": "none", "nodes": ["d"]}, dict(ts, nodes=["a", "b"])]
+    problems = problems_of(s.configs_from_nodes, {"a": ts, "b": dict(ts, resources=[{"name": "gpu", "replicas": 2}])})
+    assert problems == ["node 'b': sharing config 'ts4' differs from the one given by node 'a'"]
+    problems = problems_of(s.configs_from_nodes, {"a": ts}, [dict(ts, rename_by_default=True, nodes=["x"])])
+    assert problems == ["node 'a': sharing config 'ts4' differs from the one given by configs"]
+    assert s.configs_from_nodes({"a": ts}, [dict(ts, nodes=["x"])])[0]["nodes"] == ["x", "a"]
+    assert "must be a mapping with a name" in problems_of(s.configs_from_nodes, {"a": "ts4"})[0]

@@ -175,3 +175,16 @@ def test_wait_returns_when_nodes_match(monkeypatch):
     result, failed = run(gpu_sharing, args(configs=configs, wait=True), fake, monkeypatch)
     assert not failed, result["msg"] if failed else None
     assert result["changed"] is False and result["wait"]["nodes"] == ["gpu-a"] and result["wait"]["waited"] == 0
+
+
+def test_node_configs_from_the_inventory(monkeypatch):
+    fake = cluster()
+    ts = {"name": "ts4", "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}
+    result, failed = run(gpu_sharing, {"node_configs": {"gpu-a": ts, "gpu-b": ts}, "wait": False}, fake, monkeypatch)
+    assert not failed, result["msg"] if failed else None
+    assert result["assignments"] == {"gpu-a": "ts4", "gpu-b": "ts4"}
+    bad = dict(ts, resources=[{"name": "nvidia.com/gpu", "replicas": 2}])
+    writes = len(fake.writes)
+    result, failed = run(gpu_sharing, {"node_configs": {"gpu-a": ts, "gpu-b": bad}, "wait": False}, fake, monkeypatch)
+    assert failed and "node 'gpu-b': sharing config 'ts4' differs from the one given by node 'gpu-a'" in result["msg"]
+    assert len(fake.writes) == writes
