@@ -82,6 +82,12 @@ def build_values(values=None, mig_strategy=None, mig_manager_enabled=None, mig_m
         if value:
             wanted.append((("devicePlugin", "config", key), value, "device_plugin_config.%s" % key))
     for path, value, option in wanted:
+        blocked = [path[:i] for i in range(1, len(path)) if _get_path(result, path[:i])[0]
+                   and not isinstance(_get_path(result, path[:i])[1], dict)]
+        if blocked:
+            problems.append("%s=%r needs values.%s to be a mapping, got %r"
+                            % (option, value, ".".join(blocked[0]), _get_path(result, blocked[0])[1]))
+            continue
         present, current = _get_path(result, path)
         if present and current != value:
             problems.append("%s=%r contradicts values.%s=%r" % (option, value, ".".join(path), current))

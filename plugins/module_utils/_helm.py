@@ -48,10 +48,10 @@ def check_helm_version(version):
 
 def is_local_chart(chart_ref):
     # type: (str) -> bool
-    """A path (absolute, ./, ../, ~ or an existing directory/archive) rather than repo/name or oci://."""
+    """A path (absolute, ./, ../ or an existing directory/archive) rather than repo/name or oci://."""
     if chart_ref.startswith("oci://"):
         return False
-    if chart_ref.startswith(("/", "./", "../", "~")) or chart_ref.endswith(".tgz"):
+    if chart_ref.startswith(("/", "./", "../")) or chart_ref.endswith(".tgz"):
         return True
     return os.path.isdir(chart_ref)
 
@@ -174,7 +174,9 @@ def _load_json(output, what):
 def parse_release_list(output, release):
     # type: (str, str) -> Optional[Dict[str, Any]]
     """The release named ``release`` from `helm list -o json`, or None."""
-    data = _load_json(output, "list") or []
+    data = _load_json(output, "list")
+    if data is None:
+        return None
     if not isinstance(data, list):
         raise HelmError("helm list: expected a JSON list, got %s" % type(data).__name__)
     for entry in data:

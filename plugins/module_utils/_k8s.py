@@ -170,6 +170,8 @@ BUILTIN_TYPES = dict((rt.kind, rt) for rt in [
 ])  # type: Dict[str, ResourceType]
 
 KindRef = Union[str, ResourceType]
+Obj = Dict[str, Any]
+Mutator = Callable[[Dict[str, Any]], Optional[Dict[str, Any]]]
 
 
 class ApplyResult(object):
@@ -598,7 +600,7 @@ class K8sClient(object):
                        % (rtype.kind, name, self.conflict_retries + 1), status=409)
 
     def update(self, kind, name, mutate, namespace=None, dry_run=False):
-        # type: (KindRef, str, Callable[[Dict[str, Any]], Optional[Dict[str, Any]]], Optional[str], bool) -> Tuple[bool, Optional[Dict[str, Any]], Optional[Dict[str, Any]]]
+        # type: (KindRef, str, Mutator, Optional[str], bool) -> Tuple[bool, Optional[Obj], Optional[Obj]]
         """Read-modify-write with optimistic locking.
 
         ``mutate(copy_of_live)`` returns the new object, or None when nothing has to change.

@@ -139,10 +139,9 @@ class Drainer(object):
         except DrainError:
             raise
         except K8sError as exc:
-            raise DrainError("drain of %s timed out: %d pod(s) not evicted: %s" % (
-                self.node, len(pending), "; ".join("%s (%s)" % (k, refusals.get(k, "not tried"))
-                                                   for k in sorted(pending))),
-                [{"pod": k, "reason": refusals.get(k, "timeout")} for k in sorted(pending)]) from exc
+            not_evicted = "; ".join("%s (%s)" % (key, refusals.get(key, "not tried")) for key in sorted(pending))
+            raise DrainError("drain of %s timed out: %d pod(s) not evicted: %s" % (self.node, len(pending), not_evicted),
+                             [{"pod": key, "reason": refusals.get(key, "timeout")} for key in sorted(pending)]) from exc
         self.wait_gone(evicted, max(self.interval, self.timeout - (self.k8s.now() - started)))
         return evicted
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
+---
 module: gpu_operator
 short_description: Install, upgrade or remove the NVIDIA GPU Operator Helm release
 version_added: 0.1.0
@@ -22,24 +23,25 @@ description:
   - Waits until the ClusterPolicy reports C(status.state=ready). On timeout, the error lists the
     operand DaemonSets and pods that are not ready and the nodes they run on.
   - Runs where helm and the C(kubernetes) Python library are installed, usually the controller
-    (C(delegate_to: localhost)).
+    (delegate the task to C(localhost)).
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.sharing.k8s_auth
 attributes:
   check_mode:
     support: full
-    details:
-      - Nothing is installed, upgraded or removed. CRDs are sent with server-side C(dryRun=All).
-      - The result shows the planned action and the values diff.
+    description: >-
+      Nothing is installed, upgraded or removed. CRDs are sent with server-side C(dryRun=All).
+      The result shows the planned action and the values diff.
   diff_mode:
     support: full
-    details:
-      - Shows the chart version and the user-supplied values, before and after.
+    description: >-
+      Shows the chart version and the user-supplied values, before and after.
   platform:
     platforms: posix
     support: full
+    description: Runs on the controller (or any host with the Python C(kubernetes) client) and talks to the API server.
 options:
   state:
     description:
@@ -366,7 +368,7 @@ class GpuOperator(object):
         if not is_local_chart(chart_ref) and not version:
             self.fail("chart_version is required for the repository chart %s: pin the version you mean "
                       "(for example v25.10.1)" % chart_ref)
-        if is_local_chart(chart_ref) and not os.path.exists(os.path.expanduser(chart_ref)):
+        if is_local_chart(chart_ref) and not os.path.exists(chart_ref):
             self.fail("chart_ref %s: no such chart directory or archive" % chart_ref)
         _rc, out, _err = self.run(self.helm.show_chart(chart_ref, version), "show chart")
         try:

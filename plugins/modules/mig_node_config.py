@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
+---
 module: mig_node_config
 short_description: Have the GPU Operator's MIG manager apply a MIG config to one node, safely
 version_added: 0.1.0
@@ -21,22 +22,23 @@ description:
     unknown layout. Running the module again retries; the cordon it set is lifted after success.
   - A node that was already cordoned before (by someone else) stays cordoned.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.sharing.k8s_auth
 attributes:
   check_mode:
     support: full
-    details:
-      - Nothing is changed; the result tells whether the node would be reconfigured and which
-        pods would be evicted.
+    description: >-
+      Nothing is changed; the result tells whether the node would be reconfigured and which
+      pods would be evicted.
   diff_mode:
     support: full
-    details:
-      - Shows the MIG labels of the node before and after.
+    description: >-
+      Shows the MIG labels of the node before and after.
   platform:
     platforms: posix
     support: full
+    description: Runs on the controller (or any host with the Python C(kubernetes) client) and talks to the API server.
 options:
   node:
     description: Name of the node.

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
+---
 module: mig_operator_config
 short_description: The mig-parted ConfigMap of the GPU Operator's MIG manager
 version_added: 0.1.0
@@ -16,21 +17,22 @@ description:
   - Checks that every node's selected config exists before changing anything.
   - Optionally points the ClusterPolicy's C(spec.migManager.config.name) at the ConfigMap.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.sharing.k8s_auth
 attributes:
   check_mode:
     support: full
-    details:
-      - Writes are sent with server-side C(dryRun=All); nothing is stored.
+    description: >-
+      Writes are sent with server-side C(dryRun=All); nothing is stored.
   diff_mode:
     support: full
-    details:
-      - Shows the rendered C(config.yaml) and the ClusterPolicy reference, before and after.
+    description: >-
+      Shows the rendered C(config.yaml) and the ClusterPolicy reference, before and after.
   platform:
     platforms: posix
     support: full
+    description: Runs on the controller (or any host with the Python C(kubernetes) client) and talks to the API server.
 options:
   name:
     description: Name of the ConfigMap.
@@ -64,8 +66,17 @@ options:
     description:
       - Name of the ClusterPolicy whose C(spec.migManager.config.name) must name this ConfigMap.
         Empty to leave the ClusterPolicy alone.
+      - When the ClusterPolicy does not exist yet (the ConfigMap is created before the operator
+        is installed), it is left to the operator's Helm values (M(gpufleet.sharing.gpu_operator)
+        O(gpufleet.sharing.gpu_operator#module:mig_manager_config)).
     type: str
     default: cluster-policy
+  create_namespace:
+    description:
+      - Create the namespace when it is missing, with the Pod Security label
+        C(pod-security.kubernetes.io/enforce=privileged) the operator's operands need.
+    type: bool
+    default: true
 """
 
 EXAMPLES = r"""
@@ -97,10 +108,15 @@ cluster_policy_changed:
   description: Whether C(spec.migManager.config.name) of the ClusterPolicy was changed.
   returned: always
   type: bool
+cluster_policy_found:
+  description: Whether the ClusterPolicy exists (when it does not, nothing points at the ConfigMap yet).
+  returned: always
+  type: bool
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ..module_utils._gpu_operator import PSA_LABELS
 from ..module_utils._k8s import K8S_AUTH_ARGSPEC, K8sError, client_from_module
 from ..module_utils._mig_operator import CONFIG_KEY, MigOperatorError, merge_host_configs, missing_selections
 from ..module_utils._mig_parted import MigPartedError, merged_configs, parse_config, render_yaml
@@ -115,6 +131,7 @@ def main():
         include_default_configs=dict(type="bool", default=True),
         selected=dict(type="dict", default={}),
         cluster_policy=dict(type="str", default="cluster-policy"),
+        create_namespace=dict(type="bool", default=True),
     )
     argument_spec.update(K8S_AUTH_ARGSPEC)
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
@@ -134,6 +151,7 @@ def main():
     if problems:
         module.fail_json(msg="; ".join(problems), problems=problems, **result)
     rendered = render_yaml(document)
+    result["cluster_policy_found"] = False
     result["config_names"] = sorted(document["mig-configs"])
 
     k8s = client_from_module(module)
@@ -142,17 +160,20 @@ def main():
                          "labels": {"app.kubernetes.io/managed-by": "gpufleet.sharing"}},
             "data": {CONFIG_KEY: rendered}}
     try:
-        policy = None
-        if params["cluster_policy"]:
-            policy = k8s.get("ClusterPolicy", params["cluster_policy"])
-            if policy is None:
-                module.fail_json(msg="ClusterPolicy %s does not exist: install the GPU Operator first "
-                                     "(gpufleet.sharing.gpu_operator)" % params["cluster_policy"], **result)
+        policy = k8s.get("ClusterPolicy", params["cluster_policy"]) if params["cluster_policy"] else None
+        if params["create_namespace"] and k8s.get("Namespace", namespace) is None:
+            k8s.ensure_namespace(namespace, PSA_LABELS, dry_run=module.check_mode)
+            result["changed"] = True
+            if module.check_mode:
+                # A dry-run namespace does not exist, so a dry-run ConfigMap in it cannot be validated.
+                result["action"] = "created"
+                module.exit_json(**result)
         applied = k8s.apply(body, dry_run=module.check_mode)
         result["action"] = applied.action
-        result["changed"] = applied.changed
+        result["changed"] = result["changed"] or applied.changed
         before_text = ((applied.before or {}).get("data") or {}).get(CONFIG_KEY, "")
         current_ref = None
+        result["cluster_policy_found"] = policy is not None
         if policy is not None:
             current_ref = (((policy.get("spec") or {}).get("migManager") or {}).get("config") or {}).get("name")
             if current_ref != name:

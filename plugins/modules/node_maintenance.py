@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
+---
 module: node_maintenance
 short_description: Cordon, drain or uncordon a Kubernetes node
 version_added: 0.1.0
@@ -20,21 +21,22 @@ description:
     otherwise the drain stops before changing anything and lists those pods.
   - Optionally sets or removes annotations on the node, for example the reason of the maintenance.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.sharing.k8s_auth
 attributes:
   check_mode:
     support: full
-    details:
-      - Nothing is changed; RV(would_evict) lists the pods a drain would evict.
+    description: >-
+      Nothing is changed; RV(would_evict) lists the pods a drain would evict.
   diff_mode:
     support: full
-    details:
-      - Shows C(spec.unschedulable) and the annotations of the node, before and after.
+    description: >-
+      Shows C(spec.unschedulable) and the annotations of the node, before and after.
   platform:
     platforms: posix
     support: full
+    description: Runs on the controller (or any host with the Python C(kubernetes) client) and talks to the API server.
 options:
   node:
     description: Name of the node.
@@ -69,8 +71,8 @@ options:
     default: 2
   annotations:
     description:
-      - Annotations to set on the node (a null value removes the annotation), for example
-        C({gpufleet.sharing/maintenance-reason: MIG reconfiguration}).
+      - Annotations to set on the node (a null value removes the annotation), for example the
+        reason of the maintenance under C(gpufleet.sharing/maintenance-reason).
     type: dict
 """
 

@@ -1,0 +1,254 @@
+"""Unit tests for _helm (argv building, output parsing) and _gpu_operator (values, diagnosis)."""
+import json
+
+import pytest
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils import _helm
+from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import HelmCommand, HelmError
+from ansible_collections.gpufleet.sharing.plugins.module_utils import _gpu_operator as gop
+
+
+# -- version ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("output, expected", [
+    ("v3.14.2+gc309b6f\n", (3, 14, 2)),
+    ("v4.1.4+g05fa379", (4, 1, 4)),
+    ("v3.12.0", (3, 12, 0)),
+    ('version.BuildInfo{Version:"v4.1.4", GitCommit:"05fa37973dc9e42b76e1d2883494c87174b6074f"}', (4, 1, 4)),
+    ('version.BuildInfo{Version:"v3.13.0-rc.1", GitCommit:"x"}', (3, 13, 0)),
+])
+def test_parse_helm_version(output, expected):
+    assert _helm.parse_helm_version(output) == expected
+
+
+def test_parse_helm_version_garbage():
+    with pytest.raises(HelmError, match="cannot read the helm version"):
+        _helm.parse_helm_version("command not found")
+    with pytest.raises(HelmError):
+        _helm.parse_helm_version("")
+
+
+def test_minimum_version():
+    _helm.check_helm_version((3, 12, 0))
+    _helm.check_helm_version((4, 0, 0))
+    with pytest.raises(HelmError, match="helm 3.11.3 is too old: 3.12.0 or newer"):
+        _helm.check_helm_version((3, 11, 3))
+    with pytest.raises(HelmError):
+        _helm.check_helm_version((2, 17, 0))
+
+
+# -- chart references --------------------------------------------------------------------------------
+
+def test_local_and_repo_refs(tmp_path):
+    assert _helm.is_local_chart("/opt/charts/gpu-operator")
+    assert _helm.is_local_chart("./charts/x")
+    assert _helm.is_local_chart("gpu-operator-v25.10.1.tgz")
+    assert _helm.is_local_chart(str(tmp_path))
+    assert not _helm.is_local_chart("nvidia/gpu-operator")
+    assert not _helm.is_local_chart("oci://registry.example/charts/gpu-operator")
+    assert _helm.repo_of("nvidia/gpu-operator") == "nvidia"
+    assert _helm.repo_of("/abs/path") is None
+    assert _helm.repo_of("oci://r/x") is None
+    assert _helm.repo_of("gpu-operator") is None
+
+
+# -- argv ----------------------------------------------------------------------------------------------
+
+def test_upgrade_install_argv_values_only_by_file():
+    cmd = HelmCommand("/usr/bin/helm", kubeconfig="/k/config", context="prod")
+    argv = cmd.upgrade_install("gpu-operator", "nvidia/gpu-operator", "gpu-operator", "/tmp/v.yaml", "v25.10.1")
+    assert argv == ["/usr/bin/helm", "upgrade", "--install", "gpu-operator", "nvidia/gpu-operator",
+                    "-n", "gpu-operator", "-f", "/tmp/v.yaml", "--reset-values", "--version", "v25.10.1",
+                    "--kubeconfig", "/k/config", "--kube-context", "prod"]
+    assert not any(arg.startswith("--set") for arg in argv)
+
+
+def test_local_chart_gets_no_version_flag():
+    cmd = HelmCommand()
+    assert "--version" not in cmd.upgrade_install("r", "/charts/x", "ns", "/tmp/v", "1.0.0")
+    assert cmd.show_crds("/charts/x", "1.0.0") == ["helm", "show", "crds", "/charts/x"]
+    assert cmd.show_chart("nvidia/gpu-operator", "v25.10.1") == [
+        "helm", "show", "chart", "nvidia/gpu-operator", "--version", "v25.10.1"]
+
+
+def test_read_only_argv_use_json_output():
+    cmd = HelmCommand(kubeconfig="/kc")
+    assert cmd.list_releases("gpu-operator", "gpu-operator") == [
+        "helm", "list", "-n", "gpu-operator", "--all", "--filter", "^gpu\\-operator$", "-o", "json", "--kubeconfig", "/kc"]
+    assert cmd.get_values("r", "ns")[:8] == ["helm", "get", "values", "r", "-n", "ns", "-o", "json"]
+    assert cmd.status("r", "ns")[:7] == ["helm", "status", "r", "-n", "ns", "-o", "json"]
+    assert cmd.uninstall("r", "ns") == ["helm", "uninstall", "r", "-n", "ns", "--kubeconfig", "/kc"]
+    assert cmd.version() == ["helm", "version", "--short"]
+    assert cmd.repo_update(["nvidia"]) == ["helm", "repo", "update", "nvidia"]
+
+
+SECRET = "s3cr3t-Token-value"
+
+
+def test_no_secret_in_any_argv():
+    cmd = HelmCommand("helm", kubeconfig="/kc", context="ctx")
+    argvs = [
+        cmd.repo_add("nvidia", "https://helm.ngc.nvidia.com/nvidia", "user", with_password=True),
+        cmd.upgrade_install("r", "nvidia/gpu-operator", "ns", "/tmp/values.yaml", "v1"),
+        cmd.list_releases("ns", "r"), cmd.get_values("r", "ns"), cmd.status("r", "ns"),
+        cmd.show_crds("nvidia/gpu-operator", "v1"), cmd.uninstall("r", "ns"),
+    ]
+    env = _helm.helm_environment(host="https://api:6443", api_key=SECRET, ca_cert="/ca", validate_certs=False)
+    for argv in argvs:
+        assert all(SECRET not in arg for arg in argv)
+        assert all(isinstance(arg, str) for arg in argv)
+    assert "--password-stdin" in argvs[0]
+    assert env == {"HELM_KUBEAPISERVER": "https://api:6443", "HELM_KUBETOKEN": SECRET,
+                   "HELM_KUBECAFILE": "/ca", "HELM_KUBEINSECURE_SKIP_TLS_VERIFY": "true"}
+    assert _helm.helm_environment() == {}
+
+
+# -- output parsing --------------------------------------------------------------------------------
+
+LIST_OUTPUT = json.dumps([
+    {"name": "gpu-operator-x", "namespace": "gpu-operator", "revision": "1", "status": "deployed",
+     "chart": "other-1.0.0", "app_version": "1"},
+    {"name": "gpu-operator", "namespace": "gpu-operator", "revision": "3", "updated": "2026-06-05",
+     "status": "deployed", "chart": "gpu-operator-v25.10.1", "app_version": "v25.10.1"},
+])
+
+
+def test_parse_release_list():
+    entry = _helm.parse_release_list(LIST_OUTPUT, "gpu-operator")
+    assert entry["chart"] == "gpu-operator-v25.10.1" and entry["revision"] == "3"
+    assert _helm.parse_release_list("[]", "gpu-operator") is None
+    assert _helm.parse_release_list("", "gpu-operator") is None
+    with pytest.raises(HelmError, match="did not print JSON"):
+        _helm.parse_release_list("NAME NAMESPACE", "x")
+    with pytest.raises(HelmError, match="expected a JSON list"):
+        _helm.parse_release_list("{}", "x")
+
+
+@pytest.mark.parametrize("field, name, expected", [
+    ("gpu-operator-v25.10.1", "gpu-operator", ("gpu-operator", "v25.10.1")),
+    ("gpu-operator-v25.10.1", None, ("gpu-operator", "v25.10.1")),
+    ("gpu-operator-standin-0.1.0", None, ("gpu-operator-standin", "0.1.0")),
+    ("my-chart-1.2.3-rc.1", None, ("my-chart", "1.2.3-rc.1")),
+])
+def test_split_chart_field(field, name, expected):
+    assert _helm.split_chart_field(field, name) == expected
+
+
+def test_split_chart_field_bad():
+    with pytest.raises(HelmError):
+        _helm.split_chart_field("noversion", None)
+
+
+def test_parse_values():
+    assert _helm.parse_values("null\n") == {}
+    assert _helm.parse_values('{"mig": {"strategy": "mixed"}}') == {"mig": {"strategy": "mixed"}}
+    with pytest.raises(HelmError):
+        _helm.parse_values("[1]")
+
+
+def test_parse_chart_metadata_with_wrapped_lines():
+    output = ("apiVersion: v2\nappVersion: v25.10.1\ndescription: NVIDIA GPU Operator creates/configures/manages\n"
+              "  GPUs atop Kubernetes\nname: gpu-operator\nversion: v25.10.1\nkeywords:\n- gpu\n")
+    meta = _helm.parse_chart_metadata(output)
+    assert meta["name"] == "gpu-operator" and meta["version"] == "v25.10.1"
+    assert _helm.parse_chart_metadata("name: 'x'\nversion: \"1.0.0\"\n")["version"] == "1.0.0"
+    with pytest.raises(HelmError):
+        _helm.parse_chart_metadata("apiVersion: v2\n")
+
+
+def test_same_version():
+    assert _helm.same_version("v25.10.1", "25.10.1")
+    assert not _helm.same_version("v25.10.1", "v26.3.3")
+    assert _helm.normalize_version(None) is None
+
+
+# -- values ----------------------------------------------------------------------------------------
+
+def test_build_values_from_plan():
+    values = gop.build_values({"dcgmExporter": {"enabled": False}}, mig_strategy="mixed", mig_manager_enabled=False,
+                              driver_enabled=False, device_plugin_config={"name": "dp", "default": "default"})
+    assert values == {"dcgmExporter": {"enabled": False}, "mig": {"strategy": "mixed"},
+                      "migManager": {"enabled": False}, "driver": {"enabled": False},
+                      "devicePlugin": {"config": {"name": "dp", "default": "default"}}}
+
+
+def test_build_values_leaves_input_untouched_and_accepts_equal_duplicates():
+    original = {"mig": {"strategy": "single"}}
+    values = gop.build_values(original, mig_strategy="single", mig_manager_config="cm", mig_manager_enabled=True,
+                              toolkit_enabled=True)
+    assert values["migManager"] == {"enabled": True, "config": {"name": "cm"}}
+    assert values["toolkit"] == {"enabled": True}
+    assert original == {"mig": {"strategy": "single"}}
+    assert gop.build_values() == {}
+
+
+def test_build_values_contradictions_all_listed():
+    with pytest.raises(gop.ValuesError) as err:
+        gop.build_values({"mig": {"strategy": "single"}, "driver": {"enabled": True}},
+                         mig_strategy="mixed", driver_enabled=False)
+    assert err.value.problems == ["mig_strategy='mixed' contradicts values.mig.strategy='single'",
+                                  "driver_enabled=False contradicts values.driver.enabled=True"]
+
+
+def test_build_values_rejects_bad_strategy_and_manager_config_without_manager():
+    with pytest.raises(gop.ValuesError, match="mig_strategy must be one of"):
+        gop.build_values(mig_strategy="all")
+    with pytest.raises(gop.ValuesError, match="needs the MIG manager"):
+        gop.build_values(mig_manager_enabled=False, mig_manager_config="cm")
+
+
+def test_build_values_non_mapping_branch_is_a_contradiction():
+    with pytest.raises(gop.ValuesError, match="needs values.mig to be a mapping, got 'mixed'"):
+        gop.build_values({"mig": "mixed"}, mig_strategy="mixed")
+
+
+def test_values_changes():
+    before = {"mig": {"strategy": "single"}, "driver": {"enabled": True}}
+    after = {"mig": {"strategy": "mixed"}, "migManager": {"enabled": False}}
+    assert gop.values_changes(before, after) == [
+        "driver: removed (was {'enabled': True})",
+        "mig.strategy: 'single' -> 'mixed'",
+        "migManager: added {'enabled': False}",
+    ]
+    assert gop.values_changes(after, after) == []
+
+
+def test_crd_documents():
+    docs = [None, {"kind": "CustomResourceDefinition", "metadata": {"name": "a.b"}}, {"kind": "ConfigMap"}]
+    assert [d["metadata"]["name"] for d in gop.crd_documents(docs)] == ["a.b"]
+    with pytest.raises(ValueError):
+        gop.crd_documents([{"kind": "CustomResourceDefinition", "metadata": {}}])
+
+
+def test_diagnose_operands():
+    policy = {"metadata": {"name": "cluster-policy"},
+              "status": {"state": "notReady", "conditions": [
+                  {"type": "Ready", "status": "False", "message": "device plugin not ready"}]}}
+    daemonsets = [
+        {"metadata": {"name": "nvidia-device-plugin-daemonset"}, "status": {"desiredNumberScheduled": 2, "numberReady": 1}},
+        {"metadata": {"name": "gpu-feature-discovery"}, "status": {"desiredNumberScheduled": 2, "numberReady": 2}},
+    ]
+    pods = [
+        {"metadata": {"name": "nvidia-device-plugin-daemonset-b"}, "spec": {"nodeName": "gpu-b"},
+         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}],
+                    "containerStatuses": [{"name": "plugin", "state": {"waiting": {
+                        "reason": "CrashLoopBackOff", "message": "back-off 5m"}}}]}},
+        {"metadata": {"name": "nvidia-device-plugin-daemonset-a"}, "spec": {"nodeName": "gpu-a"},
+         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
+        {"metadata": {"name": "nvidia-cuda-validator-x"}, "spec": {"nodeName": "gpu-a"}, "status": {"phase": "Succeeded"}},
+        {"metadata": {"name": "pending-one"}, "spec": {}, "status": {"phase": "Pending"}},
+    ]
+    assert gop.diagnose_operands(policy, daemonsets, pods) == [
+        "ClusterPolicy cluster-policy: state notReady",
+        "  condition Ready: device plugin not ready",
+        "DaemonSet nvidia-device-plugin-daemonset: 1/2 pods ready",
+        "Pod pending-one on (unscheduled): phase Pending, not Ready",
+        "Pod nvidia-device-plugin-daemonset-b on gpu-b: plugin: CrashLoopBackOff (back-off 5m)",
+    ]
+    assert gop.diagnose_operands(None, [], [])[0].startswith("ClusterPolicy does not exist")
+
+
+def test_cluster_policy_state():
+    assert gop.cluster_policy_state(None) is None
+    assert gop.cluster_policy_state({"status": {"state": "ready"}}) == "ready"
+    assert gop.cluster_policy_state({}) is None
