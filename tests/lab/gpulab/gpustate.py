@@ -268,7 +268,7 @@ def new_state(hostname: str, gpus: Sequence[Tuple[str, int]],
     for model_key, count in gpus:
         spec = load_model(model_key)
         driver_version = driver_version or spec.driver_version
-        for _ in range(count):
+        for _number in range(count):
             position = per_model_position.get(model_key, 0)
             per_model_position[model_key] = position + 1
             reference = spec.reference_hosts.get(hostname, [])
@@ -389,7 +389,7 @@ def add_process_to_state(state: HostState, gpu_index: int, pid: Optional[int], n
         raise StateError(f"GPU {gpu_index}: not enough free memory for {used_mib} MiB")
     if pid is None:
         pid = state.next_pid
-    if any(proc.pid == pid for _, proc in state.all_processes()):
+    if any(proc.pid == pid for _gpu, proc in state.all_processes()):
         raise StateError(f"PID {pid} already runs on {state.hostname}")
     state.next_pid = max(state.next_pid, pid + 1)
     gpu.processes.append(Process(pid=pid, name=name, used_mib=used_mib, gi_id=gi_id, ci_id=ci_id))

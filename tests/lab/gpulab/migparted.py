@@ -71,7 +71,7 @@ class ConfigItem:
         device = gpu.pci_device_id.upper().replace("0X", "0x")
         sub = gpu.pci_sub_device_id.upper().replace("0X", "0x")
         for wanted in self.device_filter:
-            dev, _, subsys = wanted.partition(":")
+            dev, _colon, subsys = wanted.partition(":")
             if dev.lower() == device.lower() and (not subsys or subsys.lower() == sub.lower()):
                 return True
         return False
@@ -436,7 +436,7 @@ def do_apply(state_path: str, items: Sequence[ConfigItem], options: Options, log
     call the lab's systemctl shim, which writes the same state file)."""
     hooks = load_hooks(options.hooks_file)
     parted_env = options.parted_env()
-    desired, mode_change, _ = _needs(state_path, items)
+    desired, mode_change, _config_change = _needs(state_path, items)
     try:
         run_hook(hooks, "apply-start", parted_env)
         if mode_change:
@@ -450,7 +450,7 @@ def do_apply(state_path: str, items: Sequence[ConfigItem], options: Options, log
                     raise
         if options.mode_only:
             return
-        _, _, config_change = _needs(state_path, items)
+        _desired, _mode_change, config_change = _needs(state_path, items)
         if config_change:
             run_hook(hooks, "pre-apply-config", parted_env)
             with gpustate.locked(state_path) as state:
@@ -544,7 +544,7 @@ def apply_config(state_path: str, config: Mapping[str, Any], selected: str, mode
     with redirect_stdout(out):
         try:
             configs = parse_config(config)
-            _, items = select_config(configs, selected)
+            _name, items = select_config(configs, selected)
             do_apply(state_path, items, Options(selected=selected, mode_only=mode_only, skip_reset=skip_reset),
                      _Log(False))
         except MigPartedError as error:
@@ -556,7 +556,7 @@ def assert_config(state_path: str, config: Mapping[str, Any], selected: str, mod
     """Like ``nvidia-mig-parted assert``: (True, success text) or (False, failure text)."""
     try:
         configs = parse_config(config)
-        _, items = select_config(configs, selected)
+        _name, items = select_config(configs, selected)
         ok = do_assert(state_path, items, mode_only)
     except MigPartedError as error:
         return False, str(error)

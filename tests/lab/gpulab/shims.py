@@ -226,7 +226,7 @@ def systemctl_main(argv: Sequence[str], state_path: str, env: Optional[Mapping[s
         return 0
     if verb in ("start", "stop", "restart", "reload", "try-restart", "reload-or-restart", "enable", "disable"):
         if not units:
-            _err(f"Too few arguments.")
+            _err("Too few arguments.")
             return 1
         with gpustate.locked(state_path) as state:
             for name in units:

@@ -71,7 +71,7 @@ def _bus_key(text: str) -> Optional[Tuple[int, int, int, int]]:
         parts = ["0"] + parts
     if len(parts) != 3 or "." not in parts[2]:
         return None
-    device, _, function = parts[2].partition(".")
+    device, _dot, function = parts[2].partition(".")
     try:
         return int(parts[0], 16), int(parts[1], 16), int(device, 16), int(function, 16)
     except ValueError:
@@ -513,7 +513,7 @@ def _split_tuples(text: str) -> List[Tuple[str, Optional[int]]]:
     for item in (piece.strip() for piece in text.split(",")):
         if not item:
             continue
-        profile, _, start = item.partition(":")
+        profile, _colon, start = item.partition(":")
         result.append((profile.strip(), int(start) if start.strip().isdigit() else (None if not start else -1)))
     return result
 
@@ -674,7 +674,7 @@ def _parse_mig_args(argv: Sequence[str]) -> Dict[str, Optional[str]]:
         elif arg in _MIG_FLAGS:
             opts[_MIG_FLAGS[arg]] = ""
         else:
-            raise SmiExit(RC_INVALID, f"Invalid combination of input arguments. Please run 'nvidia-smi mig -h' for help.")
+            raise SmiExit(RC_INVALID, "Invalid combination of input arguments. Please run 'nvidia-smi mig -h' for help.")
     return opts
 
 
@@ -740,7 +740,7 @@ def _parse_top(argv: Sequence[str]) -> Dict[str, Optional[str]]:
         elif arg in flags:
             opts[flags[arg]] = ""
         else:
-            raise SmiExit(RC_INVALID, f"Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.")
+            raise SmiExit(RC_INVALID, "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.")
     return opts
 
 

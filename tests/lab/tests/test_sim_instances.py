@@ -20,7 +20,7 @@ def _layout(path, index=0):
 
 
 def test_documented_order_failure_19_19_14_9(a100):
-    rc, out, _ = smi.run(["mig", "-cgi", "19,19,14,9"], a100)
+    rc, out, _err = smi.run(["mig", "-cgi", "19,19,14,9"], a100)
     assert rc == 255
     assert out.endswith("Unable to create a GPU instance on GPU  0 using profile 9: Insufficient Resources\n"
                         "Failed to create GPU instances: Insufficient Resources\n")
@@ -28,14 +28,14 @@ def test_documented_order_failure_19_19_14_9(a100):
 
 
 def test_documented_order_success_9_19_14_19(a100):
-    rc, out, _ = smi.run(["mig", "-cgi", "9,19,14,19"], a100)
+    rc, out, _err = smi.run(["mig", "-cgi", "9,19,14,19"], a100)
     assert rc == 0
     assert out.count("Successfully created GPU instance") == 4
     assert sorted(_layout(a100), key=lambda x: -x[2])[0] == ("3g.20gb", 4, 4)
 
 
 def test_two_3g_take_4_then_0(a100):
-    rc, out, _ = smi.run(["mig", "-cgi", "9,3g.20gb", "-C"], a100)
+    rc, out, _err = smi.run(["mig", "-cgi", "9,3g.20gb", "-C"], a100)
     assert rc == 0
     assert out.splitlines() == [
         "Successfully created GPU instance ID  2 on GPU  0 using profile MIG 3g.20gb (ID  9)",
@@ -53,7 +53,7 @@ def test_example_19_14_5(a100):
 
 def test_lgi_table_and_gi_ids(a100):
     smi.run(["mig", "-cgi", "9:4,14:2,19:1,19:0"], a100)
-    _, out, _ = smi.run(["mig", "-lgi"], a100)
+    _rc, out, _err = smi.run(["mig", "-lgi"], a100)
     assert out == (
         "+----------------------------------------------------+\n"
         "| GPU instances:                                     |\n"
@@ -73,15 +73,15 @@ def test_lgi_table_and_gi_ids(a100):
 
 def test_explicit_placement_used_or_refused(a100):
     assert smi.run(["mig", "-cgi", "9:0"], a100)[0] == 0
-    rc, out, _ = smi.run(["mig", "-cgi", "5:0"], a100)
+    rc, out, _err = smi.run(["mig", "-cgi", "5:0"], a100)
     assert rc == 255 and "using profile 5:0: Insufficient Resources" in out
-    rc, out, _ = smi.run(["mig", "-cgi", "14:6"], a100)  # 2g never starts at 6
+    rc, out, _err = smi.run(["mig", "-cgi", "14:6"], a100)  # 2g never starts at 6
     assert rc == 2 and "using profile 14:6: Invalid Argument" in out
     assert _layout(a100) == [("3g.20gb", 0, 4)]
 
 
 def test_unknown_profile_is_invalid_argument(a100):
-    rc, out, _ = smi.run(["mig", "-cgi", "1"], a100)
+    rc, out, _err = smi.run(["mig", "-cgi", "1"], a100)
     assert rc == 2
     assert out == ("Unable to create a GPU instance on GPU  0 using profile 1: Invalid Argument\n"
                    "Failed to create GPU instances: Invalid Argument\n")
@@ -89,18 +89,18 @@ def test_unknown_profile_is_invalid_argument(a100):
 
 def test_full_name_and_max_instances(a100):
     assert smi.run(["mig", "-cgi", "MIG 1g.5gb+me"], a100)[0] == 0
-    rc, out, _ = smi.run(["mig", "-cgi", "20"], a100)  # +me: at most one
+    rc, out, _err = smi.run(["mig", "-cgi", "20"], a100)  # +me: at most one
     assert rc == 255 and "Insufficient Resources" in out
 
 
 def test_free_counts_drop_as_instances_are_created(a100):
     smi.run(["mig", "-cgi", "9"], a100)  # 3g at 4:4
-    _, out, _ = smi.run(["mig", "-lgip"], a100)
+    _rc, out, _err = smi.run(["mig", "-lgip"], a100)
     free = {line.split()[3]: line.split()[5] for line in out.splitlines() if "MIG " in line}
     assert free == {"1g.5gb": "4/7", "1g.5gb+me": "1/1", "1g.10gb": "2/4", "2g.10gb": "2/3",
                     "3g.20gb": "1/2", "4g.20gb": "1/1", "7g.40gb": "0/1"}
     smi.run(["mig", "-cgi", "5"], a100)
-    _, out, _ = smi.run(["mig", "-lgip"], a100)
+    _rc, out, _err = smi.run(["mig", "-lgip"], a100)
     assert all(line.split()[5].startswith("0/") for line in out.splitlines() if "MIG " in line)
 
 
@@ -135,7 +135,7 @@ def test_a30_geometry(make_host):
 
 def test_dgi_with_compute_instances_is_in_use(a100):
     smi.run(["mig", "-cgi", "9", "-C"], a100)
-    rc, out, _ = smi.run(["mig", "-dgi"], a100)
+    rc, out, _err = smi.run(["mig", "-dgi"], a100)
     assert rc == 255
     assert out == ("Unable to destroy GPU instance ID  2 from GPU  0: In use by another client\n"
                    "Failed to destroy GPU instances: In use by another client\n")
@@ -148,7 +148,7 @@ def test_dgi_with_compute_instances_is_in_use(a100):
 def test_dci_with_running_process_is_in_use(a100):
     smi.run(["mig", "-cgi", "19,19", "-C"], a100)
     pid = workload.start(a100, 0, "infer.py", 500, mig_device=1)
-    _, out, _ = smi.run(["mig", "-dci"], a100)
+    _rc, out, _err = smi.run(["mig", "-dci"], a100)
     assert "Unable to destroy compute instance ID  0 from GPU  0 GPU instance ID 13: In use by another client" in out
     assert "Successfully destroyed compute instance ID  0 from GPU  0 GPU instance ID 12" in out
     workload.stop(a100, pid)
@@ -157,18 +157,18 @@ def test_dci_with_running_process_is_in_use(a100):
 
 def test_compute_instances_and_profiles(a100):
     smi.run(["mig", "-cgi", "9"], a100)
-    rc, out, _ = smi.run(["mig", "-cci", "1c.3g.20gb", "-gi", "2"], a100)
+    rc, out, _err = smi.run(["mig", "-cci", "1c.3g.20gb", "-gi", "2"], a100)
     assert rc == 0
     assert out == ("Successfully created compute instance ID  0 on GPU  0 GPU instance ID  2 using profile "
                    "MIG 1c.3g.20gb (ID  0)\n")
     assert smi.run(["mig", "-cci", "2", "-gi", "2"], a100)[0] == 255  # 1 + 3 slices > 3
     assert smi.run(["mig", "-cci", "1", "-gi", "2"], a100)[0] == 0  # 2c.3g.20gb
-    _, out, _ = smi.run(["mig", "-lci"], a100)
+    _rc, out, _err = smi.run(["mig", "-lci"], a100)
     assert "|   0      2       MIG 1c.3g.20gb       0         0          0:1     |" in out
     assert "|   0      2       MIG 2c.3g.20gb       1         1          1:2     |" in out
-    _, out, _ = smi.run(["mig", "-lcip"], a100)
+    _rc, out, _err = smi.run(["mig", "-lcip"], a100)
     assert "MIG 3g.20gb          2*" in out
-    _, out, _ = smi.run(["-L"], a100)
+    _rc, out, _err = smi.run(["-L"], a100)
     assert "  MIG 1c.3g.20gb  Device  0: (UUID: MIG-" in out
 
 
@@ -176,7 +176,7 @@ def test_mig_devices_in_list_and_summary(make_host):
     path = make_host([("H100-80GB", 1)])
     smi.run(["-mig", "1"], path)
     smi.run(["mig", "-cgi", "9,14,19,19", "-C"], path)
-    _, out, _ = smi.run(["-L"], path)
+    _rc, out, _err = smi.run(["-L"], path)
     lines = out.splitlines()
     assert lines[0].startswith("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-")
     assert [line.split("Device")[0] for line in lines[1:]] == [
@@ -185,7 +185,7 @@ def test_mig_devices_in_list_and_summary(make_host):
     assert len(set(uuids)) == 4 and all(u.startswith("MIG-") for u in uuids)
     assert smi.run(["-L"], path)[1] == out  # deterministic
     workload.start(path, 0, "train.py", 4096, mig_device=0)
-    _, summary, _ = smi.run([], path)
+    _rc, summary, _err = smi.run([], path)
     assert "| MIG devices:" in summary
     assert "|  0    2   0   0  |              4096MiB / 40448MiB  | 60      0 |  3   0    3    0    3 |" in summary
     assert "|    0    2    0             4100      C   train.py" in summary

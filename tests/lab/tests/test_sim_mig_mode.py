@@ -19,11 +19,11 @@ def _modes(path):
 @pytest.mark.parametrize("model", ["A100-40GB", "A30", "H100-80GB", "H200"])
 def test_enable_on_idle_gpu_is_effective(make_host, model):
     path = make_host([(model, 1)])
-    rc, out, _ = smi.run(["-i", "0", "-mig", "1"], path)
+    rc, out, _err = smi.run(["-i", "0", "-mig", "1"], path)
     assert rc == 0
     assert out == "Enabled MIG Mode for GPU 00000000:07:00.0\nAll done.\n"
     assert _modes(path) == (True, True)
-    rc, out, _ = smi.run(["-mig", "0"], path)
+    rc, out, _err = smi.run(["-mig", "0"], path)
     assert out == "Disabled MIG Mode for GPU 00000000:07:00.0\nAll done.\n"
     assert _modes(path) == (False, False)
 
@@ -53,13 +53,13 @@ def test_busy_gpu_goes_pending_with_warning(make_host, model):
     path = make_host([(model, 1)])
     workload.start(path, 0, "train.py", 1000)
     events = len(gpustate.load(path).events)
-    rc, out, _ = smi.run(["-mig", "1"], path)
+    rc, out, _err = smi.run(["-mig", "1"], path)
     assert rc == 0
     assert out == ("Warning: MIG mode is in pending enable state for GPU 00000000:07:00.0:In use by another client\n"
                    f"00000000:07:00.0 {BUSY_TAIL}\nAll done.\n")
     assert _modes(path) == (False, True)
     assert len(gpustate.load(path).events) == events + 1
-    _, query, _ = smi.run(["--query-gpu=mig.mode.current,mig.mode.pending", "--format=csv,noheader"], path)
+    _rc, query, _err = smi.run(["--query-gpu=mig.mode.current,mig.mode.pending", "--format=csv,noheader"], path)
     assert query == "Disabled, Enabled\n"
 
 
@@ -80,13 +80,13 @@ def test_reset_refused_while_processes_run_then_applies_pending(make_host):
     pid = workload.start(path, 0, "train.py", 1000)
     smi.run(["-mig", "1"], path)
     before = gpustate.load(path)
-    rc, out, _ = smi.run(["-r"], path)
+    rc, out, _err = smi.run(["-r"], path)
     assert rc == 255
     assert out.startswith("The following GPUs could not be reset:\n  GPU 00000000:07:00.0: In use by another client\n\n"
                           "1 device is currently being used by one or more other processes")
     assert gpustate.load(path).events == before.events
     workload.stop(path, pid)
-    rc, out, _ = smi.run(["-i", "0", "-r"], path)
+    rc, out, _err = smi.run(["-i", "0", "-r"], path)
     assert (rc, out) == (0, "GPU 00000000:07:00.0 was successfully reset.\nAll done.\n")
     assert _modes(path) == (True, True)
 
@@ -105,7 +105,7 @@ def test_gpu_client_services_keep_the_gpu_busy(make_host):
 
 def test_non_mig_gpu_mode_change_is_a_warning(make_host):
     path = make_host([("A10", 1)])
-    rc, out, _ = smi.run(["-mig", "1"], path)
+    rc, out, _err = smi.run(["-mig", "1"], path)
     assert rc == 0
     assert out == ("Unable to enable MIG Mode for GPU 00000000:07:00.0: Not Supported\n"
                    "Treating as warning and moving on.\nAll done.\n")
@@ -115,14 +115,14 @@ def test_mode_change_with_instances_is_refused(make_host):
     path = make_host([("H100-80GB", 1)])
     smi.run(["-mig", "1"], path)
     smi.run(["mig", "-cgi", "19"], path)
-    _, out, _ = smi.run(["-mig", "0"], path)
+    _rc, out, _err = smi.run(["-mig", "0"], path)
     assert "Unable to disable MIG Mode for GPU 00000000:07:00.0: In use by another client" in out
     assert _modes(path) == (True, True)
 
 
 def test_invalid_mig_value(make_host):
     path = make_host([("H100-80GB", 1)])
-    rc, _, _ = smi.run(["-mig", "2"], path)
+    rc, _out, _err = smi.run(["-mig", "2"], path)
     assert rc == 2
     assert _modes(path) == (False, False)
 
@@ -130,7 +130,7 @@ def test_invalid_mig_value(make_host):
 def test_power_off_makes_smi_fail(make_host):
     path = make_host([("H100-80GB", 1)])
     assert shims.shutdown_main(["-h", "now"], path) == 0
-    rc, out, _ = smi.run(["-L"], path)
+    rc, out, _err = smi.run(["-L"], path)
     assert rc == 9 and "couldn't communicate with the NVIDIA driver" in out
     gpustate.reboot(path)
     assert smi.run(["-L"], path)[0] == 0

@@ -81,9 +81,9 @@ def test_schema_error_on_the_cli(node, tmp_path):
 
 
 def test_selected_config_must_exist(node, config_file):
-    rc, _, err = migparted.run(["apply", "-f", config_file, "-c", "nope"], node, env={})
+    rc, _out, err = migparted.run(["apply", "-f", config_file, "-c", "nope"], node, env={})
     assert rc == 1 and "selected mig-config not present: nope" in err
-    rc, _, err = migparted.run(["apply", "-f", config_file], node, env={})
+    rc, _out, err = migparted.run(["apply", "-f", config_file], node, env={})
     assert rc == 1 and "selected-config" in err
 
 
@@ -97,7 +97,7 @@ def test_apply_is_idempotent_and_assert_follows(node, config_file):
     assert gpustate.load(node).events == events  # second run changes nothing
     assert migparted.run(["assert", "-f", config_file, "-c", "all-balanced"], node, env={}) == (
         0, "Selected MIG configuration currently applied\n", "")
-    _, out, _ = smi.run(["mig", "-lgi", "-i", "1"], node)
+    _rc, out, _err = smi.run(["mig", "-lgi", "-i", "1"], node)
     assert [line.split()[3] for line in out.splitlines() if "MIG" in line] == ["3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb"]
 
 
@@ -125,13 +125,13 @@ def test_device_filter_and_device_list(make_host, config_file):
 def test_unsupported_profile_for_the_model_changes_nothing(make_host, config_file):
     path = make_host([("H100-80GB", 1)])
     before = gpustate.load(path)
-    rc, _, err = migparted.run(["apply", "-f", config_file, "-c", "all-1g.5gb"], path, env={})
+    rc, _out, err = migparted.run(["apply", "-f", config_file, "-c", "all-1g.5gb"], path, env={})
     assert rc == 1 and "MIG profile 1g.5gb is not supported on GPU 0" in err
     assert gpustate.load(path) == before
 
 
 def test_impossible_geometry_fails_after_all_orderings(node, config_file):
-    rc, _, err = migparted.run(["apply", "-f", config_file, "-c", "too-big"], node, env={})
+    rc, _out, err = migparted.run(["apply", "-f", config_file, "-c", "too-big"], node, env={})
     assert rc == 1
     assert "error attempting multiple config orderings" in err and "Insufficient Resources" in err
 
@@ -173,7 +173,7 @@ def test_orderings_are_retried_after_a_failure(make_host, monkeypatch):
 
 
 def test_mode_only_then_full_apply(node, config_file):
-    rc, out, _ = migparted.run(["apply", "--mode-only", "-f", config_file, "-c", "all-balanced"], node, env={})
+    rc, out, _err = migparted.run(["apply", "--mode-only", "-f", config_file, "-c", "all-balanced"], node, env={})
     assert (rc, out) == (0, "MIG configuration applied successfully\n")
     state = gpustate.load(node)
     assert [g.mig_current for g in state.gpus] == [True, True] and state.gpus[0].gpu_instances == []
@@ -197,7 +197,7 @@ def test_reset_blocked_by_processes(node, config_file):
 
 def test_skip_reset_leaves_mode_pending_and_config_fails(node, config_file):
     workload.start(node, 0, "train.py", 1000)
-    rc, _, err = migparted.run(["apply", "-s", "-f", config_file, "-c", "all-balanced"], node, env={})
+    rc, _out, err = migparted.run(["apply", "-s", "-f", config_file, "-c", "all-balanced"], node, env={})
     assert rc == 1
     assert "unable to apply MIG config with MIG mode disabled" in err
     assert migparted.run(["apply", "-s", "-m", "-f", config_file, "-c", "all-balanced"], node, env={})[0] == 0
@@ -239,7 +239,7 @@ def test_apply_exit_runs_after_a_failure(node, config_file, tmp_path):
     hooks_file = tmp_path / "hooks.yaml"
     hooks_file.write_text(yaml.safe_dump({"version": "v1", "hooks": {
         "apply-start": _hook(log, "apply-start"), "apply-exit": _hook(log, "apply-exit")}}))
-    rc, _, _ = migparted.run(["apply", "-f", config_file, "-c", "too-big", "-k", str(hooks_file)], node, env={})
+    rc, _out, _err = migparted.run(["apply", "-f", config_file, "-c", "too-big", "-k", str(hooks_file)], node, env={})
     assert rc == 1
     assert [line.split()[0] for line in open(log, encoding="utf-8")] == ["apply-start", "apply-exit"]
 
@@ -249,7 +249,7 @@ def test_failing_hook_stops_apply(node, config_file, tmp_path):
     hooks_file.write_text(yaml.safe_dump({"version": "v1", "hooks": {
         "pre-apply-mode": [{"command": sys.executable, "args": ["-c", "raise SystemExit(3)"]}]}}))
     before = gpustate.load(node)
-    rc, _, err = migparted.run(["apply", "-f", config_file, "-c", "all-balanced", "-k", str(hooks_file)], node, env={})
+    rc, _out, err = migparted.run(["apply", "-f", config_file, "-c", "all-balanced", "-k", str(hooks_file)], node, env={})
     assert rc == 1 and "error running pre-apply-mode hook: exit status 3" in err
     assert gpustate.load(node) == before
 
@@ -258,7 +258,7 @@ def test_failing_hook_stops_apply(node, config_file, tmp_path):
 def test_export_round_trip(make_host, config_file, tmp_path, fmt):
     source = make_host([("A100-40GB", 1), ("H100-80GB", 1)])
     assert migparted.run(["apply", "-f", config_file, "-c", "all-balanced"], source, env={})[0] == 0
-    rc, out, _ = migparted.run(["export", "-o", fmt], source, env={})
+    rc, out, _err = migparted.run(["export", "-o", fmt], source, env={})
     assert rc == 0
     exported = tmp_path / f"exported.{fmt}"
     exported.write_text(out)

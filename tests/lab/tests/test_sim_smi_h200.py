@@ -33,7 +33,7 @@ def test_read_only_output_matches_capture(h200_host, h200_capture, capture, argv
 
 
 def test_plain_summary_matches_capture_except_timestamp(h200_host, h200_capture):
-    rc, out, _ = smi.run([], h200_host)
+    rc, out, _err = smi.run([], h200_host)
     expected = h200_capture("smi.txt").split("\n")
     actual = out.split("\n")
     assert rc == 0
@@ -50,33 +50,33 @@ def test_read_only_commands_do_not_touch_the_state(h200_host):
 
 @pytest.mark.parametrize("selector", ["0", "00000000:00:06.0", "00:06.0", "GPU-163e5d76-4ee1-1290-9652-cc41f8103e00"])
 def test_gpu_selection_by_index_bus_id_or_uuid(h200_host, selector):
-    rc, out, _ = smi.run(["-i", selector, "--query-gpu=index,uuid", "--format=csv,noheader"], h200_host)
+    rc, out, _err = smi.run(["-i", selector, "--query-gpu=index,uuid", "--format=csv,noheader"], h200_host)
     assert rc == 0
     assert out == "0, GPU-163e5d76-4ee1-1290-9652-cc41f8103e00\n"
 
 
 def test_unknown_gpu_and_unknown_field(h200_host):
     assert smi.run(["-i", "3", "-L"], h200_host) == (6, "No devices were found\n", "")
-    rc, out, _ = smi.run(["--query-gpu=bogus", "--format=csv"], h200_host)
+    rc, out, _err = smi.run(["--query-gpu=bogus", "--format=csv"], h200_host)
     assert rc == 2 and 'Field "bogus" is not a valid field to query.' in out
 
 
 def test_csv_nounits_and_noheader(make_host):
     path = make_host([("A100-40GB", 2)])
-    rc, out, _ = smi.run(["--query-gpu=index,memory.total,mig.mode.current", "--format=csv,noheader,nounits"], path)
+    rc, out, _err = smi.run(["--query-gpu=index,memory.total,mig.mode.current", "--format=csv,noheader,nounits"], path)
     assert rc == 0
     assert out == "0, 40960, Disabled\n1, 40960, Disabled\n"
 
 
 def test_non_mig_gpu_reports_na_and_no_mig_support(make_host):
     path = make_host([("A10", 1)])
-    _, out, _ = smi.run(["--query-gpu=name,mig.mode.current,mig.mode.pending", "--format=csv,noheader"], path)
+    _rc, out, _err = smi.run(["--query-gpu=name,mig.mode.current,mig.mode.pending", "--format=csv,noheader"], path)
     assert out == "NVIDIA A10, [N/A], [N/A]\n"
     assert smi.run(["mig", "-lgip"], path) == (6, "No MIG-supported devices found.\n", "")
 
 
 def test_version(h200_host):
-    rc, out, _ = smi.run(["--version"], h200_host)
+    rc, out, _err = smi.run(["--version"], h200_host)
     assert rc == 0 and "DRIVER version      : 580.159.04" in out and "CUDA Version        : 13.0" in out
 
 

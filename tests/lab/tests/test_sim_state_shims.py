@@ -61,7 +61,7 @@ def test_locked_saves_only_on_clean_exit(make_host):
 def test_missing_state_file(tmp_path):
     with pytest.raises(gpustate.StateError, match="no GPU state file"):
         gpustate.load(str(tmp_path / "nope.json"))
-    rc, _, err = smi.run(["-L"], str(tmp_path / "nope.json"))
+    rc, _out, err = smi.run(["-L"], str(tmp_path / "nope.json"))
     assert rc == 9 and "no GPU state file" in err
 
 
@@ -152,7 +152,7 @@ def test_systemctl_start_stop_is_active(make_host, capsys):
     assert _ctl(capsys, path, "is-active", "nvidia-dcgm")[1] == "active\n"
     assert _ctl(capsys, path, "start", "nope") == (5, "", "Failed to start nope.service: Unit nope.service not found.\n")
     assert _ctl(capsys, path, "status", "nope") == (4, "", "Unit nope.service could not be found.\n")
-    rc, out, _ = _ctl(capsys, path, "status", "nvsm")
+    rc, out, _err = _ctl(capsys, path, "status", "nvsm")
     assert rc == 3 and "Active: inactive (dead)" in out
     events = gpustate.load(path).events
     assert [e["detail"]["unit"] for e in events if e["actor"] == "systemctl"] == ["nvidia-dcgm", "nvsm", "nvidia-dcgm"]
@@ -171,9 +171,9 @@ def test_systemctl_enable_show_cat_with_unit_files(make_host, capsys, tmp_path):
     assert gpustate.load(path).services["nvidia-mig-manager"] == "inactive"
     assert _ctl(capsys, path, "enable", "nvidia-mig-manager", env=env)[0] == 0
     assert _ctl(capsys, path, "is-enabled", "nvidia-mig-manager", env=env) == (0, "enabled\n", "")
-    rc, out, _ = _ctl(capsys, path, "show", "-p", "ActiveState,UnitFileState", "nvidia-mig-manager", env=env)
+    rc, out, _err = _ctl(capsys, path, "show", "-p", "ActiveState,UnitFileState", "nvidia-mig-manager", env=env)
     assert (rc, out) == (0, "ActiveState=inactive\nUnitFileState=enabled\n")
-    rc, out, _ = _ctl(capsys, path, "cat", "nvidia-mig-manager", env=env)
+    rc, out, _err = _ctl(capsys, path, "cat", "nvidia-mig-manager", env=env)
     assert rc == 0 and "Description=Configure MIG on NVIDIA GPUs" in out and "MIG_PARTED_SELECTED_CONFIG=all-disabled" in out
     assert _ctl(capsys, path, "show", "--value", "-p", "LoadState", "ghost", env=env)[1] == "not-found\n"
     assert _ctl(capsys, path, "enable", "ghost", env=env)[0] == 1
@@ -200,7 +200,7 @@ def test_workload_cli_on_mig_device(make_host):
     pid = int(started.stdout)
     proc = gpustate.load(path).gpus[0].processes[0]
     assert (proc.pid, proc.gi_id, proc.ci_id, proc.used_mib) == (pid, 13, 0, 2000)
-    _, apps, _ = smi.run(["--query-compute-apps=pid,process_name,used_memory,gpu_uuid", "--format=csv,noheader"], path)
+    _rc, apps, _err = smi.run(["--query-compute-apps=pid,process_name,used_memory,gpu_uuid", "--format=csv,noheader"], path)
     assert apps == f"{pid}, train.py, 2000 MiB, {gpustate.load(path).gpus[0].uuid}\n"
     assert workload.main(["stop", "--state", path, "--pid", str(pid)]) == 0
     assert workload.main(["stop", "--state", path, "--pid", str(pid)]) == 1
