@@ -192,7 +192,8 @@ class LabPaths:
         return os.path.join(self.host_dir(name), "state.json")
 
     def boot_id_file(self, name: str) -> str:
-        return os.path.join(self.host_dir(name), "boot_id")
+        """gpustate keeps it next to the state file and rewrites it (in place) on every reboot."""
+        return gpustate.boot_id_path(self.state_file(name))
 
     def bin_dir(self, name: str) -> str:
         return os.path.join(self.host_dir(name), "bin")
@@ -260,64 +261,66 @@ def snapshot_dir(real_dir: str) -> List[_Entry]:
     return entries
 
 
-def build_view(view_dir: str, real_alias: str, entries: Iterable[_Entry], own: Dict[str, str],
-               forbidden: Dict[Tuple[int, int], str], refused_launcher: str,
-               own_dirs: Iterable[str] = (), skip: Iterable[str] = ()) -> None:
-    """A directory standing for a real directory inside a host.
+def view_manifests(paths: LabPaths) -> List[Dict[str, Any]]:
+    """What each host's /usr/bin, /usr/sbin (...) and /etc contain; computed once per lab and
+    built by gpulab.nsinit in a tmpfs inside each host's namespace.
 
-    Entries in ``own`` (name -> launcher file) are hard links to the host's launchers, ``own_dirs``
-    are the host's own (empty) directories, ``skip`` names are left for the caller to write;
-    entries whose real file is a dangerous binary become the refused launcher; symlinks are
-    copied verbatim (they resolve inside the host's namespace); everything else is a symlink to
-    the real entry through ``real_alias`` (the read-only view of the real directory).
+    Entries are ``[relative path, kind, data]`` in creation order (parents first): ``dir``;
+    ``link`` (symlink text: real symlinks copied verbatim, real files and directories reached
+    through the read-only view of the real directory under DIR/.ns/real); ``launcher`` (an
+    empty file on which the host's launcher named ``data`` is bind-mounted; dangerous real
+    binaries get the ``refused`` one); ``own_dir`` (the host's directory DIR/hosts/NAME/etc/<data>
+    bind-mounted); ``own_file`` (written from the host's config).
     """
-    os.makedirs(view_dir, exist_ok=True)
-    reserved = set(own) | set(own_dirs) | set(skip)
-    for entry in entries:
-        if entry.name in reserved:
-            continue
-        target = os.path.join(view_dir, entry.name)
-        if entry.key is not None and entry.key in forbidden:
-            os.link(refused_launcher, target)
-        elif entry.link is not None:
-            os.symlink(entry.link, target)
-        else:
-            os.symlink(os.path.join(real_alias, entry.name), target)
-    for name, launcher in own.items():
-        os.link(launcher, os.path.join(view_dir, name))
-    for name in own_dirs:
-        os.makedirs(os.path.join(view_dir, name), exist_ok=True)
+    forbidden = dangerous_inodes()
+    views: List[Dict[str, Any]] = []
+    for real_dir in viewed_dirs():
+        alias = paths.real_mount_point(_top(real_dir)) + real_dir[len(_top(real_dir)):]
+        own = {os.path.basename(p): tool for p, tool in SHIM_PATHS.items()
+               if os.path.realpath(os.path.dirname(p)) == real_dir}
+        entries: List[List[str]] = []
+        for entry in snapshot_dir(real_dir):
+            if entry.name in own:
+                continue
+            if entry.key is not None and entry.key in forbidden:
+                entries.append([entry.name, "launcher", launchers.REFUSED])
+            elif entry.link is not None:
+                entries.append([entry.name, "link", entry.link])
+            else:
+                entries.append([entry.name, "link", os.path.join(alias, entry.name)])
+        entries += [[name, "launcher", tool] for name, tool in sorted(own.items())]
+        views.append({"target": real_dir, "read_only": True, "entries": entries})
+    views.append({"target": "/etc", "read_only": False, "entries": _etc_entries(paths)})
+    return views
 
 
-def build_etc_view(paths: LabPaths, name: str, machine_id: str) -> None:
-    """The host's /etc: a tree of real directories mirroring the real /etc, whose files are
-    symlinks to the real ones (read-only inside the host) and whose symlinks are copied verbatim;
-    plus the host's own nvidia-mig-manager directories, hostname and machine-id. A host that
-    writes a new file anywhere in /etc, or replaces one (Ansible's atomic move), writes its view."""
-    etc_view = paths.view_dir(name, "/etc")
-    real_alias = paths.real_mount_point("etc")
-    own_files = {"hostname": name + "\n", "machine-id": machine_id + "\n"}
+def _etc_entries(paths: LabPaths) -> List[List[str]]:
+    alias = paths.real_mount_point("etc")
+    own_files = ("hostname", "machine-id")
+    entries: List[List[str]] = []
     for real_dir, dir_names, file_names in os.walk("/etc"):
         rel = os.path.relpath(real_dir, "/etc")
         rel = "" if rel == "." else rel
-        view = os.path.join(etc_view, rel)
-        os.makedirs(view, exist_ok=True)
-        for entry in sorted(dir_names + file_names):
-            if not rel and entry in own_files:
+        dir_names[:] = sorted(d for d in dir_names if os.path.join(rel, d) not in HOST_ETC_DIRS)
+        for name in sorted(dir_names + file_names):
+            rel_path = os.path.join(rel, name)
+            real = os.path.join(real_dir, name)
+            if rel_path in own_files:
                 continue
-            real = os.path.join(real_dir, entry)
-            target = os.path.join(view, entry)
             if os.path.islink(real):
-                os.symlink(os.readlink(real), target)
-            elif entry not in dir_names:
-                os.symlink(os.path.join(real_alias, rel, entry), target)
+                entries.append([rel_path, "link", os.readlink(real)])
+                if name in dir_names:
+                    dir_names.remove(name)  # os.walk does not follow it anyway
+            elif name in dir_names:
+                entries.append([rel_path, "dir", ""])
+            else:
+                entries.append([rel_path, "link", os.path.join(alias, rel_path)])
     for own in HOST_ETC_DIRS:
-        os.makedirs(os.path.join(etc_view, own), exist_ok=True)
-    for file_name, content in own_files.items():
-        # O_EXCL: never write through a symlink into the real /etc.
-        fd = os.open(os.path.join(etc_view, file_name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        with os.fdopen(fd, "w", encoding="ascii") as handle:
-            handle.write(content)
+        parts = own.split("/")
+        entries += [["/".join(parts[:depth]), "dir", ""] for depth in range(1, len(parts))]
+        entries.append([own, "own_dir", own])
+    entries += [[name, "own_file", name] for name in own_files]
+    return entries
 
 
 # --------------------------------------------------------------------------- prerequisites
@@ -604,20 +607,8 @@ def _prepare_host(paths: LabPaths, spec: HostSpec, address: str, port: int, shar
     launchers.write_boot_id(paths.boot_id_file(name), state.boot_id)
     bin_dir = paths.bin_dir(name)
     digests = launchers.write_launchers(bin_dir, name, paths.state_file(name), paths.boot_id_file(name))
-    forbidden = shared["forbidden"]
-    refused = os.path.join(bin_dir, launchers.REFUSED)
-    host_binds = []
-    for real_dir in shared["viewed_dirs"]:
-        own = {os.path.basename(p): os.path.join(bin_dir, tool) for p, tool in SHIM_PATHS.items()
-               if os.path.realpath(os.path.dirname(p)) == real_dir}
-        alias = paths.real_mount_point(_top(real_dir)) + real_dir[len(_top(real_dir)):]
-        view = paths.view_dir(name, real_dir)
-        build_view(view, alias, shared["snapshots"][real_dir], own, forbidden, refused)
-        host_binds.append([view, real_dir])
-    build_etc_view(paths, name, uuid.uuid4().hex)
-    host_binds.append([paths.view_dir(name, "/etc"), "/etc"])
-    host_binds.append([paths.boot_id_file(name), "/proc/sys/kernel/random/boot_id"])
-
+    for own in HOST_ETC_DIRS:
+        os.makedirs(os.path.join(paths.view_dir(name, "/etc"), own))
     init_link = os.path.join(host_dir, "init", "systemd")
     os.makedirs(os.path.dirname(init_link))
     os.symlink(SSHD, init_link)
@@ -637,10 +628,14 @@ def _prepare_host(paths: LabPaths, spec: HostSpec, address: str, port: int, shar
         "must_be_read_only": [p for p in MUST_BE_READ_ONLY if os.path.isdir(p)],
         "run_dirs": [list(item) for item in RUN_DIRS],
         "real_binds": shared["real_binds"],
-        "host_binds": host_binds,
+        "views_file": shared["views_file"],
+        "bin_dir": bin_dir,
+        "own_etc": paths.view_dir(name, "/etc"),
+        "own_files": {"hostname": name + "\n", "machine-id": uuid.uuid4().hex + "\n"},
+        "boot_id": [paths.boot_id_file(name), "/proc/sys/kernel/random/boot_id"],
         "shims": shims,
         "same_paths": same_paths,
-        "forbidden_inodes": [[dev, ino, label] for (dev, ino), label in forbidden.items()],
+        "forbidden_inodes": [[dev, ino, label] for (dev, ino), label in shared["forbidden"].items()],
         "search_dirs": list(SEARCH_DIRS),
         "must_not_exist": list(MUST_NOT_EXIST),
         "sshd_exec": init_link,
@@ -693,6 +688,9 @@ def up(lab_dir: str, specs: Sequence[HostSpec], *, port: Optional[int] = None,
     if problem:
         raise LabError(problem)
     paths = LabPaths(os.path.abspath(lab_dir))
+    if not re.match(r"^/[A-Za-z0-9._/+-]+$", paths.root):
+        raise LabError(f"lab directory {paths.root!r}: use only letters, digits and ._+-/ in its path "
+                       "(it appears in mount tables and sshd configuration)")
     os.makedirs(paths.root, exist_ok=True)
     running = running_hosts(paths.root)
     if running:
@@ -711,11 +709,11 @@ def up(lab_dir: str, specs: Sequence[HostSpec], *, port: Optional[int] = None,
     shared = {
         "namespaces": _own_namespaces(),
         "forbidden": dangerous_inodes(),
-        "viewed_dirs": viewed_dirs(),
         "sshd_version": _sshd_version(),
         "real_binds": [[top, paths.real_mount_point(top)] for top in sorted({_top(d) for d in viewed_dirs()} | {"/etc"})],
     }
-    shared["snapshots"] = {d: snapshot_dir(d) for d in shared["viewed_dirs"]}
+    shared["views_file"] = os.path.join(paths.root, ".ns", "views.json")
+    _write_json(shared["views_file"], view_manifests(paths))
     hosts = [Host(spec, address, port, paths.state_file(spec.name), paths.host_dir(spec.name))
              for spec, address in zip(specs, addresses)]
     _write_json(paths.lab_json, {"version": 1, "dir": paths.root, "port": port,

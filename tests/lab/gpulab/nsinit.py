@@ -11,10 +11,12 @@ so this script runs as PID 1 of private mount, UTS and PID namespaces. It:
    machine's own namespace would change the real machine);
 2. sets the host name, mounts a private tmpfs on /run (sshd's privilege-separation directory and
    systemd's "booted" canary live there; the real machine's /run/systemd sockets become invisible),
-3. binds the real /usr (and /etc, ...) read-only under the lab directory, then binds the host's
-   generated directories over /usr/bin, /usr/sbin and /etc (a copy made of symlinks to the real
-   entries, except the host's own launchers and /etc/nvidia-mig-manager...), and the host's boot_id
-   file over /proc/sys/kernel/random/boot_id;
+3. binds the real /usr (and /etc, ...) read-only under the lab directory, makes the rest of the
+   machine read-only (except /tmp, /var/tmp, /root and the lab directory), then mounts a tmpfs
+   over /usr/bin, /usr/sbin and /etc holding symlinks to the real entries, except the host's own
+   launchers (bind-mounted files: nvidia-smi, reboot, systemctl ...) and own directories
+   (/etc/nvidia-mig-manager ...), and binds the host's boot_id file over
+   /proc/sys/kernel/random/boot_id;
 4. FAILS CLOSED: every path that could reboot, shut down or stop services, and every NVIDIA tool
    path, must now be the host's own launcher (same inode, same content); no name in the command
    search path may reach the real systemctl binary. Any problem: write them to the status file,
@@ -138,6 +140,32 @@ def check_namespace(config: Dict[str, Any]) -> List[str]:
     return problems
 
 
+def build_view(view: Dict[str, Any], config: Dict[str, Any]) -> None:
+    """A tmpfs over a real directory, holding the entries of its manifest (gpulab.hosts.view_manifests)."""
+    target = view["target"]
+    _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64m")
+    for rel, kind, data in view["entries"]:
+        path = os.path.join(target, rel)
+        if kind == "dir":
+            os.makedirs(path, exist_ok=True)
+        elif kind == "link":
+            os.symlink(data, path)
+        elif kind == "launcher":
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o755))
+            bind(os.path.join(config["bin_dir"], data), path)
+            _mount("none", path, "", MS_REMOUNT | MS_BIND | MS_RDONLY)  # the host cannot alter it
+        elif kind == "own_dir":
+            os.makedirs(path, exist_ok=True)
+            bind(os.path.join(config["own_etc"], data), path)
+        elif kind == "own_file":
+            with open(path, "x", encoding="utf-8") as handle:
+                handle.write(config["own_files"][data])
+        else:
+            raise SetupError(f"{target}/{rel}: unknown view entry kind {kind!r}")
+    if view["read_only"]:
+        _mount("none", target, "", MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
 def setup(config: Dict[str, Any]) -> None:
     """Mounts, in order: writable places kept writable, private /run and /var/log, read-only real
     views (before anything hides them), the rest of the machine read-only, then the host's views."""
@@ -156,8 +184,11 @@ def setup(config: Dict[str, Any]) -> None:
     make_read_only(aliases, [])
     # The host may write only to its own places: the real machine's files are read-only to it.
     make_read_only(["/"], list(config["writable"]) + aliases)
-    for source, target in config["host_binds"]:
-        bind(source, target)
+    with open(config["views_file"], encoding="utf-8") as handle:
+        views = json.load(handle)
+    for view in views:
+        build_view(view, config)
+    bind(*config["boot_id"])
 
 
 def verify(config: Dict[str, Any]) -> List[str]:

@@ -215,23 +215,48 @@ def test_down_stops_everything_and_is_idempotent(tmp_path):
     assert [h["running"] for h in hosts.status(lab_dir)] == [False]
 
 
-def _drop_bind(target: str):
-    def mutate(_name, config):
-        config["host_binds"] = [b for b in config["host_binds"] if b[1] != target]
+def _break_views(change):
+    """A config hook giving the host its own copy of the view manifests, changed by ``change``."""
+    def mutate(name, config):
+        with open(config["views_file"], encoding="utf-8") as handle:
+            views = json.load(handle)
+        change(views, config)
+        config["views_file"] = os.path.join(os.path.dirname(config["status_file"]), f"views-{name}.json")
+        with open(config["views_file"], "w", encoding="utf-8") as handle:
+            json.dump(views, handle)
     return mutate
 
 
-@pytest.mark.parametrize("target, wrong_path", [
-    ("/usr/sbin", "/usr/sbin/reboot"),
-    ("/usr/bin", "/usr/bin/nvidia-smi"),
-    ("/etc", "/etc/nvidia-mig-manager"),
-    ("/proc/sys/kernel/random/boot_id", "/proc/sys/kernel/random/boot_id"),
-])
-def test_a_missing_bind_keeps_sshd_from_starting(tmp_path, target, wrong_path):
+def _drop_view(target):
+    def change(views, _config):
+        views[:] = [v for v in views if v["target"] != target]
+    return change
+
+
+def _reboot_is_the_real_one(views, _config):
+    for view in views:
+        if view["target"] == "/usr/sbin":
+            view["entries"] = [e for e in view["entries"] if e[0] != "reboot"] + [["reboot", "link", "/bin/systemctl"]]
+            view["entries"] = [e for e in view["entries"] if e[0] != "systemctl"]
+
+
+def _wrong_boot_id(_views, config):
+    config["boot_id"][0] = config["status_file"] + ".other"
+    with open(config["boot_id"][0], "w", encoding="ascii") as handle:
+        handle.write("00000000-0000-0000-0000-000000000000\n")
+
+
+@pytest.mark.parametrize("change, wrong_path", [
+    (_drop_view("/usr/sbin"), "/usr/sbin/reboot"),
+    (_drop_view("/usr/bin"), "/usr/bin/nvidia-smi"),
+    (_drop_view("/etc"), "/etc/nvidia-mig-manager"),
+    (_reboot_is_the_real_one, "/usr/sbin/reboot: resolves to"),
+    (_wrong_boot_id, "/proc/sys/kernel/random/boot_id: is not the host's own"),
+], ids=["no-usr-sbin", "no-usr-bin", "no-etc", "real-reboot", "foreign-boot-id"])
+def test_a_wrong_mount_keeps_sshd_from_starting(tmp_path, change, wrong_path):
     lab_dir = str(tmp_path / "lab")
     with pytest.raises(hosts.LabError) as error:
-        hosts.up(lab_dir, [hosts.parse_host_spec("broken=A30:1")], port=None,
-                 _mutate_config=_drop_bind(target))
+        hosts.up(lab_dir, [hosts.parse_host_spec("broken=A30:1")], _mutate_config=_break_views(change))
     message = str(error.value)
     assert "broken: sshd not started" in message
     assert wrong_path in message

@@ -101,25 +101,37 @@ def test_inventory_groups_and_variables(tmp_path):
 
 # --------------------------------------------------------------------------- views
 
-def test_build_view_links_real_entries_and_replaces_dangerous_ones(tmp_path):
-    real = tmp_path / "real"
-    real.mkdir()
-    (real / "tool").write_text("#!/bin/sh\n")
-    (real / "powerctl").write_text("real power control\n")
-    os.symlink("tool", real / "alias")
-    launcher = tmp_path / "launcher"
-    launcher.write_text("host launcher\n")
-    refused = tmp_path / "refused"
-    refused.write_text("refused\n")
-    view = tmp_path / "view"
-    forbidden = {hosts._stat_key(str(real / "powerctl")): "powerctl"}  # pylint: disable=protected-access
-    hosts.build_view(str(view), "/alias/of/real", hosts.snapshot_dir(str(real)), {"nvidia-smi": str(launcher)},
-                     forbidden, str(refused), own_dirs=["owned"])
-    assert os.readlink(view / "tool") == "/alias/of/real/tool"
-    assert os.readlink(view / "alias") == "tool"  # symlinks are copied verbatim
-    assert os.path.samefile(view / "powerctl", refused)
-    assert os.path.samefile(view / "nvidia-smi", launcher)
-    assert (view / "owned").is_dir() and not (view / "owned").is_symlink()
+def test_view_manifests_give_launchers_for_shims_and_dangerous_binaries(tmp_path):
+    paths = hosts.LabPaths(str(tmp_path))
+    views = {view["target"]: view for view in hosts.view_manifests(paths)}
+    for path, tool in hosts.SHIM_PATHS.items():
+        view = views[os.path.realpath(os.path.dirname(path))]
+        assert [os.path.basename(path), "launcher", tool] in view["entries"], path
+        assert view["read_only"] is True
+    forbidden = hosts.dangerous_inodes()
+    for target, view in views.items():
+        if target == "/etc":
+            continue
+        for name, kind, data in view["entries"]:
+            assert kind in ("link", "launcher")
+            if kind == "link":  # whatever a link reaches, it is never a dangerous real binary
+                real = os.path.join(target, name)
+                assert hosts._stat_key(real) not in forbidden, real  # pylint: disable=protected-access
+                if not os.path.islink(real):
+                    assert data == os.path.join(paths.real_mount_point("usr"), target[len("/usr/"):], name)
+
+
+def test_etc_manifest_owns_the_mig_manager_directories(tmp_path):
+    paths = hosts.LabPaths(str(tmp_path))
+    etc = next(view for view in hosts.view_manifests(paths) if view["target"] == "/etc")
+    assert etc["read_only"] is False
+    entries = {rel: (kind, data) for rel, kind, data in etc["entries"]}
+    assert entries["nvidia-mig-manager"] == ("own_dir", "nvidia-mig-manager")
+    assert entries["systemd/system/nvidia-mig-manager.service.d"][0] == "own_dir"
+    assert entries["hostname"] == ("own_file", "hostname")
+    assert entries["passwd"] == ("link", os.path.join(paths.real_mount_point("etc"), "passwd"))
+    order = [rel for rel, _kind, _data in etc["entries"]]
+    assert order.index("systemd") < order.index("systemd/system/nvidia-mig-manager.service.d")
 
 
 def test_viewed_dirs_cover_every_shim_path():
