@@ -93,7 +93,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     self.wfile.flush()
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
-            except (BrokenPipeError, ConnectionResetError):
+            except OSError:  # the client went away (ssl.SSLError is an OSError too)
                 self.close_connection = True
             finally:
                 close = getattr(response.stream, "close", None)
@@ -112,6 +112,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 class _HTTPServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):  # clients dropping connections, TLS EOFs
+            LOG.debug("connection from %s ended: %s", client_address, exc)
+            return
+        LOG.exception("error while serving %s", client_address)
 
 
 # ----------------------------------------------------------------------- nodes
