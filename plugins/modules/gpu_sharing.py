@@ -20,11 +20,12 @@ description:
     per config by name (O(configs[].nodes), for example an inventory group) and/or by a label
     selector (O(configs[].node_selector)). Nodes not selected are not touched.
   - The GPU Operator does not watch the ConfigMap, so a changed config would not take effect. This
-    module restarts the device plugin only on the nodes whose config changed, by deleting that
-    node's device-plugin pod (the DaemonSet recreates it at once). It does not set a restart
-    annotation on the DaemonSet, because that restarts the plugin on every GPU node of the cluster,
-    one node at a time, including nodes whose config did not change, and the operator owns that
-    DaemonSet and may revert the annotation.
+    module restarts the device plugin (and GPU Feature Discovery, which reads the same config when it
+    starts and would otherwise keep stale labels) only on the nodes whose config changed, by deleting
+    that node's pods (the DaemonSets recreate them at once). It does not set a restart annotation on
+    the DaemonSets, because that restarts them on every GPU node of the cluster, one node at a time,
+    including nodes whose config did not change, and the operator owns those DaemonSets and may
+    revert the annotation.
   - Then waits until every node in scope advertises the expected capacity and GPU Feature Discovery
     labels. The expectation is computed by the same code that M(gpufleet.sharing.gpu_verify) uses.
   - Validates everything before changing anything (replicas >= 2, MPS not on MIG-enabled GPUs, resource
@@ -153,16 +154,19 @@ options:
     default: {}
   restart:
     description:
-      - V(changed) restarts the device plugin on nodes whose config (label or content) changed;
+      - V(changed) restarts the device plugin and GFD on nodes whose config (label or content) changed;
         V(always) on every node in scope (to recover a run interrupted before its restart);
         V(never) leaves it to you.
     type: str
     choices: [changed, always, never]
     default: changed
-  device_plugin_selector:
-    description: Label selector of the device-plugin pods in O(namespace).
-    type: str
-    default: app=nvidia-device-plugin-daemonset
+  restart_selectors:
+    description:
+      - Label selectors of the pods in O(namespace) that load the device-plugin config when they
+        start; on a node whose config changed, the pods each selector finds are deleted.
+    type: list
+    elements: str
+    default: [app=nvidia-device-plugin-daemonset, app=gpu-feature-discovery]
   wait:
     description: Wait until every node in scope advertises the expected capacity and labels.
     type: bool
@@ -245,10 +249,10 @@ cluster_policy_patch:
   type: dict
   sample: {spec: {devicePlugin: {config: {name: gpufleet-device-plugin-config}}}}
 restarted:
-  description: Nodes whose device-plugin pod was deleted (would be, in check mode), with the pod names.
+  description: Nodes whose device-plugin and GFD pods were deleted (would be, in check mode), with the pod names.
   returned: always
   type: dict
-  sample: {gpu-a: [nvidia-device-plugin-daemonset-x7k2p]}
+  sample: {gpu-a: [gpu-feature-discovery-q9d4s, nvidia-device-plugin-daemonset-x7k2p]}
 expected:
   description: Per node in scope, the config in force and the expected capacity and GFD labels.
   returned: always
@@ -443,10 +447,11 @@ class GpuSharing(object):
                     restart_nodes.add(name)
         plugin_pods = {}
         if restart_nodes:
-            for pod in k8s.list("Pod", namespace=namespace, label_selector=params["device_plugin_selector"]):
-                node = (pod.get("spec") or {}).get("nodeName")
-                if node in restart_nodes and not (pod.get("metadata") or {}).get("deletionTimestamp"):
-                    plugin_pods.setdefault(node, []).append(pod["metadata"]["name"])
+            for selector in params["restart_selectors"]:
+                for pod in k8s.list("Pod", namespace=namespace, label_selector=selector):
+                    node = (pod.get("spec") or {}).get("nodeName")
+                    if node in restart_nodes and not (pod.get("metadata") or {}).get("deletionTimestamp"):
+                        plugin_pods.setdefault(node, []).append(pod["metadata"]["name"])
         self.result["restarted"] = dict((n, sorted(p)) for n, p in sorted(plugin_pods.items()))
 
         changed = bool(cm_action != "unchanged" or labels_changed or cp_patch or plugin_pods)
@@ -544,7 +549,8 @@ def main():
         cluster_policy_name=dict(type="str"),
         node_gpus=dict(type="dict", default={}),
         restart=dict(type="str", choices=["changed", "always", "never"], default="changed"),
-        device_plugin_selector=dict(type="str", default="app=nvidia-device-plugin-daemonset"),
+        restart_selectors=dict(type="list", elements="str",
+                               default=["app=nvidia-device-plugin-daemonset", "app=gpu-feature-discovery"]),
         wait=dict(type="bool", default=True),
         wait_timeout=dict(type="int", default=300),
         wait_interval=dict(type="float", default=2.0),

@@ -1,0 +1,316 @@
+"""gpu_sharing and gpu_verify against the lab's virtual GPU cluster (real API server, real modules).
+
+Nodes: two H100 nodes time-sliced 4 ways, one H200 node with MPS, one A100-40GB node with MIG
+(all-balanced, mixed strategy) whose small slices are time-sliced. The modules run as Ansible runs
+them (a subprocess with an args file) and talk HTTPS to the lab's API server with its kubeconfig;
+the lab computes what each node advertises independently of the collection's code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Dict, List, Optional, Tuple
+
+import pytest
+
+from gpulab import gpustate
+from gpulab.cluster import server
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+BUILD = os.path.join(REPO, ".build")
+LINK = os.path.join(BUILD, "ansible_collections", "gpufleet", "sharing")
+
+FAST_ENV = {
+    "GPULAB_RESYNC_SECONDS": "0.3", "GPULAB_OPERAND_START_DELAY": "0.1", "GPULAB_POD_START_DELAY": "0.05",
+    "GPULAB_POD_STOP_DELAY": "0.05", "GPULAB_DEFAULT_RUNTIME": "0.1", "GPULAB_MIG_APPLY_DELAY": "0.05",
+}
+WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+
+H100 = "NVIDIA H100 80GB HBM3"
+TS4 = {"name": "h100-ts4", "strategy": "time-slicing", "resources": [{"name": "nvidia.com/gpu", "replicas": 4}],
+       "nodes": ["ts-1", "ts-2"]}
+MPS3 = {"name": "h200-mps3", "strategy": "mps", "resources": [{"name": "nvidia.com/gpu", "replicas": 3}],
+        "node_selector": {"pool": "notebooks"}}
+MIG_FINE = {"name": "a100-small-shared", "mig_strategy": "mixed",
+            "resources": [{"name": "nvidia.com/mig-1g.5gb", "replicas": 2}, {"name": "nvidia.com/mig-2g.10gb", "replicas": 3}],
+            "nodes": ["mig-1"]}
+CONFIGS = [TS4, MPS3, MIG_FINE]
+NODE_GPUS = {
+    "ts-1": [{"model": "H100-80GB", "count": 2, "product": H100}],
+    "ts-2": [{"model": "H100-80GB", "count": 2, "product": H100}],
+    "mps-1": [{"model": "H200", "count": 1, "product": "NVIDIA H200"}],
+    "mig-1": [{"model": "A100-40GB", "count": 1, "mig": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}}],
+}
+
+
+def ensure_collection_path() -> None:
+    if not os.path.lexists(LINK):
+        os.makedirs(os.path.dirname(LINK), exist_ok=True)
+        os.symlink(os.path.join("..", "..", ".."), LINK)
+
+
+def run_module(name: str, args: Dict[str, Any], tmp_dir: str, check_mode: bool = False, diff: bool = False) -> Dict[str, Any]:
+    """Run a collection module like Ansible does (python -m, args file) and return its JSON result."""
+    ensure_collection_path()
+    payload = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
+    path = os.path.join(tmp_dir, "%s-%d.json" % (name, time.monotonic_ns()))
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump({"ANSIBLE_MODULE_ARGS": payload}, handle)
+    env = dict(os.environ, PYTHONPATH=BUILD)
+    proc = subprocess.run([sys.executable, "-m", "ansible_collections.gpufleet.sharing.plugins.modules.%s" % name, path],
+                          capture_output=True, text=True, env=env, timeout=600, check=False)
+    try:
+        return json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError("module %s printed no JSON (rc=%d): %s %s" % (name, proc.returncode, proc.stdout, proc.stderr))
+
+
+def start_lab(lab_dir: str, hosts: List[Tuple[str, str, int]]) -> Any:
+    """Start the lab API server with controllers in this process; hosts are (name, model, gpus)."""
+    entries = []
+    for name, model, count in hosts:
+        state = os.path.join(lab_dir, "%s.json" % name)
+        gpustate.create(state, name, [(model, count)])
+        entries.append({"name": name, "state_file": state})
+    saved = {key: os.environ.get(key) for key in FAST_ENV}
+    os.environ.update(FAST_ENV)
+    try:
+        return server.serve_in_thread(lab_dir, entries, controllers=True)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def store_get(lab: Any, path: str) -> Optional[Dict[str, Any]]:
+    """GET a path of the lab API with its token (counted in /lab/metrics: reset before module runs)."""
+    context = ssl.create_default_context(cafile=lab.ca_file)
+    request = urllib.request.Request(lab.url + path, headers={"Authorization": "Bearer %s" % lab.token})
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=10) as response:  # noqa: S310 (loopback lab)
+            return json.loads(response.read().decode())
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise
+
+
+def wait_until(what: str, probe, timeout: float = 30.0) -> Any:
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
+
+
+def install_operator(lab: Any, mig_strategy: str = "mixed") -> None:
+    """The GPU Operator as the gpu_operator module would leave it: namespace + ClusterPolicy, ready."""
+    from kubernetes import client, config  # pylint: disable=import-outside-toplevel
+    api = config.new_client_from_config(config_file=lab.kubeconfig)
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    core.create_namespace({"metadata": {"name": "gpu-operator"}})
+    custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", {
+        "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
+        "spec": {"mig": {"strategy": mig_strategy}, "migManager": {"enabled": True}}})
+    wait_until("ClusterPolicy ready", lambda: (custom.get_cluster_custom_object(
+        "nvidia.com", "v1", "clusterpolicies", "cluster-policy").get("status") or {}).get("state") == "ready", timeout=60)
+
+
+def metrics(lab: Any) -> Dict[str, int]:
+    return dict(lab.api.metrics.snapshot()["requests"])
+
+
+def writes(counts: Dict[str, int]) -> Dict[str, int]:
+    return {key: value for key, value in counts.items() if key.split(" ")[0] in WRITE_VERBS}
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    lab_dir = str(tmp_path_factory.mktemp("sharing"))
+    running = start_lab(lab_dir, [("ts-1", "H100-80GB", 2), ("ts-2", "H100-80GB", 2), ("mps-1", "H200", 1),
+                                  ("mig-1", "A100-40GB", 1)])
+    running.tmp = lab_dir
+    try:
+        install_operator(running)
+        from kubernetes import client, config  # pylint: disable=import-outside-toplevel
+        core = client.CoreV1Api(config.new_client_from_config(config_file=running.kubeconfig))
+        core.patch_node("mps-1", {"metadata": {"labels": {"pool": "notebooks"}}})
+        core.patch_node("mig-1", {"metadata": {"labels": {"nvidia.com/mig.config": "all-balanced"}}})
+        wait_until("MIG all-balanced on mig-1", lambda: core.read_node("mig-1").metadata.labels.get(
+            "nvidia.com/mig.config.state") == "success" and (core.read_node("mig-1").status.capacity or {}).get(
+            "nvidia.com/mig-3g.20gb") == "1", timeout=60)
+        yield running
+    finally:
+        running.stop()
+
+
+def auth(lab: Any) -> Dict[str, Any]:
+    return {"kubeconfig": lab.kubeconfig}
+
+
+def sharing_args(lab: Any, **extra: Any) -> Dict[str, Any]:
+    args = dict(auth(lab), configs=CONFIGS, node_gpus=NODE_GPUS, wait_timeout=60, wait_interval=0.5)
+    args.update(extra)
+    return args
+
+
+def verify_args(lab: Any, **extra: Any) -> Dict[str, Any]:
+    args = dict(auth(lab), configs=CONFIGS, node_gpus=NODE_GPUS, pod_timeout=30, poll_interval=0.3,
+                pod_image="nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04", junit=True)
+    args.update(extra)
+    return args
+
+
+# ---------------------------------------------------------------------------------------------
+# The tests run in file order: bad input, check mode, apply, idempotence, verify green/red.
+
+
+def test_bad_input_changes_nothing(lab):
+    lab.api.metrics.reset()
+    bad = [dict(TS4, resources=[{"name": "nvidia.com/gpu", "replicas": 1}]), MPS3]
+    result = run_module("gpu_sharing", sharing_args(lab, configs=bad), lab.tmp)
+    assert result.get("failed") and "replicas 1 means sharing off" in result["msg"]
+    mps_on_mig = [dict(MPS3, node_selector=None, nodes=["mig-1"])]
+    result = run_module("gpu_sharing", sharing_args(lab, configs=mps_on_mig), lab.tmp)
+    assert result.get("failed")
+    assert "sharing config 'h200-mps3' on node 'mig-1': MPS is not supported on MIG-enabled GPUs" in result["msg"]
+    wrong_profile = [dict(MIG_FINE, resources=[{"name": "nvidia.com/mig-1g.12gb", "replicas": 2}])]
+    result = run_module("gpu_sharing", sharing_args(lab, configs=wrong_profile), lab.tmp)
+    assert result.get("failed") and "nvidia.com/mig-1g.12gb is not a MIG profile of A100-40GB" in result["msg"]
+    assert writes(metrics(lab)) == {}
+
+
+def test_check_mode_changes_nothing_and_shows_the_plan(lab):
+    before = {name: store_get(lab, "/api/v1/nodes/%s" % name)["metadata"]["labels"] for name in NODE_GPUS}
+    policy_rv = store_get(lab, "/apis/nvidia.com/v1/clusterpolicies/cluster-policy")["metadata"]["resourceVersion"]
+    lab.api.metrics.reset()
+    result = run_module("gpu_sharing", sharing_args(lab), lab.tmp, check_mode=True, diff=True)
+    assert not result.get("failed"), result.get("msg")
+    assert result["changed"] is True
+    assert writes(metrics(lab)) == {}
+    assert store_get(lab, "/api/v1/namespaces/gpu-operator/configmaps/gpufleet-device-plugin-config") is None
+    assert store_get(lab, "/apis/nvidia.com/v1/clusterpolicies/cluster-policy")["metadata"]["resourceVersion"] == policy_rv
+    for name, labels in before.items():
+        assert "nvidia.com/device-plugin.config" not in labels
+        assert "nvidia.com/device-plugin.config" not in store_get(lab, "/api/v1/nodes/%s" % name)["metadata"]["labels"]
+    assert result["labels_changed"] == {"ts-1": {"before": None, "after": "h100-ts4"}, "ts-2": {"before": None, "after": "h100-ts4"},
+                                        "mps-1": {"before": None, "after": "h200-mps3"},
+                                        "mig-1": {"before": None, "after": "a100-small-shared"}}
+    assert "h100-ts4: |" in result["diff"][0]["after"]
+    assert result["expected"]["ts-1"]["resources"] == {"nvidia.com/gpu": 8}
+    assert result["expected"]["mig-1"]["resources"] == {"nvidia.com/gpu": 0, "nvidia.com/mig-1g.5gb": 4,
+                                                        "nvidia.com/mig-2g.10gb": 3, "nvidia.com/mig-3g.20gb": 1}
+
+
+def test_apply_waits_until_nodes_advertise_the_plan(lab):
+    result = run_module("gpu_sharing", sharing_args(lab), lab.tmp)
+    assert not result.get("failed"), result.get("msg")
+    assert result["changed"] is True
+    assert sorted(result["restarted"]) == ["mig-1", "mps-1", "ts-1", "ts-2"]
+    assert result["wait"]["nodes"] == ["mig-1", "mps-1", "ts-1", "ts-2"]
+    for name, want in (("ts-1", {"nvidia.com/gpu": "8"}), ("mps-1", {"nvidia.com/gpu": "3"}),
+                       ("mig-1", {"nvidia.com/mig-1g.5gb": "4", "nvidia.com/mig-2g.10gb": "3", "nvidia.com/mig-3g.20gb": "1"})):
+        node = store_get(lab, "/api/v1/nodes/%s" % name)
+        for resource, count in want.items():
+            assert node["status"]["capacity"][resource] == count, (name, resource, node["status"]["capacity"])
+    labels = store_get(lab, "/api/v1/nodes/ts-1")["metadata"]["labels"]
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3-SHARED"
+    assert labels["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
+    assert store_get(lab, "/api/v1/nodes/mps-1")["metadata"]["labels"]["nvidia.com/gpu.sharing-strategy"] == "mps"
+    policy = store_get(lab, "/apis/nvidia.com/v1/clusterpolicies/cluster-policy")
+    assert policy["spec"]["devicePlugin"]["config"]["name"] == "gpufleet-device-plugin-config"
+
+
+def test_second_run_changes_nothing(lab):
+    lab.api.metrics.reset()
+    result = run_module("gpu_sharing", sharing_args(lab), lab.tmp)
+    assert not result.get("failed"), result.get("msg")
+    assert result["changed"] is False and result["restarted"] == {}
+    assert writes(metrics(lab)) == {}
+
+
+def test_verify_green_with_pods(lab):
+    lab.api.metrics.reset()
+    result = run_module("gpu_verify", verify_args(lab), lab.tmp)
+    assert not result.get("failed"), result.get("msg")
+    assert result["ok"] is True
+    pods = result["report"]["pods"]
+    assert sorted((p["node"], p["resource"]) for p in pods) == [
+        ("mig-1", "nvidia.com/mig-1g.5gb"), ("mig-1", "nvidia.com/mig-2g.10gb"), ("mig-1", "nvidia.com/mig-3g.20gb"),
+        ("mps-1", "nvidia.com/gpu"), ("ts-1", "nvidia.com/gpu"), ("ts-2", "nvidia.com/gpu")]
+    assert all(p["outcome"] == "Succeeded" and p["ok"] for p in pods)
+    assert "MIG 2g.10gb" in next(p["log"] for p in pods if p["resource"] == "nvidia.com/mig-2g.10gb")
+    counts = metrics(lab)
+    assert counts.get("create v1/pods") == len(pods)
+    assert counts.get("deletecollection v1/pods") == 1
+    assert sum(v for k, v in counts.items() if k.startswith("list ")) <= 4 + 30 / 0.3  # nodes, policy, pod polls
+    remaining = store_get(lab, "/api/v1/namespaces/gpufleet-verify/pods")["items"]
+    assert [p for p in remaining if not (p["metadata"].get("deletionTimestamp"))] == []
+    namespace = store_get(lab, "/api/v1/namespaces/gpufleet-verify")
+    assert namespace["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpufleet.sharing"
+    table = result["report_table"].splitlines()
+    assert table[0].split()[:2] == ["NODE", "RESULT"] and table[-1].startswith("PASSED")
+    assert "<testsuites" in result["report_junit"]
+
+
+def test_verify_from_the_cluster_without_a_plan(lab):
+    result = run_module("gpu_verify", dict(auth(lab), pods=False), lab.tmp)
+    assert not result.get("failed"), result.get("msg")
+    nodes = {n["node"]: n for n in result["report"]["nodes"]}
+    assert nodes["ts-2"]["config"] == "h100-ts4" and nodes["ts-2"]["resources"] == {"nvidia.com/gpu": 8}
+
+
+def test_verify_reports_a_mismatch_red(lab):
+    wrong_plan = [dict(TS4, resources=[{"name": "nvidia.com/gpu", "replicas": 8}]), MPS3, MIG_FINE]
+    result = run_module("gpu_verify", verify_args(lab, configs=wrong_plan, nodes=["ts-1"], fail_on_mismatch=False), lab.tmp)
+    assert not result.get("failed"), result.get("msg")
+    assert result["ok"] is False
+    failed = [c for c in result["report"]["checks"] if not c["ok"]]
+    assert {(c["kind"], c["name"], c["expected"], c["actual"]) for c in failed} >= {
+        ("capacity", "nvidia.com/gpu", "16", "8"), ("label", "nvidia.com/gpu.replicas", "8", "4")}
+    assert "ts-1" in result["report_table"] and "FAIL" in result["report_table"]
+    failing = run_module("gpu_verify", verify_args(lab, configs=wrong_plan, nodes=["ts-1"], pods=False), lab.tmp)
+    assert failing.get("failed") and "capacity nvidia.com/gpu is 8, the plan says 16" in failing["msg"]
+
+
+def test_verify_pending_pod_times_out_with_the_scheduler_reason(lab):
+    plan = dict(NODE_GPUS, **{"mig-1": [{"model": "A100-40GB", "mig": {"7g.40gb": 1}}]})
+    result = run_module("gpu_verify", verify_args(lab, node_gpus=plan, nodes=["mig-1"], pod_timeout=3,
+                                                  fail_on_mismatch=False), lab.tmp)
+    assert not result.get("failed"), result.get("msg")
+    pod = next(p for p in result["report"]["pods"] if p["resource"] == "nvidia.com/mig-7g.40gb")
+    assert pod["outcome"] == "Timeout"
+    assert pod["reason"].startswith("FailedScheduling: 0/4 nodes are available"), pod["reason"]
+    assert "Insufficient nvidia.com/mig-7g.40gb" in pod["reason"]
+    remaining = store_get(lab, "/api/v1/namespaces/gpufleet-verify/pods")["items"]
+    assert [p for p in remaining if not p["metadata"].get("deletionTimestamp")] == []
+
+
+def test_verify_check_mode_runs_no_pods(lab):
+    lab.api.metrics.reset()
+    result = run_module("gpu_verify", verify_args(lab), lab.tmp, check_mode=True)
+    assert not result.get("failed") and result["ok"] and result["report"]["pods"] == []
+    assert writes(metrics(lab)) == {}
+
+
+def test_content_change_restarts_only_that_group(lab):
+    changed = [dict(TS4, resources=[{"name": "nvidia.com/gpu", "replicas": 2}]), MPS3, MIG_FINE]
+    result = run_module("gpu_sharing", sharing_args(lab, configs=changed), lab.tmp)
+    assert not result.get("failed"), result.get("msg")
+    assert result["configmap"]["changed_keys"] == ["h100-ts4"]
+    assert sorted(result["restarted"]) == ["ts-1", "ts-2"]
+    assert store_get(lab, "/api/v1/nodes/ts-2")["status"]["capacity"]["nvidia.com/gpu"] == "4"
+    again = run_module("gpu_sharing", sharing_args(lab, configs=changed), lab.tmp)
+    assert again["changed"] is False
