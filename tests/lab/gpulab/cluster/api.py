@@ -33,7 +33,7 @@ from .store import ApiError, ResourceType, Store, WatchEvent, bad_request, parse
 LOG = logging.getLogger("gpulab.cluster.api")
 
 SERVER_VERSION = {
-    "major": "1", "minor": "33", "gitVersion": "v1.33.0-gpulab",
+    "major": "1", "minor": "36", "gitVersion": "v1.36.0-gpulab",
     "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
     "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24.0", "compiler": "gc",
     "platform": "linux/amd64",

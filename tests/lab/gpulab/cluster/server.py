@@ -42,7 +42,7 @@ LOG = logging.getLogger("gpulab.cluster.server")
 
 CONTROLLER_MODULES = ("kubelet", "scheduler", "operator")
 NODE_STATE_ANNOTATION = "gpulab.io/state-file"
-KUBELET_VERSION = "v1.33.0-gpulab"
+KUBELET_VERSION = "v1.36.0-gpulab"
 
 
 # ------------------------------------------------------------------------ HTTP
