@@ -20,6 +20,7 @@ description:
     evicted only with O(delete_emptydir_data=true), pods without a controller only with O(force=true);
     otherwise the drain stops before changing anything and lists those pods.
   - Optionally sets or removes annotations on the node, for example the reason of the maintenance.
+  - Restarts selected pods of the node (V(restart_pods)), waiting for their replacements.
 author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
@@ -47,9 +48,25 @@ options:
       - V(cordon) makes the node unschedulable.
       - V(drain) cordons it and evicts its pods.
       - V(uncordon) makes it schedulable again.
+      - V(restart_pods) deletes the node's pods that match O(pod_selectors) in O(namespace) and waits
+        until a Ready replacement of each runs on the node, for example the device plugin and GPU
+        Feature Discovery after a MIG change made on the host (they only enumerate MIG devices when
+        they start). It always restarts (changed when a pod was restarted); the node's
+        schedulability is left as it is.
     type: str
-    choices: [cordon, drain, uncordon]
+    choices: [cordon, drain, uncordon, restart_pods]
     required: true
+  namespace:
+    description: Namespace of the pods to restart with O(state=restart_pods).
+    type: str
+    default: gpu-operator
+  pod_selectors:
+    description:
+      - Label selectors of the pods to restart with O(state=restart_pods), one per kind of pod
+        (each must get a Ready replacement), for example V(app=nvidia-device-plugin-daemonset).
+    type: list
+    elements: str
+    default: []
   delete_emptydir_data:
     description: Evict pods that use C(emptyDir) volumes; the data in those volumes is lost.
     type: bool
@@ -102,9 +119,15 @@ node:
   returned: always
   type: str
   sample: gpu-node-07
+restarted:
+  description: Pods restarted (namespace/name), or that would be in check mode.
+  returned: when O(state=restart_pods)
+  type: list
+  elements: str
+  sample: [gpu-operator/nvidia-device-plugin-daemonset-x2v9q]
 unschedulable:
   description: Whether the node is unschedulable at the end (as planned, in check mode).
-  returned: always
+  returned: when O(state) is not V(restart_pods)
   type: bool
   sample: true
 evicted:
@@ -149,10 +172,60 @@ def planned_annotations(current, wanted):
     return result
 
 
+def _ready(pod):
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running":
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+def restart_pods(module, k8s, result):
+    """Delete the node's pods matching each selector and wait for Ready replacements."""
+    params = module.params
+    node, namespace = params["node"], params["namespace"]
+    field = "spec.nodeName=%s" % node
+    try:
+        if k8s.get("Node", node) is None:
+            module.fail_json(msg="node %s not found" % node, **result)
+        old = {}
+        for selector in params["pod_selectors"]:
+            pods = k8s.list("Pod", namespace=namespace, label_selector=selector, field_selector=field)
+            old[selector] = [p["metadata"]["uid"] for p in pods]
+            result.setdefault("restarted", []).extend(pod_key(p) for p in pods)
+        result["changed"] = bool(result.get("restarted"))
+        if module.check_mode or not result["changed"]:
+            module.exit_json(**result)
+        for selector in params["pod_selectors"]:
+            for pod in k8s.list("Pod", namespace=namespace, label_selector=selector, field_selector=field):
+                if pod["metadata"]["uid"] in old[selector]:
+                    k8s.delete("Pod", pod["metadata"]["name"], namespace=namespace)
+
+        def probe():
+            waiting = []
+            for selector, uids in old.items():
+                if not uids:
+                    continue
+                pods = k8s.list("Pod", namespace=namespace, label_selector=selector, field_selector=field)
+                if not any(_ready(p) and p["metadata"]["uid"] not in uids for p in pods):
+                    waiting.append(selector)
+            return not waiting, waiting
+
+        k8s.wait_for("replacement pods Ready on node %s" % node, probe, params["timeout"], params["poll_interval"],
+                     progress=lambda what, elapsed, detail: module.log(
+                         "node_maintenance: waiting %.0fs for %s: %s" % (elapsed, what, ", ".join(detail))))
+    except K8sError as exc:
+        module.fail_json(msg=str(exc), **result)
+    module.exit_json(**result)
+
+
 def main():
     argument_spec = dict(
         node=dict(type="str", required=True),
-        state=dict(type="str", required=True, choices=["cordon", "drain", "uncordon"]),
+        state=dict(type="str", required=True, choices=["cordon", "drain", "uncordon", "restart_pods"]),
+        namespace=dict(type="str", default="gpu-operator"),
+        pod_selectors=dict(type="list", elements="str", default=[]),
         delete_emptydir_data=dict(type="bool", default=False),
         force=dict(type="bool", default=False),
         grace_period=dict(type="int"),
@@ -165,9 +238,13 @@ def main():
     params = module.params
     if params["timeout"] < 0 or params["poll_interval"] <= 0:
         module.fail_json(msg="timeout must be >= 0 and poll_interval > 0")
+    if params["state"] == "restart_pods" and not params["pod_selectors"]:
+        module.fail_json(msg="state=restart_pods needs pod_selectors (label selectors of the pods to restart)")
     k8s = client_from_module(module)
     name, state = params["node"], params["state"]
     result = {"changed": False, "node": name, "evicted": []}
+    if state == "restart_pods":
+        restart_pods(module, k8s, result)
 
     try:
         node = k8s.get("Node", name)
