@@ -1,0 +1,251 @@
+"""Pure pieces of the virtual cluster: selectors, patches, protobuf envelope, fault registry, store."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from gpulab.cluster import faults, patch, protobuf, selectors
+from gpulab.cluster.store import ApiError, Store
+
+
+# ----------------------------------------------------------------------- selectors
+
+@pytest.mark.parametrize("text,labels,expected", [
+    ("a=1", {"a": "1"}, True),
+    ("a==1", {"a": "2"}, False),
+    ("a!=1", {}, True),  # absent key matches !=
+    ("a!=1", {"a": "1"}, False),
+    ("a in (1, 2)", {"a": "2"}, True),
+    ("a in (1,2)", {}, False),
+    ("a notin (1,2)", {}, True),
+    ("a notin (1,2)", {"a": "1"}, False),
+    ("a", {"a": ""}, True),
+    ("!a", {"a": "x"}, False),
+    ("a=1,b in (x),!c", {"a": "1", "b": "x"}, True),
+    ("nvidia.com/gpu.present=true", {"nvidia.com/gpu.present": "true"}, True),
+    ("", {"x": "y"}, True),
+])
+def test_label_selector_strings(text, labels, expected):
+    assert selectors.matches(selectors.parse_label_selector(text), labels) is expected
+
+
+@pytest.mark.parametrize("text", ["a in (1", "a=b=c d", "=x", "a in ()", "a b"])
+def test_bad_label_selectors(text):
+    with pytest.raises(selectors.SelectorError):
+        selectors.parse_label_selector(text)
+
+
+def test_label_selector_objects():
+    selector = selectors.from_label_selector({
+        "matchLabels": {"app": "x"},
+        "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]},
+                             {"key": "skip", "operator": "DoesNotExist"}]})
+    assert selectors.matches(selector, {"app": "x", "tier": "b"})
+    assert not selectors.matches(selector, {"app": "x", "tier": "b", "skip": "1"})
+    assert not selectors.matches(selectors.from_label_selector(None), {"a": "b"})
+    assert selectors.matches(selectors.from_label_selector({}), {"a": "b"})
+    assert selectors.label_selector_errors(
+        {"matchExpressions": [{"key": "a", "operator": "In"}]}, "spec.selector")
+
+
+def test_field_selectors():
+    parsed = selectors.parse_field_selector("spec.nodeName=n1,status.phase!=Failed",
+                                            ["spec.nodeName", "status.phase"])
+    assert selectors.field_matches(parsed, {"spec": {"nodeName": "n1"},
+                                            "status": {"phase": "Running"}})
+    assert not selectors.field_matches(parsed, {"spec": {"nodeName": "n2"}})
+    assert selectors.field_matches(selectors.parse_field_selector("spec.nodeName=", [
+        "spec.nodeName"]), {"spec": {}})  # unbound pods
+    with pytest.raises(selectors.SelectorError):
+        selectors.parse_field_selector("spec.other=x", ["spec.nodeName"])
+
+
+# ------------------------------------------------------------------------- patches
+
+def test_merge_patch_rfc7386():
+    target = {"a": "b", "c": {"d": "e", "f": "g"}, "l": [1, 2]}
+    assert patch.merge_patch(target, {"a": "z", "c": {"f": None}, "l": [3]}) == \
+        {"a": "z", "c": {"d": "e"}, "l": [3]}
+    assert target["c"] == {"d": "e", "f": "g"}  # input untouched
+
+
+def test_strategic_merge_patch_directives():
+    target = {"spec": {"containers": [{"name": "a", "image": "1", "env": [{"name": "X"}]},
+                                      {"name": "b", "image": "1"}],
+                       "tolerations": [{"key": "t1"}],
+                       "nodeSelector": {"k": "v", "old": "1"}},
+              "metadata": {"finalizers": ["f1"]}}
+    result = patch.strategic_merge_patch(target, {
+        "spec": {"containers": [{"name": "b", "$patch": "delete"},
+                                {"name": "c", "image": "2"},
+                                {"name": "a", "env": [{"name": "Y", "value": "1"}]}],
+                 "tolerations": [{"key": "t2"}],  # no merge key: replaced
+                 "nodeSelector": {"$patch": "replace", "new": "1"},
+                 "$setElementOrder/containers": [{"name": "a"}, {"name": "c"}]},
+        "metadata": {"finalizers": ["f2"], "$deleteFromPrimitiveList/finalizers": ["f1"]}})
+    spec = result["spec"]
+    assert [c["name"] for c in spec["containers"]] == ["a", "c"]
+    assert spec["containers"][0]["env"] == [{"name": "X"}, {"name": "Y", "value": "1"}]
+    assert spec["tolerations"] == [{"key": "t2"}]
+    assert spec["nodeSelector"] == {"new": "1"}
+    assert result["metadata"]["finalizers"] == ["f2"]
+    with pytest.raises(patch.PatchError):
+        patch.strategic_merge_patch(target, {"spec": {"containers": [{"image": "x"}]}})
+
+
+def test_json_patch_rfc6902():
+    doc = {"a": {"b": [1, 2]}, "c": "d"}
+    result = patch.json_patch(doc, [
+        {"op": "add", "path": "/a/b/-", "value": 3},
+        {"op": "add", "path": "/a/b/0", "value": 0},
+        {"op": "replace", "path": "/c", "value": "e"},
+        {"op": "copy", "from": "/c", "path": "/f"},
+        {"op": "move", "from": "/f", "path": "/g"},
+        {"op": "remove", "path": "/a/b/1"},
+        {"op": "add", "path": "/h~1i", "value": True},
+        {"op": "test", "path": "/g", "value": "e"}])
+    assert result == {"a": {"b": [0, 2, 3]}, "c": "e", "g": "e", "h/i": True}
+    for bad in ([{"op": "remove", "path": "/zz"}], [{"op": "replace", "path": "/zz", "value": 1}],
+                [{"op": "test", "path": "/c", "value": "x"}], [{"op": "add", "path": "/a/b/9",
+                                                              "value": 1}]):
+        with pytest.raises(patch.PatchError):
+            patch.json_patch(doc, bad)
+    with pytest.raises(patch.PatchError) as info:
+        patch.json_patch(doc, {"op": "add"})
+    assert info.value.code == 400
+
+
+def test_apply_prunes_only_what_the_manager_dropped():
+    live = {"data": {"a": "1", "b": "2", "mine-not": "x"},
+            "spec": {"containers": [{"name": "a", "image": "1"}, {"name": "b", "image": "1"}]}}
+    previous = {"data": {"a": "1", "b": "2"},
+                "spec": {"containers": [{"name": "a", "image": "1"}, {"name": "b", "image": "1"}]}}
+    applied = {"data": {"a": "3"}, "spec": {"containers": [{"name": "a", "image": "2"}]}}
+    result = patch.apply_patch(live, applied, previous)
+    assert result["data"] == {"a": "3", "mine-not": "x"}
+    assert result["spec"]["containers"] == [{"name": "a", "image": "2"}]
+
+
+# ------------------------------------------------------------------------ protobuf
+
+def _varint(value):
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _field(number, payload):
+    if isinstance(payload, int):
+        return _varint(number << 3) + _varint(payload)
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _entry(key, value):
+    return _field(1, key.encode()) + _field(2, value)
+
+
+def test_protobuf_secret_envelope():
+    # field numbers: k8s.io/api core/v1 Secret (1 metadata, 2 data, 3 type), ObjectMeta
+    # (1 name, 3 namespace, 11 labels), runtime.Unknown (1 typeMeta, 2 raw)
+    meta = _field(1, b"sh.helm.release.v1.r.v1") + _field(3, b"default") + \
+        _field(11, _entry("owner", b"helm"))
+    secret = _field(1, meta) + _field(2, _entry("release", b"\x00\x01data")) + \
+        _field(3, b"helm.sh/release.v1")
+    envelope = protobuf.MAGIC + _field(1, _field(1, b"v1") + _field(2, b"Secret")) + \
+        _field(2, secret)
+    decoded = protobuf.decode(envelope)
+    assert decoded["metadata"] == {"name": "sh.helm.release.v1.r.v1", "namespace": "default",
+                                   "labels": {"owner": "helm"}}
+    assert base64.b64decode(decoded["data"]["release"]) == b"\x00\x01data"
+    assert decoded["type"] == "helm.sh/release.v1"
+    options = protobuf.MAGIC + _field(1, _field(1, b"v1") + _field(2, b"DeleteOptions")) + \
+        _field(2, _field(1, 0) + _field(4, b"Background"))
+    assert protobuf.decode(options)["propagationPolicy"] == "Background"
+    with pytest.raises(protobuf.ProtobufError):
+        protobuf.decode(protobuf.MAGIC + _field(1, _field(1, b"v1") + _field(2, b"Pod")))
+    with pytest.raises(protobuf.ProtobufError):
+        protobuf.decode(b"{}")
+
+
+# -------------------------------------------------------------------------- faults
+
+def test_fault_registry_counts_and_matching():
+    registry = faults.FaultRegistry()
+    registry.add("error", verb="get", resource="pods", namespace="ns1", count=2)
+    assert registry.match_request("get", "pods", "v1/pods", "ns2", "p") is None
+    assert registry.match_request("list", "pods", "v1/pods", "ns1", None) is None
+    assert registry.match_request("get", "pods", "v1/pods", "ns1", "p").hits == 1
+    assert registry.match_request("get", "pods", "v1/pods", "ns1", "p").hits == 2
+    assert registry.match_request("get", "pods", "v1/pods", "ns1", "p") is None
+    registry.add("conflict", resource="v1/pods/eviction", count=None)
+    assert registry.match_request("create", "pods/eviction", "v1/pods/eviction", "n", "p")
+    assert registry.match_request("create", "pods", "v1/pods", "n", "p") is None
+    registry.add("named", condition="mig-manager-fails", count=1, params={"node": "n1"})
+    assert registry.active("mig-manager-fails").params == {"node": "n1"}
+    assert registry.consume("mig-manager-fails") is not None
+    assert registry.active("mig-manager-fails") is None
+    for bad in ({"kind": "explode"}, {"kind": "named"}, {"kind": "error", "count": 0},
+                {"kind": "error", "status": 200}):
+        with pytest.raises(faults.FaultError):
+            registry.add(**bad)
+    assert registry.clear() == 1
+
+
+# --------------------------------------------------------------------------- store
+
+def test_store_events_and_controller_update():
+    store = Store()
+    events = []
+    unsubscribe = store.subscribe(lambda e: events.append((e.type, e.resource_key,
+                                                           e.object["metadata"]["name"])))
+    store.create("v1/nodes", {"metadata": {"name": "n1"}})
+    rv = store.resource_version()
+    assert store.controller_update("v1/nodes", None, "n1", lambda node: None)
+    assert store.resource_version() == rv  # no-op: nothing written
+    store.controller_update("v1/nodes", None, "n1",
+                            lambda node: node.setdefault("status", {}).update(
+                                allocatable={"nvidia.com/gpu": 4}),
+                            subresource="status")
+    assert store.get("v1/nodes", None, "n1")["status"]["allocatable"] == {"nvidia.com/gpu": "4"}
+    store.delete("v1/nodes", None, "n1")
+    unsubscribe()
+    store.create("v1/nodes", {"metadata": {"name": "n2"}})
+    assert events == [("ADDED", "v1/nodes", "n1"), ("MODIFIED", "v1/nodes", "n1"),
+                      ("DELETED", "v1/nodes", "n1")]
+
+
+def test_store_finalizers_and_owner_garbage_collection():
+    store = Store()
+    owner = store.create("v1/configmaps", {"metadata": {"name": "owner"}})
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+           "uid": owner["metadata"]["uid"]}
+    store.create("v1/configmaps", {"metadata": {"name": "child", "ownerReferences": [ref]}})
+    store.create("v1/configmaps", {"metadata": {"name": "held", "finalizers": ["lab/x"]}})
+    store.delete("v1/configmaps", "default", "owner")
+    with pytest.raises(ApiError):
+        store.get("v1/configmaps", "default", "child")
+    held = store.delete("v1/configmaps", "default", "held")
+    assert held["metadata"]["deletionTimestamp"]
+    store.patch("v1/configmaps", "default", "held", {"metadata": {"finalizers": None}}, "merge")
+    with pytest.raises(ApiError) as info:
+        store.get("v1/configmaps", "default", "held")
+    assert info.value.code == 404
+
+
+def test_store_reap_removes_expired_terminating_pods():
+    clock = [1_000_000.0]
+    store = Store(clock=lambda: clock[0])
+    store.create("v1/nodes", {"metadata": {"name": "n1"}})
+    store.create("v1/pods", {"metadata": {"name": "p"}, "spec": {
+        "nodeName": "n1", "containers": [{"name": "c", "image": "i:1"}]}})
+    store.delete("v1/pods", "default", "p", grace_period_seconds=5)
+    assert store.reap() == 0
+    clock[0] += 6
+    assert store.reap() == 1
+    assert store.items("v1/pods") == []
