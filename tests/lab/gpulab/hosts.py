@@ -1,45 +1,44 @@
 """Lab hosts: one real sshd per simulated GPU host, each in its own mount/UTS/PID namespaces.
 
-A lab directory (DIR) holds everything a lab started (nothing outside it is written)::
+A lab directory (DIR) holds everything a lab writes (nothing outside it is written)::
 
     DIR/lab.json               what was started (hosts, addresses, port); read by ``status``
     DIR/pids.json              the processes started, with their namespaces; ``down`` kills only these
-    DIR/inventory.yml          Ansible inventory (group lab_gpu_hosts + per-host groups)
+    DIR/inventory.yml          Ansible inventory (group lab_gpu_hosts + the groups given per host)
     DIR/ssh/                   client key (id_ed25519), host key, authorized_keys
     DIR/.ns/real/{usr,etc}     empty mount points: inside a host they show the real dirs read-only
-    DIR/hosts/NAME/state.json  the host's GPU state (gpulab.gpustate)
-    DIR/hosts/NAME/boot_id     bind-mounted over /proc/sys/kernel/random/boot_id
-    DIR/hosts/NAME/bin/        launchers (gpulab.launchers)
-    DIR/hosts/NAME/usr/{bin,sbin}/  the host's /usr/bin and /usr/sbin (symlinks to the real entries,
-                               except the launchers, hard-linked: nvidia-smi, reboot, systemctl ...)
-    DIR/hosts/NAME/etc/        the host's /etc (symlinks to the real entries, except its own
-                               nvidia-mig-manager/, systemd/system/nvidia-mig-manager.service.d/,
-                               hostname, machine-id; new files land here, never in the real /etc)
+    DIR/.ns/views.json         what a host's /usr/bin, /usr/sbin and /etc contain (view_manifests)
+    DIR/hosts/NAME/state.json  the host's GPU state (gpulab.gpustate); state.json.boot_id is
+                               bind-mounted over /proc/sys/kernel/random/boot_id
+    DIR/hosts/NAME/bin/        launchers (gpulab.launchers), bind-mounted at the real tool paths
+    DIR/hosts/NAME/etc/nvidia-mig-manager/, etc/systemd/system/nvidia-mig-manager.service.d/
+                               the host's own directories (bind-mounted at the same /etc paths)
     DIR/hosts/NAME/sshd_config, sshd.log, nsinit.json, nsinit-status.json
 
 Nothing is ever created in the real /usr/bin or /etc: the kernel here has no overlayfs, and a bind
-mount needs an existing target, so each host gets a directory view bound over the real one inside
-its private mount namespace (see ``gpulab.nsinit``, which also refuses to start sshd unless every
-shim path is the host's launcher).
+mount needs an existing target, so inside its private mount namespace each host gets a tmpfs over
+/usr/bin, /usr/sbin and /etc holding symlinks to the real entries plus its own files (built by
+``gpulab.nsinit``, which also refuses to start sshd unless every shim path is the host's
+launcher). The rest of the real machine is read-only inside a host, except /tmp, /var/tmp, /root
+and DIR; /run and /var/log are per-host tmpfs; the PID namespace keeps the host's processes (and
+its `kill`s, and a reboot(2) call) away from the real machine's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import os
 import re
 import shutil
 import signal
 import socket
-import stat
 import subprocess
 import sys
 import time
 import uuid
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from gpulab import gpustate, launchers
 from gpulab.models import available_models
@@ -87,7 +86,7 @@ PRIVATE_TMPFS = ("/run", "/var/log")
 # and root's home (Ansible's remote_tmp). Every other file of the real machine is read-only there.
 WRITABLE = ("/tmp", "/var/tmp", "/root")
 # Checked from inside a host: must be read-only there.
-MUST_BE_READ_ONLY = ("/usr/lib", "/usr/bin/..", "/var/lib", "/boot", "/opt")
+MUST_BE_READ_ONLY = ("/usr", "/usr/lib", "/var/lib", "/boot", "/opt")
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _GROUP_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -231,10 +230,6 @@ def viewed_dirs() -> List[str]:
         if real not in dirs:
             dirs.append(real)
     return dirs
-
-
-def _within(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def _top(path: str) -> str:
@@ -407,7 +402,7 @@ def sshd_config(paths: LabPaths, name: str, address: str, port: int, version: Tu
 
 def choose_port(addresses: Sequence[str], attempts: int = 50) -> int:
     """A TCP port free on every address (each lab gets its own, so labs can run side by side)."""
-    for _ in range(attempts):
+    for _attempt in range(attempts):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             probe.bind((addresses[0], 0))
             port = probe.getsockname()[1]

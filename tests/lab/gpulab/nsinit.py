@@ -85,7 +85,7 @@ def mounts() -> List[Tuple[str, str, str]]:
     found = []
     with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as handle:
         for line in handle:
-            before, _, after = line.partition(" - ")
+            before, _separator, after = line.partition(" - ")
             fields = before.split()
             found.append((_unescape(fields[4]), fields[5], after.split()[0]))
     return found
