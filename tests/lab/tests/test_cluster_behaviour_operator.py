@@ -172,7 +172,7 @@ def test_clusterpolicy_deploys_operands_and_labels_nodes(make_lab):
     assert "nvidia.com/gpu.present" not in lab.labels("cpu-1")
 
     wait_for("allocatable", lambda: lab.allocatable("gpu-a") == {"nvidia.com/gpu": "2"})
-    assert lab.allocatable("gpu-b") == {"nvidia.com/gpu": "1"}
+    wait_for("allocatable gpu-b", lambda: lab.allocatable("gpu-b") == {"nvidia.com/gpu": "1"})
     gfd = wait_for("GFD labels", lambda: lab.labels("gpu-a").get("nvidia.com/gpu.product"))
     assert gfd == "NVIDIA-H100-80GB-HBM3"
     assert lab.labels("gpu-a")["nvidia.com/mig.strategy"] == "single"  # chart default (SPECS §7.2)
@@ -208,7 +208,7 @@ def test_time_slicing_configmap_edit_needs_a_restart(make_lab):
     wait_for("32 replicas", lambda: lab.allocatable("gpu-a") == {"nvidia.com/gpu": "32"})
     wait_for("GFD", lambda: lab.labels("gpu-a").get("nvidia.com/gpu.replicas") == "4")
     assert lab.labels("gpu-a")["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3-SHARED"
-    assert lab.node("gpu-a")["metadata"]["annotations"][opmod.PLUGIN_CONFIG_ANNOTATION] == "any"
+    wait_for("config annotation", lambda: lab.node("gpu-a")["metadata"]["annotations"].get(opmod.PLUGIN_CONFIG_ANNOTATION) == "any")
 
     lab.configmap("ts", {"any": TS.format(replicas=3)})
     time.sleep(0.5)
@@ -287,7 +287,7 @@ def test_mig_manager_all_balanced_mixed_and_a_pod_gets_its_mig_device(make_lab):
     expected = {"nvidia.com/mig-1g.10gb": "2", "nvidia.com/mig-2g.20gb": "1", "nvidia.com/mig-3g.40gb": "1"}
     wait_for("MIG resources", lambda: {k: v for k, v in lab.allocatable("gpu-a").items() if v != "0"} == expected)
     assert lab.operand_pods("nvidia-device-plugin-daemonset")[0]["metadata"]["uid"] != old_plugin
-    assert lab.labels("gpu-a")["nvidia.com/mig-1g.10gb.count"] == "2"
+    wait_for("GFD MIG labels", lambda: lab.labels("gpu-a").get("nvidia.com/mig-1g.10gb.count") == "2")
     assert lab.labels("gpu-a")["nvidia.com/gpu.replicas"] == "0"
     state = gpustate.load(lab.paths["gpu-a"])
     assert sorted(gi.profile for gi in state.gpus[0].gpu_instances) == ["1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb"]
@@ -324,7 +324,7 @@ def test_mig_manager_unknown_config_fails(make_lab):
     wait_for("success", lambda: lab.labels("gpu-a").get("nvidia.com/mig.config.state") == "success", timeout=15)
     assert opmod.MIG_FAILURE_ANNOTATION not in (lab.node("gpu-a")["metadata"].get("annotations") or {})
     wait_for("single strategy resources", lambda: lab.allocatable("gpu-a") == {"nvidia.com/gpu": "7"})
-    assert lab.labels("gpu-a")["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"
+    wait_for("GFD single labels", lambda: lab.labels("gpu-a").get("nvidia.com/gpu.product") == "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb")
 
 
 def test_mig_manager_refuses_a_busy_gpu(make_lab):

@@ -189,6 +189,7 @@ class Kubelet:
         self.workload = Workload(settings.default_runtime)
         self._ip_counter = 10
         self._lock = threading.Lock()
+        self._last_pods: List[Obj] = []  # as read by the last run_once (check_running reuses them)
 
     # ------------------------------------------------------------------ queries
 
@@ -214,7 +215,8 @@ class Kubelet:
         now = self.clock()
         nodes = {node["metadata"]["name"]: node for node in self.store.items("v1/nodes")}
         seen = set()
-        for pod in self.store.items("v1/pods"):
+        self._last_pods = self.store.items("v1/pods")
+        for pod in self._last_pods:
             node = (pod.get("spec") or {}).get("nodeName")
             if not node or node not in nodes:
                 continue
@@ -440,7 +442,7 @@ class Kubelet:
         """Ask long-running programs whether they still run (the operator's config-manager may
         make a device plugin exit); a crash turns into CrashLoopBackOff."""
         now = self.clock()
-        for pod in self.store.items("v1/pods"):
+        for pod in self._last_pods:
             run = self.runs.get(pod["metadata"]["uid"])
             if run is None or run.stage != "running" or run.due is not None or pod["metadata"].get("deletionTimestamp"):
                 continue

@@ -391,6 +391,7 @@ class Operator:
             cls = _PluginProgram if operand.key in ("device-plugin", "gpu-feature-discovery") else _OperandProgram
             self.programs[operand.ds_name] = cls(self, operand)
         self.kubelet: Optional[Kubelet] = None
+        self._pass_pods: Optional[List[Obj]] = None  # pods as read at the start of a step of the pass
         self.stop_event = threading.Event()
 
     # ------------------------------------------------------------------ small accessors
@@ -491,7 +492,10 @@ class Operator:
         return dataclasses.replace(snapshot, devices=healthy, resources={name: len(found) for name, found in healthy.items()})
 
     def _running_operand_pod(self, node: str, ds_name: str) -> Optional[Obj]:
-        for pod in self.store.items("v1/pods", self.namespace, field_selector=f"spec.nodeName={node}"):
+        pods = self._pass_pods if self._pass_pods is not None else self.store.items("v1/pods", self.namespace)
+        for pod in pods:
+            if pod["spec"].get("nodeName") != node or pod["metadata"].get("namespace") != self.namespace:
+                continue
             refs = pod["metadata"].get("ownerReferences") or []
             if any(ref.get("name") == ds_name and ref.get("kind") == "DaemonSet" for ref in refs) and _pod_ready(pod):
                 return pod
@@ -515,11 +519,32 @@ class Operator:
                 self._label_node(node, policy)
             self._ensure_mig_configmap(policy)
             self._ensure_daemonsets(policy)
-        self._sync_daemonsets(self.store.items("v1/nodes"))
-        self._sync_gpu_nodes()
-        if policy is not None:
-            self._trigger_mig_manager()
-            self._update_policy_status(policy)
+        self._collect_orphans({p["metadata"]["uid"] for p in policies})
+        nodes = self.store.items("v1/nodes")
+        self._sync_daemonsets(nodes)
+        # Reading the pods once per step keeps a pass cheap; what changed meanwhile is seen by the
+        # next pass, which our own writes trigger.
+        self._pass_pods = self.store.items("v1/pods", self.namespace)
+        try:
+            self._sync_gpu_nodes(nodes)
+            if policy is not None:
+                self._trigger_mig_manager(nodes)
+                self._update_policy_status(policy)
+        finally:
+            self._pass_pods = None
+
+    def _collect_orphans(self, live_policies: Iterable[str]) -> None:
+        """Garbage-collect what a deleted ClusterPolicy owned, including objects this loop created
+        from a policy read just before it was deleted (the store's GC had already run)."""
+        live = set(live_policies)
+        for key in ("apps/v1/daemonsets", "v1/configmaps"):
+            for obj in self.store.items(key, self.namespace):
+                refs = [r for r in obj["metadata"].get("ownerReferences") or [] if r.get("kind") == "ClusterPolicy"]
+                if refs and not any(r.get("uid") in live for r in refs):
+                    try:
+                        self.store.delete(key, self.namespace, obj["metadata"]["name"])
+                    except Exception:  # pylint: disable=broad-except
+                        pass
 
     def _is_gpu_node(self, name: str) -> bool:
         state = self.host_state(name)
@@ -734,7 +759,7 @@ class Operator:
         for node_name in sorted(wanted_nodes):
             if not by_node.get(node_name):
                 self._create_ds_pod(ds, template, digest, node_name)
-        self._update_ds_status(ds, wanted_nodes, digest)
+        self._update_ds_status(ds, wanted_nodes, digest, pods)
 
     def _create_ds_pod(self, ds: Obj, template: Obj, digest: str, node: str) -> None:
         meta = template.get("metadata") or {}
@@ -763,10 +788,10 @@ class Operator:
         except Exception:  # pylint: disable=broad-except
             pass
 
-    def _update_ds_status(self, ds: Obj, wanted_nodes: Iterable[str], digest: str) -> None:
+    def _update_ds_status(self, ds: Obj, wanted_nodes: Iterable[str], digest: str, pods: List[Obj]) -> None:
+        """Status from the pods read at the start of the pass (the next pass catches up)."""
         namespace, name = ds["metadata"]["namespace"], ds["metadata"]["name"]
         wanted = set(wanted_nodes)
-        pods = [p for p in self.store.items("v1/pods", namespace) if _owner_uid(p) == ds["metadata"]["uid"]]
         live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
         scheduled = {p["spec"].get("nodeName") for p in live}
         ready = [p for p in live if _pod_ready(p) and p["spec"].get("nodeName") in wanted]
@@ -790,8 +815,8 @@ class Operator:
 
     # ------------------------------------------------------------------ device plugin + GFD -> node
 
-    def _sync_gpu_nodes(self) -> None:
-        for node in self.store.items("v1/nodes"):
+    def _sync_gpu_nodes(self, nodes: List[Obj]) -> None:
+        for node in nodes:
             name = node["metadata"]["name"]
             if not self._is_gpu_node(name):
                 continue
@@ -848,8 +873,8 @@ class Operator:
             self._mig_processed.pop(node, None)
             self._mig_pods[node] = pod["metadata"]["uid"]
 
-    def _trigger_mig_manager(self) -> None:
-        for node in self.store.items("v1/nodes"):
+    def _trigger_mig_manager(self, nodes: List[Obj]) -> None:
+        for node in nodes:
             name = node["metadata"]["name"]
             pod = self._running_operand_pod(name, "nvidia-mig-manager")
             if pod is None:
@@ -1066,10 +1091,10 @@ class Controllers:
 
     def run_pass(self) -> Optional[float]:
         """One pass of every controller (also usable directly by tests)."""
+        self.scheduler.run_once()
         due = self.kubelet.run_once()
         self.kubelet.check_running()
         self.operator.reconcile()
-        self.scheduler.run_once()
         self.passes += 1
         return due
 

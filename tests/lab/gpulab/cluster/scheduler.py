@@ -201,10 +201,12 @@ class Scheduler:
         self.active_fault = active_fault
         self._last_message: Dict[str, str] = {}
 
-    def run_once(self) -> None:
+    def run_once(self, pods: Optional[List[Obj]] = None) -> None:
+        """`pods`: a fresh list of all pods, when the caller has one (saves a copy of the store)."""
         if self.active_fault("scheduler-stuck"):
             return
-        pods = self.store.items("v1/pods")
+        if pods is None:
+            pods = self.store.items("v1/pods")
         pending = [
             pod for pod in pods
             if not (pod.get("spec") or {}).get("nodeName")
