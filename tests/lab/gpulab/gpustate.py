@@ -254,12 +254,15 @@ def _boot_id(hostname: str, reboots: int) -> str:
 
 def new_state(hostname: str, gpus: Sequence[Tuple[str, int]],
               overrides: Optional[Dict[int, Dict[str, str]]] = None,
-              services: Optional[Dict[str, str]] = None) -> HostState:
+              services: Optional[Dict[str, str]] = None,
+              enabled: Optional[Sequence[str]] = None) -> HostState:
     """Build (without writing) a host: MIG off, no processes, deterministic ids.
 
     ``overrides`` maps a host-wide GPU index to ``{"uuid": ..., "pci_bus_id": ...}``; when absent,
     a model's ``reference_hosts[hostname]`` entries apply (this is how the host "h200-ref" carries
-    the identifiers of the real H200 capture).
+    the identifiers of the real H200 capture). ``services`` maps unit name -> "active"/"inactive"
+    (default: DEFAULT_SERVICES, all active); active units are enabled, plus those in ``enabled``
+    (e.g. the oneshot "nvidia-mig-manager", inactive but enabled: see shims.boot_services).
     """
     gpu_list: List[Gpu] = []
     driver_version = ""
@@ -286,10 +289,12 @@ def new_state(hostname: str, gpus: Sequence[Tuple[str, int]],
             ))
             index += 1
     service_map = dict(services) if services is not None else {name: "active" for name in DEFAULT_SERVICES}
+    for name in enabled or ():
+        service_map.setdefault(name, "inactive")
     state = HostState(
         hostname=hostname, boot_id=_boot_id(hostname, 0), reboots=0, driver_version=driver_version,
         gpus=gpu_list, services=service_map,
-        services_enabled={name: status == "active" for name, status in service_map.items()},
+        services_enabled={name: status == "active" or name in (enabled or ()) for name, status in service_map.items()},
     )
     state.record("gpustate", "create", gpus=[[key, count] for key, count in gpus])
     return state
@@ -311,9 +316,10 @@ def _write_boot_id(path: str, boot_id: str) -> None:
 
 def create(path: str, hostname: str, gpus: Sequence[Tuple[str, int]],
            overrides: Optional[Dict[int, Dict[str, str]]] = None,
-           services: Optional[Dict[str, str]] = None) -> HostState:
-    """Write a new host state file (replacing any previous one) and return it."""
-    state = new_state(hostname, gpus, overrides=overrides, services=services)
+           services: Optional[Dict[str, str]] = None,
+           enabled: Optional[Sequence[str]] = None) -> HostState:
+    """Write a new host state file (replacing any previous one) and return it (see new_state)."""
+    state = new_state(hostname, gpus, overrides=overrides, services=services, enabled=enabled)
     with _flock(path, fcntl.LOCK_EX):
         save(path, state)
         _write_boot_id(path, state.boot_id)

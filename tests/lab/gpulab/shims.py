@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import datetime
 import glob
+import io
 import os
+import re
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from gpulab import gpustate
@@ -35,7 +38,59 @@ def _err(text: str) -> None:
     sys.stderr.write(text + "\n")
 
 
-def reboot_main(argv: Sequence[str], state_path: str) -> int:
+MIG_MANAGER = "nvidia-mig-manager"
+_SELECTED_RE = re.compile(r'^\s*Environment\s*=\s*"?MIG_PARTED_SELECTED_CONFIG=([^"\s]*)"?\s*$', re.MULTILINE)
+
+
+def _selected_config(env: Mapping[str, str]) -> str:
+    """MIG_PARTED_SELECTED_CONFIG from the unit's drop-ins (SPECS §6.4 override.conf); the
+    packaged default is all-disabled."""
+    selected = "all-disabled"
+    for directory in _boot_unit_dirs(env):
+        for path in sorted(glob.glob(os.path.join(directory, MIG_MANAGER + ".service.d", "*.conf"))):
+            with open(path, encoding="utf-8") as handle:
+                for match in _SELECTED_RE.finditer(handle.read()):
+                    selected = match.group(1)
+    return selected
+
+
+def _boot_unit_dirs(env: Mapping[str, str]) -> List[str]:
+    return _unit_dirs(env) or ["/etc/systemd/system"]
+
+
+def boot_services(state_path: str, env: Optional[Mapping[str, str]] = None) -> Optional[int]:
+    """What enabled boot-time units do to the GPUs after a simulated reboot.
+
+    Only ``nvidia-mig-manager.service`` acts on GPUs (SPECS §6.4): when it is enabled in the state,
+    it applies the selected config (override.conf drop-in) from ``config.yaml`` in
+    ``GPULAB_MIG_MANAGER_DIR`` (default /etc/nvidia-mig-manager), as service.sh's ``apply`` does.
+    Not simulated: service.sh's regeneration of config.yaml with ``generate-config``, its hooks,
+    and the failsafe reboot. Returns mig-parted's exit code, or None when the unit is not enabled.
+    """
+    env = os.environ if env is None else env
+    state = gpustate.load(state_path)
+    if not state.powered_on or not state.services_enabled.get(MIG_MANAGER):
+        return None
+    config_file = os.path.join(env.get("GPULAB_MIG_MANAGER_DIR", "/etc/nvidia-mig-manager"), "config.yaml")
+    selected = _selected_config(env)
+    from gpulab import migparted  # pylint: disable=import-outside-toplevel
+
+    output = io.StringIO()
+    with redirect_stdout(output), redirect_stderr(output):
+        rc = migparted.main(["apply", "-f", config_file, "-c", selected], state_path, env={})
+    with gpustate.locked(state_path) as state:
+        state.services[MIG_MANAGER] = "inactive"  # Type=oneshot: inactive once it has run
+        state.record(MIG_MANAGER, "boot-apply", selected=selected, config_file=config_file, rc=rc,
+                     output=output.getvalue()[-2000:])
+    return rc
+
+
+def _reboot(state_path: str, actor: str, env: Optional[Mapping[str, str]]) -> None:
+    gpustate.reboot(state_path, actor=actor)
+    boot_services(state_path, env)
+
+
+def reboot_main(argv: Sequence[str], state_path: str, env: Optional[Mapping[str, str]] = None) -> int:
     """``reboot [--force] ...``: a simulated reboot (``-p``/``--poweroff`` powers off instead)."""
     for arg in argv:
         if arg in ("-h", "--help"):
@@ -47,7 +102,7 @@ def reboot_main(argv: Sequence[str], state_path: str) -> int:
     if "-p" in argv or "--poweroff" in argv:
         gpustate.power_off(state_path, actor="reboot")
     else:
-        gpustate.reboot(state_path, actor="reboot")
+        _reboot(state_path, "reboot", env)
     return 0
 
 
@@ -69,7 +124,7 @@ def _parse_delay(token: str) -> Optional[int]:
     return None
 
 
-def shutdown_main(argv: Sequence[str], state_path: str) -> int:
+def shutdown_main(argv: Sequence[str], state_path: str, env: Optional[Mapping[str, str]] = None) -> int:
     """``shutdown [-r|-h|-P|-H|-c|-k] [TIME] [WALL...]``: only ``-r`` reboots; ``-h``/``-P``/``-H``
     (and no mode, as systemd's default is power-off) mark the host down; ``-k`` only warns."""
     action = "poweroff"
@@ -105,7 +160,7 @@ def shutdown_main(argv: Sequence[str], state_path: str) -> int:
         verb = {"reboot": "Reboot", "poweroff": "Shutdown", "wall": "Shutdown"}[action]
         _out(f"{verb} scheduled for {when.strftime('%a %Y-%m-%d %H:%M:%S UTC')}, use 'shutdown -c' to cancel.")
     if action == "reboot":
-        gpustate.reboot(state_path, actor="shutdown")
+        _reboot(state_path, "shutdown", env)
     elif action == "poweroff":
         gpustate.power_off(state_path, actor="shutdown")
     return 0
@@ -209,7 +264,7 @@ def systemctl_main(argv: Sequence[str], state_path: str, env: Optional[Mapping[s
         return 1
     verb, units = positional[0], [_unit(u) for u in positional[1:]]
     if verb == "reboot":
-        gpustate.reboot(state_path, actor="systemctl")
+        _reboot(state_path, "systemctl", env)
         return 0
     if verb in ("poweroff", "halt"):
         gpustate.power_off(state_path, actor="systemctl")

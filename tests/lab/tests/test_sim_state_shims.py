@@ -205,3 +205,36 @@ def test_workload_cli_on_mig_device(make_host):
     assert workload.main(["stop", "--state", path, "--pid", str(pid)]) == 0
     assert workload.main(["stop", "--state", path, "--pid", str(pid)]) == 1
     assert workload.main(["start", "--state", path, "--gpu", "0", "--mig-device", "5", "--name", "x"]) == 1
+
+
+# --------------------------------------------------------------------------- boot-time units
+
+def test_mig_manager_reapplies_the_selected_config_at_boot(make_host, tmp_path):
+    """SPECS §4.1 + §6.4: Hopper loses MIG mode at reboot; an enabled nvidia-mig-manager.service
+    applies the config selected in its override.conf again."""
+    path = make_host([("H100-80GB", 1)], enabled=["nvidia-mig-manager"])
+    etc = tmp_path / "etc-mig"
+    etc.mkdir()
+    (etc / "config.yaml").write_text(
+        "version: v1\nmig-configs:\n  all-disabled:\n  - devices: all\n    mig-enabled: false\n"
+        "  balanced:\n  - devices: all\n    mig-enabled: true\n    mig-devices: {1g.10gb: 2, 2g.20gb: 1, 3g.40gb: 1}\n")
+    units = tmp_path / "units" / "nvidia-mig-manager.service.d"
+    units.mkdir(parents=True)
+    (units / "override.conf").write_text('[Service]\nEnvironment="MIG_PARTED_SELECTED_CONFIG=balanced"\n')
+    env = {"GPULAB_MIG_MANAGER_DIR": str(etc), "GPULAB_SYSTEMD_UNIT_PATH": str(tmp_path / "units")}
+    assert shims.shutdown_main(["-r", "now"], path, env=env) == 0
+    state = gpustate.load(path)
+    assert state.gpus[0].mig_current is True
+    assert sorted(gi.profile for gi in state.gpus[0].gpu_instances) == ["1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb"]
+    assert state.events[-1]["actor"] == "nvidia-mig-manager" and state.events[-1]["detail"]["rc"] == 0
+    (units / "override.conf").write_text('[Service]\nEnvironment="MIG_PARTED_SELECTED_CONFIG=all-disabled"\n')
+    shims.reboot_main([], path, env=env)
+    assert gpustate.load(path).gpus[0].mig_current is False
+
+
+def test_mig_manager_not_enabled_does_nothing(make_host):
+    path = make_host([("A100-40GB", 1)])
+    assert shims.boot_services(path, env={}) is None
+    smi.run(["-mig", "1"], path)
+    shims.reboot_main([], path, env={})
+    assert gpustate.load(path).gpus[0].mig_current is True  # Ampere keeps the mode, nothing re-applied
