@@ -172,7 +172,10 @@ def _lock_path(path: str) -> str:
 
 @contextlib.contextmanager
 def _flock(path: str, mode: int) -> Iterator[None]:
-    fd = os.open(_lock_path(path), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(_lock_path(path), os.O_RDWR | os.O_CREAT, 0o644)
+    except PermissionError:  # a reader without write access still gets a shared lock
+        fd = os.open(_lock_path(path), os.O_RDONLY)
     try:
         fcntl.flock(fd, mode)
         yield

@@ -306,14 +306,17 @@ def set_mig(state: HostState, gpus: Sequence[Gpu], value: str) -> int:
     enable = value == "1"
     word = "enable" if enable else "disable"
     for gpu in gpus:
+        before = (gpu.mig_current, gpu.mig_pending)
         try:
             outcome = driver.set_mig_mode(state, gpu, enable)
         except DriverError as error:
             _out(f"Unable to {word} MIG Mode for GPU {gpu.pci_bus_id}: {error}")
             _out("Treating as warning and moving on.")
             continue
+        # Recorded even when nothing changed: the audit log shows every mutating command issued.
         state.record("nvidia-smi", "mig-mode", gpu=gpu.index, requested=enable, outcome=outcome,
-                     current=gpu.mig_current, pending=gpu.mig_pending)
+                     current=gpu.mig_current, pending=gpu.mig_pending,
+                     changed=before != (gpu.mig_current, gpu.mig_pending))
         if outcome == "effective":
             _out(f"{'Enabled' if enable else 'Disabled'} MIG Mode for GPU {gpu.pci_bus_id}")
         else:

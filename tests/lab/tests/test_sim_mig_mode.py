@@ -134,3 +134,11 @@ def test_power_off_makes_smi_fail(make_host):
     assert rc == 9 and "couldn't communicate with the NVIDIA driver" in out
     gpustate.reboot(path)
     assert smi.run(["-L"], path)[0] == 0
+
+
+def test_repeated_mode_command_is_audited_as_unchanged(make_host):
+    path = make_host([("A30", 1)])
+    smi.run(["-mig", "1"], path)
+    smi.run(["-mig", "1"], path)
+    details = [e["detail"] for e in gpustate.load(path).events if e["action"] == "mig-mode"]
+    assert [d["changed"] for d in details] == [True, False]
