@@ -65,9 +65,9 @@ def set_mig(state: gpustate.HostState, index: int, profiles: Sequence[str], comp
     gpu.mig_current = gpu.mig_pending = True
     gpu.gpu_instances = []
     for gi_id, profile in enumerate(profiles, start=1):
-        g, _ = devices.profile_slices(profile)
+        g = devices.profile_slices(profile)[0]
         ci_profile = (compute or {}).get(profile, profile)
-        _, c = devices.profile_slices(ci_profile)
+        c = devices.profile_slices(ci_profile)[1]
         ci = gpustate.ComputeInstance(0, _CI_PROFILE_ID.get(c, 0), ci_profile, gpustate.mig_uuid(gpu.uuid, gi_id, 0, gi_id))
         gpu.gpu_instances.append(gpustate.GpuInstance(gi_id, 0, profile, gi_id - 1, g, [ci]))
 

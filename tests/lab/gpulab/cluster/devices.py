@@ -35,7 +35,6 @@ REPLICA_SEPARATOR = "::"
 _PROFILE_RE = re.compile(r"^(?:(?P<c>\d+)c\.)?(?P<g>\d+)g\.(?P<gb>\d+)gb(?P<attrs>[+-][a-z.+-]*)?$")
 
 
-
 class PluginConfigError(ValueError):
     """The device-plugin config cannot be loaded: the real plugin exits and its pod crash-loops."""
 
@@ -217,7 +216,7 @@ def _resource_full_name(raw: Any, where: str) -> str:
     name = raw.strip()
     if "/" not in name:
         name = f"{RESOURCE_DOMAIN}/{name}"  # prefix added when omitted (SPECS §9.2)
-    domain, _, short = name.partition("/")
+    domain, _sep, short = name.partition("/")
     if domain != RESOURCE_DOMAIN:
         raise PluginConfigError(f"{where}.name: invalid resource name {raw!r}: only {RESOURCE_DOMAIN}/ resources can be shared")
     if short != "gpu" and not (short.startswith("mig-") and _PROFILE_RE.match(short[4:].replace(".me", "+me", 1))):

@@ -415,7 +415,8 @@ class Kubelet:
                 failure = run.failing.get(name)
                 restarts = run.restarts.get(name, 0)
                 if failure is not None:
-                    state = {"waiting": {"reason": "CrashLoopBackOff", "message": f"back-off restarting failed container={name} pod={run.name}_{run.namespace}({run.uid})"}}
+                    backoff = f"back-off restarting failed container={name} pod={run.name}_{run.namespace}({run.uid})"
+                    state = {"waiting": {"reason": "CrashLoopBackOff", "message": backoff}}
                     last = {"terminated": {"exitCode": failure.exit_code or 1, "reason": "Error", "message": failure.message,
                                            "startedAt": run.started_at, "finishedAt": run.started_at}}
                     statuses.append(_container_status(container, state, ready=False, restarts=restarts, last=last))
@@ -466,7 +467,7 @@ class Kubelet:
         run.stage = "finished"
         run.due = None
         self._release(run)
-        phase = "Succeeded" if all(code == 0 for code, _ in codes.values()) else "Failed"
+        phase = "Succeeded" if all(code == 0 for code, _message in codes.values()) else "Failed"
         finished = now_rfc3339(now)
 
         def mutate(obj: Obj) -> None:
@@ -559,7 +560,7 @@ def _spread_pick(candidates: Iterable[devmod.Device], taken: Iterable[str], want
     if len(free) < wanted:
         return None
     chosen: List[devmod.Device] = []
-    for _ in range(wanted):
+    for _round in range(wanted):
         best = min(free, key=lambda d: (usage.get(d.physical_id, 0), pool.index(d)))
         chosen.append(best)
         free.remove(best)

@@ -45,7 +45,7 @@ import random
 import string
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import yaml
 
@@ -174,7 +174,7 @@ def _template_hash(template: Mapping[str, Any]) -> str:
 
 
 def _suffix() -> str:
-    return "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(5))
+    return "".join(random.choice(string.ascii_lowercase + string.digits) for _position in range(5))
 
 
 def _env(container: Mapping[str, Any], name: str) -> Optional[str]:
@@ -337,7 +337,8 @@ class _PluginProgram(_OperandProgram):
             result = devmod.compute_node(views, strategy, sharing, self.operator.driver_version(node_name))
             lines += result.log
             if result.plugin_error:
-                return None, Outcome(ok=False, message=result.plugin_error, log="".join(_log_line(x) for x in lines[:-1]) + _log_line(result.plugin_error, "error"))
+                text = "".join(_log_line(line) for line in lines[:-1]) + _log_line(result.plugin_error, "error")
+                return None, Outcome(ok=False, message=result.plugin_error, log=text)
             instance.snapshot = result
             lines += [f"Registered device plugin for '{name}' with Kubelet ({count} devices)" for name, count in result.resources.items()]
         return instance, Outcome(log="".join(_log_line(line) for line in lines))
@@ -692,11 +693,7 @@ class Operator:
             if (current["metadata"].get("annotations") or {}).get(LAST_APPLIED) == digest:
                 continue  # user changes such as a rollout restart are kept (the operator compares its own hash)
 
-            def mutate(obj: Obj, body: Obj = body) -> None:
-                obj["metadata"].setdefault("annotations", {})[LAST_APPLIED] = body["metadata"]["annotations"][LAST_APPLIED]
-                obj["metadata"]["labels"] = body["metadata"]["labels"]
-                obj["spec"]["template"] = body["spec"]["template"]
-            self.store.controller_update("apps/v1/daemonsets", self.namespace, operand.ds_name, mutate)
+            self.store.controller_update("apps/v1/daemonsets", self.namespace, operand.ds_name, _replace_template(body))
 
     def _sync_daemonsets(self, nodes: List[Obj]) -> None:
         pods_by_owner: Dict[str, List[Obj]] = {}
@@ -964,7 +961,10 @@ class Operator:
         ok, message = migparted.apply_config(path, config, wanted)
         if ok:
             self._mig_log(pod, message)
-        self._mig_finish(node, pod, paused, ok, None if ok else f"Error applying MIG configuration with hooks: {message}" if "Error applying" not in message else message)
+        failure = None
+        if not ok:
+            failure = message if "Error applying" in message else f"Error applying MIG configuration with hooks: {message}"
+        self._mig_finish(node, pod, paused, ok, failure)
 
     def _operand_pods_on(self, node: str, ds_names: List[str]) -> bool:
         for other in self.store.items("v1/pods", self.namespace, field_selector=f"spec.nodeName={node}"):
@@ -1043,6 +1043,15 @@ class Operator:
 OPERANDS_BY_KEY = {operand.key: operand for operand in OPERANDS}
 
 
+def _replace_template(body: Obj) -> Any:
+    """A controller_update mutation that puts the operator's desired template in place."""
+    def mutate(obj: Obj) -> None:
+        obj["metadata"].setdefault("annotations", {})[LAST_APPLIED] = body["metadata"]["annotations"][LAST_APPLIED]
+        obj["metadata"]["labels"] = body["metadata"]["labels"]
+        obj["spec"]["template"] = body["spec"]["template"]
+    return mutate
+
+
 # --------------------------------------------------------------------------------------------
 # The controller loop
 
@@ -1058,7 +1067,7 @@ class Controllers:
         self.operator = Operator(store, hosts, settings, faults)
         self.operator.stop_event = stop_event
         self.kubelet = Kubelet(store, settings, self.operator.node_devices, self.operator.program_for,
-                               lambda node: self.operator.hosts.get(node), time.time)
+                               self.operator.hosts.get, time.time)
         self.operator.kubelet = self.kubelet
         self.scheduler = schedmod.Scheduler(store, self.operator.fault)
         self._wake = threading.Event()
