@@ -341,7 +341,7 @@ def test_server_side_apply_prunes_what_the_manager_dropped(lab, ns):
     path = "/api/v1/namespaces/%s/configmaps/applied?fieldManager=tool" % ns
     first = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied"},
              "data": {"a": "1", "b": "2"}}
-    status, _ = _raw(lab, "PATCH", path, first, "application/apply-patch+yaml")
+    status, _body = _raw(lab, "PATCH", path, first, "application/apply-patch+yaml")
     assert status == 201
     lab.store.patch("v1/configmaps", ns, "applied", {"data": {"other": "x"}}, "merge")
     second = dict(first, data={"a": "3"})
@@ -420,6 +420,20 @@ def test_watch_too_old_resource_version_is_410():
     with pytest.raises(ApiError) as info:
         store.watch("v1/configmaps", None, "2", lambda event: None)
     assert info.value.code == 410 and info.value.reason == "Expired"
+    replay, unsubscribe, snapshot = store.watch("v1/configmaps", "default", None, print)
+    assert [e.object["metadata"]["name"] for e in replay] == ["c%d" % i for i in range(6)]
+    assert snapshot == store.resource_version()
+    unsubscribe()
+
+
+def test_watch_list_ends_initial_events_with_a_bookmark(lab, ns, core):
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "one"}})
+    status, body = _raw(lab, "GET", "/api/v1/namespaces/%s/configmaps?watch=true"
+                        "&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+                        "&allowWatchBookmarks=true&timeoutSeconds=1" % ns)
+    lines = [json.loads(line) for line in body.decode().splitlines()]
+    assert status == 200 and [e["type"] for e in lines] == ["ADDED", "BOOKMARK"]
+    assert lines[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
 
 
 # ---------------------------------------------------------- deletion / eviction / logs
@@ -530,7 +544,7 @@ def test_crd_serves_new_resources(lab, custom, dyn):
     assert len(custom.list_namespaced_custom_object("lab.example", "v1", "default",
                                                     "widgets")["items"]) == 1
     crds.delete(name="widgets.lab.example")
-    status, _ = _raw(lab, "GET", "/apis/lab.example/v1/namespaces/default/widgets")
+    status, _body = _raw(lab, "GET", "/apis/lab.example/v1/namespaces/default/widgets")
     assert status == 404
 
 
@@ -539,7 +553,7 @@ def test_crd_serves_new_resources(lab, custom, dyn):
 def test_fault_injection_errors_conflicts_and_hangs(lab, core, ns):
     registry = lab.faults
     registry.add("error", verb="list", resource="configmaps", count=2, status=503)
-    for _ in range(2):
+    for _attempt in range(2):
         with pytest.raises(client.ApiException) as info:
             core.list_namespaced_config_map(ns)
         assert info.value.status == 503
@@ -599,6 +613,13 @@ def test_standalone_server_subprocess(tmp_path):
                                   count=None)
         assert faults.list_remote(str(tmp_path))[0]["id"] == added["id"]
         assert faults.clear_remote(str(tmp_path)) == 1
+        assert faults.main(["--dir", str(tmp_path), "add", "error", "--verb", "list",
+                            "--resource", "nodes", "--status", "503"]) == 0
+        assert server.metrics(str(tmp_path), reset=True)["total"] == 0
+        with pytest.raises(client.ApiException) as info:
+            client.CoreV1Api(api_client).list_node()
+        assert info.value.status == 503
+        assert server.metrics(str(tmp_path))["requests"] == {"list v1/nodes": 1}
     finally:
         assert server.stop(str(tmp_path))
     assert not os.path.exists("/proc/%d/cmdline" % pid) or \

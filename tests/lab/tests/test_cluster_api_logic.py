@@ -108,8 +108,7 @@ def test_json_patch_rfc6902():
         {"op": "test", "path": "/g", "value": "e"}])
     assert result == {"a": {"b": [0, 2, 3]}, "c": "e", "g": "e", "h/i": True}
     for bad in ([{"op": "remove", "path": "/zz"}], [{"op": "replace", "path": "/zz", "value": 1}],
-                [{"op": "test", "path": "/c", "value": "x"}], [{"op": "add", "path": "/a/b/9",
-                                                              "value": 1}]):
+                [{"op": "test", "path": "/c", "value": "x"}], [{"op": "add", "path": "/a/b/9", "value": 1}]):
         with pytest.raises(patch.PatchError):
             patch.json_patch(doc, bad)
     with pytest.raises(patch.PatchError) as info:

@@ -35,8 +35,7 @@ def kubectl(lab):
         result = subprocess.run([binary, "--kubeconfig", lab.kubeconfig, *args], input=stdin,
                                 capture_output=True, text=True, timeout=60, check=False)
         if check and result.returncode != 0:
-            raise AssertionError("kubectl %s failed (%d): %s" % (" ".join(args),
-                                                               result.returncode, result.stderr))
+            raise AssertionError("kubectl %s failed (%d): %s" % (" ".join(args), result.returncode, result.stderr))
         return result
     return run
 
@@ -55,8 +54,7 @@ def helm(lab, tmp_path_factory):
         result = subprocess.run([binary, *args], capture_output=True, text=True, timeout=120,
                                 env=env, check=False)
         if check and result.returncode != 0:
-            raise AssertionError("helm %s failed (%d): %s" % (" ".join(args), result.returncode,
-                                                            result.stderr))
+            raise AssertionError("helm %s failed (%d): %s" % (" ".join(args), result.returncode, result.stderr))
         return result
     return run
 
@@ -136,7 +134,7 @@ def test_drain_is_refused_by_pdb_then_succeeds(kubectl, lab):
     lab.api.metrics.reset()
     with pytest.raises(subprocess.TimeoutExpired) as info:
         subprocess.run([tools.ensure_kubectl(), "--kubeconfig", lab.kubeconfig, "drain",
-                        "gpu-a", "--force"], capture_output=True, text=True, timeout=4)
+                        "gpu-a", "--force"], capture_output=True, text=True, timeout=4, check=False)
     output = info.value.stdout or b""
     assert "evicting pod default/job-1" in (output.decode() if isinstance(output, bytes)
                                             else output)

@@ -58,9 +58,8 @@ class Request:
     def from_target(cls, method: str, target: str, headers: Dict[str, str],
                     body: bytes = b"") -> "Request":
         parsed = urllib.parse.urlsplit(target)
-        return cls(method.upper(), parsed.path, urllib.parse.parse_qs(parsed.query,
-                                                                       keep_blank_values=True),
-                   {k.lower(): v for k, v in headers.items()}, body)
+        query = urllib.parse.parse_qs(parsed.query, keep_blank_values=True)
+        return cls(method.upper(), parsed.path, query, {k.lower(): v for k, v in headers.items()}, body)
 
 
 @dataclass
@@ -231,8 +230,7 @@ class Api:
                 removed = self.faults.clear(int(fault_id) if fault_id else None,
                                             request.param("condition"))
                 return json_response(200, {"removed": removed})
-        return error_response(ApiError(404, "NotFound", "no lab endpoint %s %s"
-                                        % (request.method, path)))
+        return error_response(ApiError(404, "NotFound", "no lab endpoint %s %s" % (request.method, path)))
 
     # ------------------------------------------------------------- discovery
 
@@ -596,7 +594,7 @@ class Api:
         columns = [{"name": "Name", "type": "string", "format": "name", "priority": 0,
                     "description": "Name must be unique within a namespace."}]
         extra = _TABLE_COLUMNS.get(rt.key, [])
-        for title, _ in extra:
+        for title, _getter in extra:
             columns.append({"name": title, "type": "string", "format": "", "priority": 0,
                             "description": title})
         columns.append({"name": "Age", "type": "string", "format": "", "priority": 0,
@@ -605,7 +603,7 @@ class Api:
         rows = []
         include = request.param("includeObject", "PartialObjectMetadata")
         for obj in items:
-            cells = [obj["metadata"]["name"]] + [fn(obj) for _, fn in extra] + [_age(obj)]
+            cells = [obj["metadata"]["name"]] + [fn(obj) for _title, fn in extra] + [_age(obj)]
             row_obj: Dict[str, Any] = obj
             if include == "PartialObjectMetadata":
                 row_obj = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
@@ -636,7 +634,7 @@ class Api:
         initial = request.param("sendInitialEvents") == "true"
         since = None if initial else request.param("resourceVersion")
         try:
-            replay, unsubscribe = self.store.watch(rt.key, ns, since, events.put)
+            replay, unsubscribe, snapshot_rv = self.store.watch(rt.key, ns, since, events.put)
         except ApiError as exc:
             if exc.code != 410:
                 raise
@@ -680,8 +678,7 @@ class Api:
                         yield encode(*out)
                 if initial:
                     bookmark = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {
-                        "resourceVersion": str(max([e.resource_version for e in replay] +
-                                                   [0]) or self.store.resource_version()),
+                        "resourceVersion": str(snapshot_rv),
                         "annotations": {"k8s.io/initial-events-end": "true"}}}
                     yield json.dumps({"type": "BOOKMARK", "object": bookmark}).encode() + b"\n"
                 while not stopping.is_set():
@@ -733,6 +730,10 @@ def _pod_status(pod: Dict[str, Any]) -> str:
     return status.get("reason") or status.get("phase") or "Unknown"
 
 
+def _status_field(key: str) -> Callable[[Dict[str, Any]], Any]:
+    return lambda obj: (obj.get("status") or {}).get(key, 0)
+
+
 _TABLE_COLUMNS: Dict[str, List[Tuple[str, Callable[[Dict[str, Any]], Any]]]] = {
     "v1/pods": [("Ready", _ready_count), ("Status", _pod_status),
                 ("Restarts", lambda p: sum(s.get("restartCount", 0) for s in
@@ -747,12 +748,11 @@ _TABLE_COLUMNS: Dict[str, List[Tuple[str, Callable[[Dict[str, Any]], Any]]]] = {
     "v1/namespaces": [("Status", lambda n: (n.get("status") or {}).get("phase", ""))],
     "v1/configmaps": [("Data", lambda c: len(c.get("data") or {}) + len(c.get("binaryData") or {}))],
     "v1/secrets": [("Type", lambda s: s.get("type", "")), ("Data", lambda s: len(s.get("data") or {}))],
-    "apps/v1/daemonsets": [(title, (lambda key: lambda d: (d.get("status") or {}).get(key, 0))(key))
-                           for title, key in (("Desired", "desiredNumberScheduled"),
-                                              ("Current", "currentNumberScheduled"),
-                                              ("Ready", "numberReady"),
-                                              ("Up-to-date", "updatedNumberScheduled"),
-                                              ("Available", "numberAvailable"))],
+    "apps/v1/daemonsets": [("Desired", _status_field("desiredNumberScheduled")),
+                           ("Current", _status_field("currentNumberScheduled")),
+                           ("Ready", _status_field("numberReady")),
+                           ("Up-to-date", _status_field("updatedNumberScheduled")),
+                           ("Available", _status_field("numberAvailable"))],
     "policy/v1/poddisruptionbudgets": [
         ("Min Available", lambda p: str((p.get("spec") or {}).get("minAvailable", "N/A"))),
         ("Max Unavailable", lambda p: str((p.get("spec") or {}).get("maxUnavailable", "N/A"))),

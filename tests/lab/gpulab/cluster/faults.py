@@ -186,3 +186,63 @@ def clear_remote(lab_dir: str, fault_id: Optional[int] = None,
     elif condition is not None:
         query = "?condition=%s" % urllib.parse.quote(condition)
     return lab_call(lab_dir, "DELETE", "/lab/faults" + query)["removed"]
+
+
+# ------------------------------------------------------------------------- CLI
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """``python -m gpulab.cluster.faults --dir DIR add|list|clear ...`` (also usable as the body
+    of a ``gpulab faults`` subcommand: pass the remaining argv)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m gpulab.cluster.faults",
+                                     description="Lab-only fault injection into the virtual "
+                                                 "cluster started with `gpulab up --cluster`.")
+    parser.add_argument("--dir", required=True, help="lab directory (has cluster.json)")
+    commands = parser.add_subparsers(dest="command", required=True)
+    add = commands.add_parser("add", help="add a fault")
+    add.add_argument("kind", choices=KINDS)
+    add.add_argument("--verb", default="*", help="get, list, watch, create, update, patch, "
+                                                 "delete, deletecollection or *")
+    add.add_argument("--resource", default="*", help="e.g. pods, pods/eviction, v1/nodes, "
+                                                     "nvidia.com/v1/clusterpolicies, *")
+    add.add_argument("--namespace")
+    add.add_argument("--name")
+    add.add_argument("--count", type=int, default=1, help="requests to hit (0: until cleared)")
+    add.add_argument("--status", type=int, default=500, help="HTTP status for kind 'error'")
+    add.add_argument("--seconds", type=float, default=3600.0, help="for 'hang' and 'delay'")
+    add.add_argument("--condition", help="for kind 'named', e.g. clusterpolicy-never-ready")
+    add.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                     help="extra parameter of a named condition (repeatable)")
+    commands.add_parser("list", help="list active faults")
+    clear = commands.add_parser("clear", help="remove faults (all by default)")
+    clear.add_argument("--id", type=int)
+    clear.add_argument("--condition")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "add":
+            params = {}
+            for item in args.param:
+                key, sep, value = item.partition("=")
+                if not sep:
+                    parser.error("--param needs KEY=VALUE, got %r" % item)
+                params[key] = value
+            fault = add_remote(args.dir, args.kind, verb=args.verb, resource=args.resource,
+                               namespace=args.namespace, name=args.name,
+                               count=args.count or None, status=args.status,
+                               seconds=args.seconds, condition=args.condition, params=params)
+            print(json.dumps(fault))
+        elif args.command == "list":
+            print(json.dumps(list_remote(args.dir), indent=1))
+        else:
+            print(json.dumps({"removed": clear_remote(args.dir, args.id, args.condition)}))
+    except OSError as exc:
+        body = getattr(exc, "read", None)
+        detail = body().decode(errors="replace") if callable(body) else str(exc)
+        print("gpulab faults: %s" % detail, file=__import__("sys").stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

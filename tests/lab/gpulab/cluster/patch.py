@@ -252,18 +252,18 @@ def json_patch(target: Any, operations: Any) -> Any:
         if op == "add":
             doc = _add(doc, path, operation["value"])
         elif op == "remove":
-            doc, _ = _remove(doc, path)
+            doc, _removed = _remove(doc, path)
         elif op == "replace":
             _get(doc, path)  # must exist
             if _pointer(path):
-                doc, _ = _remove(doc, path)
+                doc, _removed = _remove(doc, path)
             doc = _add(doc, path, operation["value"])
         elif op in ("move", "copy"):
             if "from" not in operation:
                 raise PatchError("json patch operation %d (%s) needs 'from'" % (number, op), code=400)
             value = copy.deepcopy(_get(doc, operation["from"]))
             if op == "move":
-                doc, _ = _remove(doc, operation["from"])
+                doc, _removed = _remove(doc, operation["from"])
             doc = _add(doc, path, value)
         elif op == "test":
             if _get(doc, path) != operation["value"]:

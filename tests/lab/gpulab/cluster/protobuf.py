@@ -61,7 +61,7 @@ def _signed(value: int) -> int:
 
 def _map_entry(data: bytes, value_decoder: Callable[[bytes], Any]) -> Tuple[str, Any]:
     key, value = "", value_decoder(b"")
-    for number, _, raw in _fields(data):
+    for number, _wire, raw in _fields(data):
         if number == 1:
             key = raw.decode()
         elif number == 2:
@@ -71,7 +71,7 @@ def _map_entry(data: bytes, value_decoder: Callable[[bytes], Any]) -> Tuple[str,
 
 def _time(data: bytes) -> str:
     seconds = 0
-    for number, _, raw in _fields(data):
+    for number, _wire, raw in _fields(data):
         if number == 1:
             seconds = _signed(raw)
     return _dt.datetime.fromtimestamp(seconds, tz=_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -80,7 +80,7 @@ def _time(data: bytes) -> str:
 def _owner_reference(data: bytes) -> Dict[str, Any]:
     names = {1: "kind", 3: "name", 4: "uid", 5: "apiVersion"}
     ref: Dict[str, Any] = {}
-    for number, _, raw in _fields(data):
+    for number, _wire, raw in _fields(data):
         if number in names:
             ref[names[number]] = raw.decode()
         elif number == 6:
@@ -94,7 +94,7 @@ def _object_meta(data: bytes) -> Dict[str, Any]:
     strings = {1: "name", 2: "generateName", 3: "namespace", 4: "selfLink", 5: "uid",
                6: "resourceVersion"}
     meta: Dict[str, Any] = {}
-    for number, _, raw in _fields(data):
+    for number, _wire, raw in _fields(data):
         if number in strings:
             meta[strings[number]] = raw.decode()
         elif number == 7:
@@ -121,7 +121,7 @@ def _object_meta(data: bytes) -> Dict[str, Any]:
 
 def _secret(data: bytes) -> Dict[str, Any]:
     obj: Dict[str, Any] = {"apiVersion": "v1", "kind": "Secret", "metadata": {}}
-    for number, _, raw in _fields(data):
+    for number, _wire, raw in _fields(data):
         if number == 1:
             obj["metadata"] = _object_meta(raw)
         elif number == 2:
@@ -139,7 +139,7 @@ def _secret(data: bytes) -> Dict[str, Any]:
 
 def _config_map(data: bytes) -> Dict[str, Any]:
     obj: Dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}
-    for number, _, raw in _fields(data):
+    for number, _wire, raw in _fields(data):
         if number == 1:
             obj["metadata"] = _object_meta(raw)
         elif number == 2:
@@ -155,12 +155,12 @@ def _config_map(data: bytes) -> Dict[str, Any]:
 
 def _delete_options(data: bytes) -> Dict[str, Any]:
     obj: Dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
-    for number, _, raw in _fields(data):
+    for number, _wire, raw in _fields(data):
         if number == 1:
             obj["gracePeriodSeconds"] = _signed(raw)
         elif number == 2:
             pre: Dict[str, str] = {}
-            for sub, _, value in _fields(raw):
+            for sub, _wire, value in _fields(raw):
                 if sub in (1, 2):
                     pre["uid" if sub == 1 else "resourceVersion"] = value.decode()
             obj["preconditions"] = pre
@@ -187,9 +187,9 @@ def decode(body: bytes) -> Dict[str, Any]:
         raise ProtobufError("protobuf body without the k8s magic prefix")
     api_version = kind = ""
     raw = b""
-    for number, _, value in _fields(body[len(MAGIC):]):
+    for number, _wire, value in _fields(body[len(MAGIC):]):
         if number == 1:
-            for sub, _, text in _fields(value):
+            for sub, _wire, text in _fields(value):
                 if sub == 1:
                     api_version = text.decode()
                 elif sub == 2:

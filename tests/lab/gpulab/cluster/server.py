@@ -3,6 +3,7 @@
     from gpulab.cluster import server
     pid, url = server.start(lab_dir, hosts)      # subprocess; returns once it answers
     server.stop(lab_dir)                         # SIGTERM to the PID recorded in cluster.json
+    server.metrics(lab_dir, reset=False)         # request counts per "<verb> <resource>"
     lab = server.serve_in_thread(lab_dir, hosts) # in-process (tests): lab.url, lab.store, lab.stop()
 
     python -m gpulab.cluster.server --dir DIR [--port N] [--hosts-file FILE] [--no-controllers]
@@ -210,8 +211,7 @@ class LabServer:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert_file, key_file)
         context.set_alpn_protocols(["http/1.1"])
-        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True,
-                                                   do_handshake_on_connect=False)
+        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True, do_handshake_on_connect=False)
         self.port = self.httpd.server_address[1]
         self.url = "https://127.0.0.1:%d" % self.port
         self.controllers: List[Any] = []
@@ -456,6 +456,13 @@ def stop(lab_dir: str, timeout: float = 10.0) -> bool:
     return True
 
 
+def metrics(lab_dir: str, reset: bool = False) -> Dict[str, Any]:
+    """Request counts of the running server of lab_dir: {"total", "requests": {"<verb> <res>"}}.
+    With reset=True the counters restart from zero (the returned snapshot is the zeroed one)."""
+    return _faults.lab_call(lab_dir, "POST" if reset else "GET",
+                            "/lab/metrics/reset" if reset else "/lab/metrics")
+
+
 # ------------------------------------------------------------------------ main
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -501,5 +508,5 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["start", "stop", "serve_in_thread", "LabServer", "LabContext", "write_kubeconfig",
+__all__ = ["start", "stop", "metrics", "serve_in_thread", "LabServer", "LabContext", "write_kubeconfig",
            "node_object", "add_nodes", "NODE_STATE_ANNOTATION"]

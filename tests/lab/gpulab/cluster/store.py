@@ -81,7 +81,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from . import patch as _patch
@@ -286,7 +286,7 @@ def _name_problems(name: str, label_only: bool = False) -> List[str]:
 
 
 def _label_key_problems(key: str) -> List[str]:
-    prefix, _, name = key.rpartition("/")
+    prefix, _slash, name = key.rpartition("/")
     problems = []
     if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
         problems.append("Invalid value: %r: prefix part must be a DNS-1123 subdomain" % key)
@@ -816,7 +816,7 @@ class Store:
         fields = field_selector if isinstance(field_selector, tuple) else \
             self._parse_fields(rt, field_selector)
         result = []
-        for (ns, _), obj in sorted(self._data[rt.key].items()):
+        for (ns, _name), obj in sorted(self._data[rt.key].items()):
             if namespace and rt.namespaced and ns != namespace:
                 continue
             if not _sel.matches(labels, obj["metadata"].get("labels")):
@@ -886,7 +886,7 @@ class Store:
             if not meta.get("name"):
                 if meta.get("generateName"):
                     suffix = "".join(random.choice(string.ascii_lowercase + string.digits)
-                                     for _ in range(5))
+                                     for _index in range(5))
                     meta["name"] = meta["generateName"] + suffix
                 else:
                     raise invalid(rt, "", [("metadata.name", "Required value: name or "
@@ -1223,7 +1223,7 @@ class Store:
             selector = _sel.from_label_selector(spec.get("selector"))
         except _sel.SelectorError:
             selector = _sel.from_label_selector(None)
-        pods = [p for (ns, _), p in self._data["v1/pods"].items()
+        pods = [p for (ns, _name), p in self._data["v1/pods"].items()
                 if ns == namespace and _sel.matches(selector, p["metadata"].get("labels"))]
         expected = len(pods)
         healthy = sum(1 for p in pods if self._pod_healthy(p))
@@ -1250,7 +1250,7 @@ class Store:
             return
         self._in_pdb_refresh = True
         try:
-            for (ns, _), pdb in sorted(self._data[rt.key].items()):
+            for (ns, _name), pdb in sorted(self._data[rt.key].items()):
                 if ns != namespace:
                     continue
                 status = dict(pdb.get("status") or {})
@@ -1285,12 +1285,11 @@ class Store:
             success = {"kind": "Status", "apiVersion": "v1", "metadata": {},
                        "status": "Success", "code": 201}
             phase = (pod.get("status") or {}).get("phase")
-            if pod["metadata"].get("deletionTimestamp") or phase in ("Succeeded", "Failed",
-                                                                      "Pending"):
+            if pod["metadata"].get("deletionTimestamp") or phase in ("Succeeded", "Failed", "Pending"):
                 if not pod["metadata"].get("deletionTimestamp"):
                     self.delete(rt.key, namespace, name, grace_period_seconds, dry_run=dry_run)
                 return success
-            pdbs = [p for (ns, _), p in sorted(self._data["policy/v1/poddisruptionbudgets"].items())
+            pdbs = [p for (ns, _name), p in sorted(self._data["policy/v1/poddisruptionbudgets"].items())
                     if ns == namespace and _sel.matches(
                         _sel.from_label_selector((p.get("spec") or {}).get("selector")),
                         pod["metadata"].get("labels"))]
@@ -1337,7 +1336,7 @@ class Store:
             ("", crd["metadata"]["name"]))
         if current is None:
             return
-        status = {"acceptedNames": {k: v for k, v in names.items()},
+        status = {"acceptedNames": dict(names),
                   "storedVersions": [v["name"] for v in spec.get("versions") or []
                                      if v.get("storage")],
                   "conditions": [
@@ -1382,11 +1381,11 @@ class Store:
         return unsubscribe
 
     def watch(self, key: str, namespace: Optional[str], resource_version: Optional[str],
-              callback: Callable[[WatchEvent], None]) -> Tuple[List[WatchEvent],
-                                                              Callable[[], None]]:
-        """Atomically: the events a watch from `resource_version` must replay first, and a
-        subscription for what follows (filtered to key/namespace). No rv or "0": synthetic
-        ADDED events for the current objects. Too old: ApiError 410 Expired."""
+              callback: Callable[[WatchEvent], None]) -> Tuple[List[WatchEvent], Callable[[], None], int]:
+        """Atomically: the events a watch from `resource_version` must replay first, a
+        subscription for what follows (filtered to key/namespace) and the store's
+        resourceVersion at that instant. No rv or "0": synthetic ADDED events for the current
+        objects. Too old: ApiError 410 Expired."""
         with self._lock:
             rt = self.resource(key)
 
@@ -1414,7 +1413,7 @@ class Store:
             def filtered(event: WatchEvent) -> None:
                 if wanted(event):
                     callback(event)
-            return replay, self.subscribe(filtered)
+            return replay, self.subscribe(filtered), self._rv
 
     # ------------------------------------------------------------ pod logs
 
