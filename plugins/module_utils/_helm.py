@@ -105,7 +105,8 @@ class HelmCommand(object):
 
     def list_releases(self, namespace, release):
         # type: (str, str) -> List[str]
-        return [self.binary, "list", "-n", namespace, "--all", "--filter", "^%s$" % re.escape(release),
+        # --deployed --failed --pending: flags both helm 3 and 4 know (helm 4 dropped --all)
+        return [self.binary, "list", "-n", namespace, "--deployed", "--failed", "--pending", "--filter", "^%s$" % re.escape(release),
                 "-o", "json"] + self._kube()
 
     def get_values(self, release, namespace):

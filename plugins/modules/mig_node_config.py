@@ -19,7 +19,8 @@ description:
     waits until the MIG manager reports C(success), and uncordons the node.
   - When the MIG manager reports C(failed), the module fails with the reason found in the node's
     annotations and events, and leaves the node cordoned so that no workload lands on GPUs in an
-    unknown layout. Running the module again retries; the cordon it set is lifted after success.
+    unknown layout. Running the module again retries (restarting the node's MIG manager pod, which
+    then applies the label again); the cordon it set is lifted after success.
   - A node that was already cordoned before (by someone else) stays cordoned.
 author:
   - gpufleet maintainers (@gpufleet)
@@ -83,6 +84,18 @@ options:
     description: Seconds between two checks.
     type: float
     default: 5
+  mig_manager_namespace:
+    description: Namespace of the MIG manager pods (the operator's namespace).
+    type: str
+    default: gpu-operator
+  mig_manager_selector:
+    description:
+      - Label selector of the MIG manager pods. When the node already asks for O(config) but the
+        state is not C(success) (for example C(failed) in an earlier run), the MIG manager pod on
+        the node is restarted, because the MIG manager applies the label again only when it
+        changes or when it starts.
+    type: str
+    default: app=nvidia-mig-manager
 """
 
 EXAMPLES = r"""
@@ -135,6 +148,10 @@ state_history:
 uncordoned:
   description: Whether the module lifted its own cordon at the end.
   returned: always
+  type: bool
+restarted_mig_manager:
+  description: Whether the MIG manager pod of the node was restarted to retry the same config.
+  returned: when it was restarted
   type: bool
 reason:
   description: The MIG manager's reason for a C(failed) state.
@@ -257,11 +274,31 @@ class MigNodeConfig(object):
             if to_evict:
                 self.result["evicted"] = [entry["pod"] for entry in drainer.evict_all(to_evict)]
 
-        # Dropping the old state together with the new config means a stale "success" can never
-        # be mistaken for the new config being applied.
-        self.k8s.set_node_labels(self.node_name, {MIG_CONFIG_LABEL: config, MIG_STATE_LABEL: None})
+        if previous == config and state in ("pending", "rebooting"):
+            pass  # the MIG manager is already at work on this config: just wait for it
+        elif previous == config:
+            # Same label, but failed (or never processed): the MIG manager only reacts to label
+            # changes, and applies the current label when it starts, so restart it on this node.
+            self.k8s.set_node_labels(self.node_name, {MIG_STATE_LABEL: None})
+            self.restart_mig_manager()
+        else:
+            # Dropping the old state together with the new config means a stale "success" can
+            # never be mistaken for the new config being applied.
+            self.k8s.set_node_labels(self.node_name, {MIG_CONFIG_LABEL: config, MIG_STATE_LABEL: None})
         self.wait_success()
         self.uncordon_if_ours(self.k8s.get("Node", self.node_name) or {})
+
+    def restart_mig_manager(self):
+        pods = self.k8s.list("Pod", namespace=self.params["mig_manager_namespace"],
+                             label_selector=self.params["mig_manager_selector"],
+                             field_selector="spec.nodeName=%s" % self.node_name)
+        if not pods:
+            self.fail("no MIG manager pod (%s in %s) runs on %s to retry the MIG config; is migManager enabled "
+                      "in the ClusterPolicy?" % (self.params["mig_manager_selector"],
+                                                  self.params["mig_manager_namespace"], self.node_name))
+        for pod in pods:
+            self.k8s.delete("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
+        self.result["restarted_mig_manager"] = True
 
     def wait_success(self):
         config = self.params["config"]
@@ -307,6 +344,8 @@ def main():
         drain_timeout=dict(type="int", default=600),
         timeout=dict(type="int", default=900),
         poll_interval=dict(type="float", default=5),
+        mig_manager_namespace=dict(type="str", default="gpu-operator"),
+        mig_manager_selector=dict(type="str", default="app=nvidia-mig-manager"),
     )
     argument_spec.update(K8S_AUTH_ARGSPEC)
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)

@@ -74,7 +74,7 @@ def test_local_chart_gets_no_version_flag():
 def test_read_only_argv_use_json_output():
     cmd = HelmCommand(kubeconfig="/kc")
     assert cmd.list_releases("gpu-operator", "gpu-operator") == [
-        "helm", "list", "-n", "gpu-operator", "--all", "--filter", "^gpu\\-operator$", "-o", "json", "--kubeconfig", "/kc"]
+        "helm", "list", "-n", "gpu-operator", "--deployed", "--failed", "--pending", "--filter", "^gpu\\-operator$", "-o", "json", "--kubeconfig", "/kc"]
     assert cmd.get_values("r", "ns")[:8] == ["helm", "get", "values", "r", "-n", "ns", "-o", "json"]
     assert cmd.status("r", "ns")[:7] == ["helm", "status", "r", "-n", "ns", "-o", "json"]
     assert cmd.uninstall("r", "ns") == ["helm", "uninstall", "r", "-n", "ns", "--kubeconfig", "/kc"]
