@@ -75,6 +75,22 @@ options:
     description:
       - mig-parted hooks file passed with C(--hooks-file). Used by the C(nvidia-mig-parted) backend only.
     type: path
+  config_dest:
+    description:
+      - Also write the whole config document (defaults included when requested), rendered as
+        mig-parted YAML, to this path, for example C(/etc/nvidia-mig-manager/config.yaml), the file
+        C(nvidia-mig-manager.service) reads at boot. Mode C(0644); a missing parent directory is
+        created with mode C(0755).
+      - Written only after the GPUs have the requested layout; never in check mode.
+    type: path
+  selected_config_override:
+    description:
+      - Also write a systemd drop-in that sets C(MIG_PARTED_SELECTED_CONFIG) to the selected config,
+        for example C(/etc/systemd/system/nvidia-mig-manager.service.d/override.conf), so that
+        C(nvidia-mig-manager.service) applies the same config after a reboot (what mig-parted's
+        C(apply-start) hook does). The caller runs C(systemctl daemon-reload) when RV(files) says it changed.
+      - Same mode, directory and timing rules as O(config_dest).
+    type: path
 notes:
   - Profiles are GPU-instance profiles such as V(1g.10gb), V(3g.40gb) or V(1g.10gb+me); every GPU
     instance gets its default compute instance.
@@ -229,6 +245,27 @@ commands:
   type: list
   elements: str
   sample: ["nvidia-smi -i 0 -mig 1", "nvidia-smi mig -i 0 -cgi 3g.40gb:4,2g.20gb:2,1g.10gb:0,1g.10gb:1 -C"]
+files:
+  description: The files of O(config_dest) and O(selected_config_override) and whether each changed (or would change).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    path:
+      description: File path.
+      type: str
+    changed:
+      description: Content or mode differs from what was requested.
+      type: bool
+  sample: [{"path": "/etc/nvidia-mig-manager/config.yaml", "changed": false}]
+config_dest_changed:
+  description: Whether the file of O(config_dest) changed (or would change).
+  returned: always
+  type: bool
+selected_config_override_changed:
+  description: Whether the drop-in of O(selected_config_override) changed (or would change); then run C(systemctl daemon-reload).
+  returned: always
+  type: bool
 check_mode:
   description:
     - Whether the module ran in check mode (nothing was changed). Also true when check mode was
@@ -243,6 +280,8 @@ config_yaml:
 
 import json
 import os
+import stat
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
@@ -433,6 +472,41 @@ def apply_with_nvidia_smi(runner, plan):
     return pending, reboot_required
 
 
+FILE_MODE = 0o644
+DIR_MODE = 0o755
+OVERRIDE_TEMPLATE = (
+    "# Managed by gpufleet.sharing.mig_config: the config nvidia-mig-manager.service applies at boot.\n"
+    "[Service]\n"
+    "Environment=\"MIG_PARTED_SELECTED_CONFIG=%s\"\n"
+)
+
+
+def read_file_state(path, wanted):
+    """(current text or None, whether content or mode differ)."""
+    try:
+        with open(path, "rb") as handle:
+            current = handle.read().decode("utf-8", "replace")
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except (IOError, OSError):
+        return None, True
+    return current, current != wanted or mode != FILE_MODE
+
+
+def write_file(module, path, text):
+    directory = os.path.dirname(path) or "."
+    try:
+        if not os.path.isdir(directory):
+            os.makedirs(directory, DIR_MODE)
+        handle, temp_path = tempfile.mkstemp(prefix=".mig_config.", dir=directory)
+        with os.fdopen(handle, "wb") as temp:
+            temp.write(text.encode("utf-8"))
+        os.chmod(temp_path, FILE_MODE)
+        module.atomic_move(temp_path, path)
+        os.chmod(path, FILE_MODE)
+    except (IOError, OSError) as exc:
+        module.fail_json(msg="cannot write %s: %s" % (path, exc))
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -444,6 +518,8 @@ def main():
             backend=dict(type="str", default="auto", choices=["auto", "nvidia-mig-parted", "nvidia-smi"]),
             gpu_reset=dict(type="bool", default=True),
             hooks_file=dict(type="path"),
+            config_dest=dict(type="path"),
+            selected_config_override=dict(type="path"),
         ),
         mutually_exclusive=[("config", "config_file")],
         required_one_of=[("config", "config_file", "include_defaults")],
@@ -479,14 +555,30 @@ def main():
         check_mode=module.check_mode,
         config_yaml=config_yaml,
     )
+    wanted_files = []
+    if module.params["config_dest"]:
+        wanted_files.append((module.params["config_dest"], config_yaml))
+    if module.params["selected_config_override"]:
+        wanted_files.append((module.params["selected_config_override"], OVERRIDE_TEMPLATE % plan.config_name))
+    file_states = [(path, text) + read_file_state(path, text) for path, text in wanted_files]
+    result["files"] = [dict(path=path, changed=differs) for path, _text, _current, differs in file_states]
+    files_changed = any(differs for _path, _text, _current, differs in file_states)
+    differs_by_path = dict((path, differs) for path, _text, _current, differs in file_states)
+    result["config_dest_changed"] = differs_by_path.get(module.params["config_dest"], False)
+    result["selected_config_override_changed"] = differs_by_path.get(module.params["selected_config_override"], False)
+    result["changed"] = bool(changes) or files_changed
     if module._diff:
-        result["diff"] = dict(
-            before={"gpus": [plan.before[i] for i in range(len(plan.before)) if plan.before[i]["index"] in result["changed_gpus"]]},
-            after={"gpus": [plan.after[i] for i in range(len(plan.after)) if plan.after[i]["index"] in result["changed_gpus"]]},
+        gpu_diff = dict(
+            before={"gpus": [layout for layout in plan.before if layout["index"] in result["changed_gpus"]]},
+            after={"gpus": [layout for layout in plan.after if layout["index"] in result["changed_gpus"]]},
             before_header="MIG state (selected config %s)" % plan.config_name,
             after_header="MIG state (selected config %s)" % plan.config_name,
         )
-    if not changes:
+        result["diff"] = [gpu_diff] + [
+            dict(before=current or "", after=text, before_header=path, after_header=path)
+            for path, text, current, differs in file_states if differs
+        ]
+    if not result["changed"]:
         module.exit_json(**result)
 
     busy = busy_problems(gpus, result["changed_gpus"])
@@ -495,6 +587,11 @@ def main():
             msg="refusing to reconfigure busy GPUs (set allow_busy=true to override): %s" % "; ".join(busy),
             busy=busy, **dict((k, v) for k, v in result.items() if k != "changed"))
     if module.check_mode:
+        module.exit_json(**result)
+    if not changes:
+        for path, text, _current, differs in file_states:
+            if differs:
+                write_file(module, path, text)
         module.exit_json(**result)
 
     if runner.mig_parted:
@@ -524,8 +621,11 @@ def main():
                 "on" if layout["mig_enabled"] else "off", layout["mig_devices"]))
     if mismatched:
         module.fail_json(msg="MIG layout not as requested after applying: %s" % "; ".join(mismatched), **result)
+    for path, text, _current, differs in file_states:
+        if differs:
+            write_file(module, path, text)
     if module._diff:
-        result["diff"]["after"] = {"gpus": [layout for layout in after if layout["index"] in result["changed_gpus"]]}
+        result["diff"][0]["after"] = {"gpus": [layout for layout in after if layout["index"] in result["changed_gpus"]]}
     module.exit_json(**result)
 
 

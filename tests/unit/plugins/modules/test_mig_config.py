@@ -209,8 +209,8 @@ def test_check_mode_reports_plan_and_diff_without_mutating(run_module):
     assert result["changed_gpus"] == [0, 1]
     assert result["after"][0]["mig_devices"] == {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
     assert result["after"][1]["mig_profiles"] == ["1g.5gb", "1g.5gb", "2g.10gb", "3g.20gb"]
-    assert result["diff"]["before"]["gpus"][0]["mig_enabled"] is False
-    assert result["diff"]["after"]["gpus"][0]["mig_enabled"] is True
+    assert result["diff"][0]["before"]["gpus"][0]["mig_enabled"] is False
+    assert result["diff"][0]["after"]["gpus"][0]["mig_enabled"] is True
 
 
 def test_apply_with_nvidia_smi_uses_planner_order_and_is_idempotent(run_module):
@@ -348,3 +348,36 @@ def test_config_file_yaml_and_json(run_module, tmp_path):
     assert ok and not result["changed"]
     ok, result = run_module(host, config_file=str(tmp_path / "missing.yaml"))
     assert not ok and "cannot read config_file" in result["msg"]
+
+
+def test_config_dest_and_override_written_after_apply_and_idempotent(run_module, tmp_path):
+    host = FakeHost(["H100"])
+    dest = tmp_path / "etc" / "nvidia-mig-manager" / "config.yaml"
+    override = tmp_path / "etc" / "override.d" / "override.conf"
+    params = dict(include_defaults=True, selected="all-balanced", config_dest=str(dest), selected_config_override=str(override))
+    ok, result = run_module(host, check_mode=True, diff=True, **params)
+    assert ok and result["changed"] and not dest.exists() and not override.exists()
+    assert [f["changed"] for f in result["files"]] == [True, True]
+    assert result["diff"][2]["after"].endswith('Environment="MIG_PARTED_SELECTED_CONFIG=all-balanced"\n')
+    ok, result = run_module(host, **params)
+    assert ok and result["changed"] and dest.read_text() == result["config_yaml"]
+    assert 'MIG_PARTED_SELECTED_CONFIG=all-balanced"' in override.read_text()
+    assert oct(dest.stat().st_mode & 0o777) == "0o644"
+    host.mutations.clear()
+    ok, result = run_module(host, **params)
+    assert ok and not result["changed"] and [f["changed"] for f in result["files"]] == [False, False]
+    # Only the selection changes: the files are rewritten, no GPU command runs.
+    override.write_text("tampered\n")
+    ok, result = run_module(host, **params)
+    assert ok and result["changed"] and result["changed_gpus"] == [] and host.mutations == []
+    assert [f["changed"] for f in result["files"]] == [False, True]
+    assert result["selected_config_override_changed"] and not result["config_dest_changed"]
+    assert "MIG_PARTED_SELECTED_CONFIG=all-balanced" in override.read_text()
+
+
+def test_files_not_written_when_refused(run_module, tmp_path):
+    host = FakeHost(["H100"])
+    host.gpus[0]["processes"] = [7]
+    dest = tmp_path / "config.yaml"
+    ok, result = run_module(host, include_defaults=True, selected="all-balanced", config_dest=str(dest))
+    assert not ok and not dest.exists()
