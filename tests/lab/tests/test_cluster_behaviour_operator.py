@@ -440,3 +440,23 @@ def test_deleting_the_clusterpolicy_removes_operands(make_lab):
     wait_for("operands gone", lambda: not lab.store.items("v1/pods", NS) and not lab.store.items("apps/v1/daemonsets", NS))
     wait_for("allocatable zero", lambda: lab.allocatable("gpu-a") == {"nvidia.com/gpu": "0"})
     assert lab.capacity("gpu-a") == {"nvidia.com/gpu": "1"}  # the kubelet keeps capacity, allocatable drops
+
+
+def test_host_reboot_restarts_containers_and_mig_manager_reapplies(make_lab):
+    """Hopper loses MIG mode at reboot (SPECS §4.1); the restarted MIG manager applies its label again."""
+    lab = make_lab({"gpu-a": [("H100-80GB", 1)]})
+    lab.policy({"mig": {"strategy": "mixed"}})
+    lab.wait_ready()
+    lab.label("gpu-a", "nvidia.com/mig.config", "all-3g.40gb")
+    wait_for("MIG", lambda: lab.allocatable("gpu-a").get("nvidia.com/mig-3g.40gb") == "2", timeout=15)
+    gpustate.reboot(lab.paths["gpu-a"])
+
+    def restarted():
+        pods = lab.operand_pods("nvidia-device-plugin-daemonset")
+        return pods and pods[0]["status"]["containerStatuses"][0]["restartCount"] >= 1
+    wait_for("plugin restarted", restarted)
+    wait_for("re-applied", lambda: len(gpustate.load(lab.paths["gpu-a"]).gpus[0].gpu_instances) == 2, timeout=15)
+    wait_for("resources back", lambda: lab.allocatable("gpu-a").get("nvidia.com/mig-3g.40gb") == "2"
+             and lab.labels("gpu-a").get("nvidia.com/mig.config.state") == "success", timeout=15)
+    log = lab.store.get_pod_log(NS, lab.operand_pods("nvidia-mig-manager")[0]["metadata"]["name"])
+    assert log.count("Updating to MIG config: all-3g.40gb") == 2

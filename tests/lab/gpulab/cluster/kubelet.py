@@ -439,6 +439,27 @@ class Kubelet:
         run.started_at = now_rfc3339(now)
         self._apply_outcomes(pod, run, outcomes, now)
 
+    def node_rebooted(self, node: str) -> None:
+        """The host rebooted: every container on it starts again (its GPU processes are gone)."""
+        now = self.clock()
+        for pod in self.store.items("v1/pods", field_selector=f"spec.nodeName={node}"):
+            run = self.runs.get(pod["metadata"]["uid"])
+            if run is None or run.stage not in ("running", "crashloop") or pod["metadata"].get("deletionTimestamp"):
+                continue
+            run.processes = []
+            outcomes: Dict[str, Outcome] = {}
+            for container in pod["spec"].get("containers") or []:
+                name = container["name"]
+                program = self._program(pod, container)
+                program.stop(pod)
+                outcome = program.start(pod, container, run.allocations.get(name, []))
+                if outcome.log:
+                    self.store.set_pod_log(run.namespace, run.name, outcome.log, container=name, append=True)
+                run.restarts[name] = run.restarts.get(name, 0) + (0 if outcome.ok is False else 1)
+                outcomes[name] = outcome
+            run.started_at = now_rfc3339(now)
+            self._apply_outcomes(pod, run, outcomes, now)
+
     def check_running(self) -> None:
         """Ask long-running programs whether they still run (the operator's config-manager may
         make a device plugin exit); a crash turns into CrashLoopBackOff."""

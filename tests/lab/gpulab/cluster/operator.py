@@ -386,6 +386,7 @@ class Operator:
         self._mig_processed: Dict[str, Optional[str]] = {}
         self._mig_jobs: Dict[str, threading.Thread] = {}
         self._mig_pods: Dict[str, str] = {}  # node -> running mig-manager pod uid
+        self._boot_ids: Dict[str, str] = {}
         self.namespace = settings.namespace
         self.programs: Dict[str, _OperandProgram] = {}
         for operand in OPERANDS:
@@ -508,6 +509,7 @@ class Operator:
         policies = sorted(self.store.items("nvidia.com/v1/clusterpolicies"),
                           key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
         nodes = self.store.items("v1/nodes")
+        self._notice_reboots(nodes)
         policy = policies[0] if policies else None
         for extra in policies[1:]:
             self._set_policy_status(extra, "ignored", "ClusterPolicy ignored: only one ClusterPolicy is reconciled")
@@ -533,6 +535,20 @@ class Operator:
                 self._update_policy_status(policy)
         finally:
             self._pass_pods = None
+
+    def _notice_reboots(self, nodes: List[Obj]) -> None:
+        """A host that rebooted restarts all its containers: the device plugin re-enumerates the
+        GPUs and the MIG manager applies its label again (how MIG layouts come back on Hopper)."""
+        for node in nodes:
+            name = node["metadata"]["name"]
+            state = self.host_state(name)
+            if state is None:
+                continue
+            previous = self._boot_ids.get(name)
+            self._boot_ids[name] = state.boot_id
+            if previous is not None and previous != state.boot_id and self.kubelet is not None:
+                LOG.info("node %s rebooted: restarting its containers", name)
+                self.kubelet.node_rebooted(name)
 
     def _collect_orphans(self, live_policies: Iterable[str]) -> None:
         """Garbage-collect what a deleted ClusterPolicy owned, including objects this loop created
