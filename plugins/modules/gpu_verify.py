@@ -137,6 +137,12 @@ options:
     description: Seconds between two polls of the pods (one list call per poll).
     type: float
     default: 2.0
+  parallel:
+    description:
+      - How many pod creations and log reads run at the same time (threads). The number of requests
+        does not change, only how long a large verification waits for the API server.
+    type: int
+    default: 8
   run_id:
     description: Identifier of this run (pod names and labels). Default, random.
     type: str
@@ -221,6 +227,7 @@ import binascii
 import os
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -421,19 +428,32 @@ class Verifier(object):
         k8s.ensure_namespace(namespace, labels=params["namespace_labels"])
         created = {}
         selector = "%s=%s,%s=%s" % (MANAGED_BY_LABEL, MANAGED_BY_VALUE, RUN_ID_LABEL, run_id)
+
+        def create(indexed):
+            index, want = indexed
+            name = pod_name(run_id, want.node, want.resource, index)
+            hostname = _labels(self.nodes.get(want.node)).get("kubernetes.io/hostname") or want.node
+            body = pod_manifest(want, name, namespace, run_id, params["pod_image"], params["pod_command"],
+                                tolerations=params["pod_tolerations"], run_as_user=params["pod_run_as_user"],
+                                hostname=hostname)
+            body["metadata"]["annotations"].update(params["pod_annotations"] or {})
+            k8s.create(body)
+            created[name] = want
+
         try:
-            for index, want in enumerate(wanted):
-                name = pod_name(run_id, want.node, want.resource, index)
-                hostname = _labels(self.nodes.get(want.node)).get("kubernetes.io/hostname") or want.node
-                body = pod_manifest(want, name, namespace, run_id, params["pod_image"], params["pod_command"],
-                                    tolerations=params["pod_tolerations"], run_as_user=params["pod_run_as_user"],
-                                    hostname=hostname)
-                body["metadata"]["annotations"].update(params["pod_annotations"] or {})
-                k8s.create(body)
-                created[name] = want
+            self.parallel(create, list(enumerate(wanted)))
             self.collect(k8s, namespace, selector, created)
         finally:
+            # by label, so that a pod whose create answer was lost is removed too
             self.cleanup(k8s, namespace, selector, created)
+
+    def parallel(self, func, items):
+        """Run func over items with up to O(parallel) threads; the first error is raised after all ran."""
+        workers = max(1, min(self.params["parallel"], len(items)))
+        if workers == 1:
+            return [func(item) for item in items]
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(func, items))
 
     def collect(self, k8s, namespace, selector, created):
         params = self.params
@@ -453,11 +473,12 @@ class Verifier(object):
         events = []
         if len(finished) < len(created):
             events = k8s.list("Event", namespace=namespace)
-        for name, want in created.items():
+        logs = dict(zip(sorted(finished), self.parallel(lambda name: read_pod_log(k8s, name, namespace), sorted(finished))))
+        for name, want in sorted(created.items()):
             entry = {"name": name, "node": want.node, "resource": want.resource, "expected": want.describe()}
             if name in finished:
                 phase, seconds = finished[name]
-                log, log_error = read_pod_log(k8s, name, namespace)
+                log, log_error = logs[name]
                 reason = ""
                 if phase == "Failed":
                     reason = pending_reason(live.get(name), []) if log_error is None else log_error
@@ -517,6 +538,7 @@ def main():
         pod_tolerations=dict(type="list", elements="dict"),
         pod_timeout=dict(type="int", default=120),
         poll_interval=dict(type="float", default=2.0),
+        parallel=dict(type="int", default=8),
         run_id=dict(type="str"),
         checks=dict(type="list", elements="dict", default=[],
                     options=dict(name=dict(type="str", required=True), expression=dict(type="str", required=True),
