@@ -46,6 +46,17 @@ ASSERT_MODE_OK = "Selected MIG mode settings from configuration currently applie
 ASSERT_FAIL = "Assertion failure: selected configuration not currently applied"
 VALID = "Selected MIG configuration is valid"
 HOOK_NAMES = ("apply-start", "pre-apply-mode", "pre-apply-config", "apply-exit")
+USAGE = """NAME:
+   nvidia-mig-parted - GPU lab simulation of the MIG partitioning tool (a test instrument)
+
+USAGE:
+   nvidia-mig-parted [--debug] command [command options]
+
+COMMANDS:
+   apply    -f FILE [-c CONFIG] [-k HOOKS] [--skip-reset] [--mode-only]
+   assert   -f FILE [-c CONFIG] [--mode-only] [--valid-config]
+   export   [-o yaml|json] [-l LABEL]
+"""
 
 _FILTER_RE = re.compile(r"^0x[0-9a-fA-F]{8}(:0x[0-9a-fA-F]{8})?$")
 
@@ -608,6 +619,8 @@ def parse_cli(argv: Sequence[str], env: Mapping[str, str]) -> Tuple[str, Options
         args.pop(0)
     if not args:
         raise MigPartedError("a command is required: apply | assert | export")
+    if args[0] in ("-h", "--help", "help", "-v", "--version"):
+        return args[0], options
     command = args.pop(0)
     if command not in _VALUE_FLAGS:
         raise MigPartedError(f"unknown command: {command} (the lab supports apply, assert, export)")
@@ -650,6 +663,12 @@ def main(argv: Sequence[str], state_path: str, env: Optional[Mapping[str, str]] 
     try:
         command, options = parse_cli(argv, env)
         log.debug_enabled = options.debug
+        if command in ("-v", "--version"):
+            sys.stdout.write("nvidia-mig-parted version lab (GPU lab simulation, config API v1)\n")
+            return 0
+        if command in ("-h", "--help", "help"):
+            sys.stdout.write(USAGE)
+            return 0
         if command == "export":
             config = export_config(state_path, options.config_label)
             if options.output_format == "json":

@@ -301,3 +301,18 @@ def test_hopper_reboot_needs_reapply(make_host, config_file):
     migparted.run(["apply", "-f", config_file, "-c", "all-balanced"], path, env={})
     gpustate.reboot(path)
     assert migparted.run(["assert", "-f", config_file, "-c", "all-balanced"], path, env={})[0] == 1
+
+
+def test_help_version_and_unknown_command(node):
+    assert migparted.run(["--help"], node, env={})[1].startswith("NAME:\n   nvidia-mig-parted")
+    assert migparted.run(["--version"], node, env={})[0] == 0
+    rc, _out, err = migparted.run(["generate-config"], node, env={})
+    assert rc == 1 and "unknown command: generate-config" in err
+    rc, _out, err = migparted.run(["apply", "--bogus"], node, env={})
+    assert rc == 1 and "flag provided but not defined: --bogus" in err
+
+
+def test_debug_flag_logs_to_stderr(node, config_file):
+    rc, out, err = migparted.run(["-d", "apply", "-f", config_file, "-c", "all-1g.5gb"], node, env={})
+    assert rc == 0 and out == "MIG configuration applied successfully\n"
+    assert "DEBU[0000] Parsing config file..." in err
