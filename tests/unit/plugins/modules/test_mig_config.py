@@ -9,6 +9,9 @@ molecule scenario extensions/molecule/mig).
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -381,3 +384,21 @@ def test_files_not_written_when_refused(run_module, tmp_path):
     dest = tmp_path / "config.yaml"
     ok, result = run_module(host, include_defaults=True, selected="all-balanced", config_dest=str(dest))
     assert not ok and not dest.exists()
+
+
+def test_module_documentation_renders_with_ansible_doc():
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+    ansible_doc = os.path.join(os.path.dirname(sys.executable), "ansible-doc")
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(repo, ".build"), ANSIBLE_NOCOLOR="1")
+    rendered = subprocess.run([ansible_doc, "-t", "module", "gpufleet.sharing.mig_config"], capture_output=True,
+                              text=True, check=False, env=env, timeout=120)
+    assert rendered.returncode == 0, rendered.stderr
+    assert "gpufleet.sharing.mig_config" in rendered.stdout and "allow_busy" in rendered.stdout
+    as_json = subprocess.run([ansible_doc, "--json", "-t", "module", "gpufleet.sharing.mig_config"], capture_output=True,
+                             text=True, check=False, env=env, timeout=120)
+    doc = json.loads(as_json.stdout)["gpufleet.sharing.mig_config"]
+    spec = set(doc["doc"]["options"])
+    assert spec == {"config", "config_file", "selected", "include_defaults", "allow_busy", "backend", "gpu_reset",
+                    "hooks_file", "config_dest", "selected_config_override"}
+    assert set(doc["doc"]["attributes"]) == {"check_mode", "diff_mode", "platform"}
+    assert {"before", "after", "reset_required", "reboot_required", "changed_gpus"} <= set(doc["return"])
