@@ -361,13 +361,22 @@ class GpuSharing(object):
         policy = self.cluster_policy(k8s)
         policy_name = policy["metadata"]["name"]
         spec = policy.get("spec") or {}
-        mig_strategy = ((spec.get("mig") or {}).get("strategy")) or "none"
+        # An unset strategy means the chart default, single (SPECS 7.2).
+        mig_strategy = ((spec.get("mig") or {}).get("strategy")) or "single"
         dp_config = (spec.get("devicePlugin") or {}).get("config") or {}
         current_default = dp_config.get("default") or None
         want_default = current_default if params["default_config"] is None else (params["default_config"] or None)
         live_cm = k8s.get("ConfigMap", cm_name, namespace)
-        live_data = dict((live_cm or {}).get("data") or {}) if dp_config.get("name") == cm_name else {}
         live_cm_data = dict((live_cm or {}).get("data") or {})
+        # The configs the plugins load today: from the ConfigMap the ClusterPolicy names now, which
+        # may be another one (it is left in place; only the ClusterPolicy stops pointing at it).
+        old_cm_name = dp_config.get("name")
+        if old_cm_name == cm_name:
+            live_data = live_cm_data
+        elif old_cm_name:
+            live_data = dict((k8s.get("ConfigMap", old_cm_name, namespace) or {}).get("data") or {})
+        else:
+            live_data = {}
         nodes = dict((n["metadata"]["name"], n) for n in k8s.list("Node"))
         node_labels = dict((name, _labels(obj)) for name, obj in nodes.items())
 
@@ -384,8 +393,8 @@ class GpuSharing(object):
         for name, labels in sorted(node_labels.items()):
             label = labels.get(CONFIG_LABEL)
             if name not in assignments and label and label in live_data and label not in rendered:
-                problems.append("node %r uses config %r (label %s), which this run would remove; select the node "
-                                "in a config or keep %r" % (name, label, CONFIG_LABEL, label))
+                problems.append("node %r uses config %r (label %s, ConfigMap %s), which this run would remove; "
+                                "select the node in a config or keep %r" % (name, label, CONFIG_LABEL, old_cm_name, label))
 
         # Nodes in scope: the selected ones, and unlabelled GPU nodes when a default is set.
         after_labels = {}

@@ -84,7 +84,9 @@ options:
     description: With O(configs), the config of nodes no config selects. Omitted, the ClusterPolicy default.
     type: str
   mig_strategy:
-    description: MIG strategy of the plan. Omitted, the ClusterPolicy's C(spec.mig.strategy) (C(none) if unset).
+    description:
+      - MIG strategy of the plan. Omitted, the ClusterPolicy's C(spec.mig.strategy); unset there means the
+        chart default V(single); without a ClusterPolicy V(none).
     type: str
     choices: [none, single, mixed]
   cluster_policy_name:
@@ -345,7 +347,8 @@ class Verifier(object):
                 self.fail("found %d ClusterPolicies; set cluster_policy_name" % len(policies))
             policy = policies[0] if policies else None
         spec = (policy or {}).get("spec") or {}
-        mig_strategy = params["mig_strategy"] or (spec.get("mig") or {}).get("strategy") or "none"
+        # An unset strategy means the chart default, single (SPECS 7.2); no ClusterPolicy at all: none.
+        mig_strategy = params["mig_strategy"] or (spec.get("mig") or {}).get("strategy") or ("single" if policy else "none")
         dp_config = (spec.get("devicePlugin") or {}).get("config") or {}
 
         try:

@@ -188,3 +188,17 @@ def test_node_configs_from_the_inventory(monkeypatch):
     result, failed = run(gpu_sharing, {"node_configs": {"gpu-a": ts, "gpu-b": bad}, "wait": False}, fake, monkeypatch)
     assert failed and "node 'gpu-b': sharing config 'ts4' differs from the one given by node 'gpu-a'" in result["msg"]
     assert len(fake.writes) == writes
+
+
+def test_switching_from_another_configmap_protects_its_users(monkeypatch):
+    fake = cluster()
+    fake.obj("ClusterPolicy", "cluster-policy")["spec"]["devicePlugin"] = {"config": {"name": "theirs"}}
+    fake.add("ConfigMap", "theirs", NS, data={"old-ts": "version: v1\n"})
+    fake.obj("Node", "gpu-b")["metadata"]["labels"]["nvidia.com/device-plugin.config"] = "old-ts"
+    result, failed = run(gpu_sharing, args(), fake, monkeypatch)
+    assert failed and "node 'gpu-b' uses config 'old-ts' (label nvidia.com/device-plugin.config, ConfigMap theirs)" in result["msg"]
+    assert fake.writes == []
+    result, failed = run(gpu_sharing, args(configs=[dict(TS4, nodes=["gpu-a", "gpu-b"]), MPS]), fake, monkeypatch)
+    assert not failed, result["msg"] if failed else None
+    assert result["cluster_policy_patch"] == {"spec": {"devicePlugin": {"config": {"name": CM}}}}
+    assert result["labels_changed"]["gpu-b"] == {"before": "old-ts", "after": "ts4"}
