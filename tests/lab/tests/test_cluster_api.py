@@ -78,8 +78,10 @@ def _status(exc: client.ApiException) -> dict:
     return json.loads(exc.body)
 
 
-def _raw(lab, method, path, body=None, content_type="application/json", token=True):
+def _raw(lab, method, path, body=None, content_type="application/json", token=True, accept=None):
     headers = {"Content-Type": content_type}
+    if accept:
+        headers["Accept"] = accept
     if token:
         headers["Authorization"] = "Bearer " + lab.token
     data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
@@ -536,13 +538,30 @@ def test_crd_serves_new_resources(lab, custom, dyn):
         "spec": {"group": "lab.example", "scope": "Namespaced",
                  "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
                  "versions": [{"name": "v1", "served": True, "storage": True,
-                               "schema": {"openAPIV3Schema": {"type": "object"}}}]}})
+                               "additionalPrinterColumns": [
+                                   {"name": "Size", "type": "integer", "jsonPath": ".spec.size"}],
+                               "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                                   "spec": {"type": "object", "properties": {
+                                       "size": {"type": "integer", "maximum": 8}}}}}}}]}})
     crd = crds.get(name="widgets.lab.example")
     assert {c["type"]: c["status"] for c in crd.status.conditions}["Established"] == "True"
-    custom.create_namespaced_custom_object("lab.example", "v1", "default", "widgets", {
-        "apiVersion": "lab.example/v1", "kind": "Widget", "metadata": {"name": "w"}})
+    created = custom.create_namespaced_custom_object("lab.example", "v1", "default", "widgets", {
+        "apiVersion": "lab.example/v1", "kind": "Widget", "metadata": {"name": "w"},
+        "spec": {"size": 2, "typo": True}})
+    assert created["spec"] == {"size": 2}  # unknown fields are pruned, like the API server
     assert len(custom.list_namespaced_custom_object("lab.example", "v1", "default",
                                                     "widgets")["items"]) == 1
+    with pytest.raises(client.ApiException) as info:
+        custom.patch_namespaced_custom_object("lab.example", "v1", "default", "widgets", "w",
+                                              {"spec": {"size": 9}})
+    body = _status(info.value)
+    assert info.value.status == 422 and body["details"]["causes"][0]["field"] == "spec.size"
+    status, table = _raw(lab, "GET", "/apis/lab.example/v1/namespaces/default/widgets",
+                         accept="application/json;as=Table;v=v1;g=meta.k8s.io")
+    table = json.loads(table)
+    assert status == 200 and table["kind"] == "Table"
+    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Size", "Age"]
+    assert table["rows"][0]["cells"][:2] == ["w", 2]
     crds.delete(name="widgets.lab.example")
     status, _body = _raw(lab, "GET", "/apis/lab.example/v1/namespaces/default/widgets")
     assert status == 404

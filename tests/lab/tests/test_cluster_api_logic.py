@@ -248,3 +248,55 @@ def test_store_reap_removes_expired_terminating_pods():
     clock[0] += 6
     assert store.reap() == 1
     assert store.items("v1/pods") == []
+
+
+# -------------------------------------------------------------------------- schema
+
+WIDGET_SCHEMA = {
+    "type": "object",
+    "required": ["spec"],
+    "properties": {
+        "spec": {"type": "object", "required": ["size"], "properties": {
+            "size": {"type": "integer", "minimum": 1, "maximum": 8},
+            "mode": {"type": "string", "enum": ["single", "mixed"]},
+            "name": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 5},
+            "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "port": {"x-kubernetes-int-or-string": True},
+            "note": {"type": "string", "nullable": True},
+        }},
+        "status": {"type": "object", "properties": {"state": {"type": "string"}}},
+    },
+}
+
+
+def test_schema_prunes_unknown_fields():
+    from gpulab.cluster import schema
+    obj = {"apiVersion": "lab.example/v1", "kind": "Widget", "metadata": {"name": "w"},
+           "spec": {"size": 2, "typo": 1, "labels": {"a": "b"}, "free": {"any": {"x": 1}},
+                    "port": "http", "note": None, "mode": None},
+           "status": {"state": "ok", "extra": True}, "junk": 1}
+    pruned, problems = schema.prune_and_validate(WIDGET_SCHEMA, obj)
+    assert problems == []
+    assert pruned["spec"] == {"size": 2, "labels": {"a": "b"}, "free": {"any": {"x": 1}},
+                              "port": "http", "note": None}
+    assert pruned["status"] == {"state": "ok"} and "junk" not in pruned
+    assert obj["spec"]["typo"] == 1  # input untouched
+
+
+def test_schema_validation_messages():
+    from gpulab.cluster import schema
+    _, problems = schema.prune_and_validate(WIDGET_SCHEMA, {"spec": {
+        "size": 9, "mode": "none", "name": "ABCDEFG", "tags": ["a", "b", 3], "labels": {"a": 1}}})
+    fields = dict(problems)
+    assert fields["spec.size"] == "Invalid value: 9: spec.size in body should be less than or equal to 8"
+    assert fields["spec.mode"] == 'Unsupported value: "none": supported values: "single", "mixed"'
+    assert fields["spec.tags[2]"].startswith('Invalid value: 3: spec.tags[2] in body must be of type string')
+    assert "spec.tags" in fields and "spec.labels.a" in fields
+    assert [f for f, _m in problems if f == "spec.name"]  # pattern and length
+    _, problems = schema.prune_and_validate(WIDGET_SCHEMA, {"spec": {}})
+    assert problems == [("spec.size", "Required value")]
+    _, problems = schema.prune_and_validate(WIDGET_SCHEMA, {"metadata": {}})
+    assert problems == [("spec", "Required value")]
+    assert schema.json_path_value({"status": {"items": [{"n": 3}]}}, ".status.items[0].n") == 3

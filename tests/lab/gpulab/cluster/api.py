@@ -594,6 +594,9 @@ class Api:
         columns = [{"name": "Name", "type": "string", "format": "name", "priority": 0,
                     "description": "Name must be unique within a namespace."}]
         extra = _TABLE_COLUMNS.get(rt.key, [])
+        if rt.printer_columns:
+            extra = [(column["name"], _printer(column)) for column in rt.printer_columns
+                     if column.get("jsonPath") != ".metadata.creationTimestamp"]
         for title, _getter in extra:
             columns.append({"name": title, "type": "string", "format": "", "priority": 0,
                             "description": title})
@@ -728,6 +731,19 @@ def _pod_status(pod: Dict[str, Any]) -> str:
         return "Terminating"
     status = pod.get("status") or {}
     return status.get("reason") or status.get("phase") or "Unknown"
+
+
+def _printer(column: Dict[str, Any]) -> Callable[[Dict[str, Any]], Any]:
+    from .schema import json_path_value
+
+    def cell(obj: Dict[str, Any]) -> Any:
+        value = json_path_value(obj, column.get("jsonPath", ""))
+        if value is None:
+            return "<none>" if column.get("type") == "string" else None
+        if column.get("type") == "date" and isinstance(value, str):
+            return _age({"metadata": {"creationTimestamp": value}})
+        return value if isinstance(value, (str, int, float, bool)) else json.dumps(value)
+    return cell
 
 
 def _status_field(key: str) -> Callable[[Dict[str, Any]], Any]:

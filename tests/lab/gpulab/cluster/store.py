@@ -85,6 +85,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from . import patch as _patch
+from . import schema as _schema
 from . import selectors as _sel
 
 LOG = logging.getLogger("gpulab.cluster.store")
@@ -184,6 +185,8 @@ class ResourceType:
     field_selectors: Tuple[str, ...] = ()
     categories: Tuple[str, ...] = ()
     custom: bool = False  # served because of a CRD (no strategic merge patch)
+    schema: Optional[Dict[str, Any]] = None  # openAPIV3Schema of the CRD version (pruning)
+    printer_columns: Tuple[Dict[str, Any], ...] = ()  # additionalPrinterColumns
     verbs: Tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch",
                               "update", "watch")
 
@@ -903,7 +906,8 @@ class Store:
             else:
                 meta.pop("generation", None)
             _apply_defaults(rt, obj)
-            problems = _validate(rt, obj, None)
+            obj, problems = _schema.prune_and_validate(rt.schema, obj) if rt.schema else (obj, [])
+            problems = problems + _validate(rt, obj, None)
             if problems:
                 raise invalid(rt, meta["name"], problems)
             if dry_run:
@@ -955,6 +959,10 @@ class Store:
 
     def _write_update(self, rt: ResourceType, current: Obj, new: Obj, dry_run: bool,
                       trusted: bool) -> Obj:
+        if rt.schema:
+            new, schema_problems = _schema.prune_and_validate(rt.schema, new)
+            if schema_problems:
+                raise invalid(rt, new["metadata"]["name"], schema_problems)
         self._generation_bump(rt, current, new)
         if not trusted or rt.key != "v1/pods":
             problems = _validate(rt, new, None if trusted else current)
@@ -1327,7 +1335,9 @@ class Store:
                               names.get("singular") or names["kind"].lower(),
                               tuple(names.get("shortNames") or ()),
                               status_subresource="status" in subresources,
-                              custom=True, categories=tuple(names.get("categories") or ()))
+                              custom=True, categories=tuple(names.get("categories") or ()),
+                              schema=(version.get("schema") or {}).get("openAPIV3Schema"),
+                              printer_columns=tuple(version.get("additionalPrinterColumns") or ()))
             existing = self._types.get(rt.key)
             self._types[rt.key] = rt
             if existing is None:
