@@ -460,3 +460,18 @@ def test_host_reboot_restarts_containers_and_mig_manager_reapplies(make_lab):
              and lab.labels("gpu-a").get("nvidia.com/mig.config.state") == "success", timeout=15)
     log = lab.store.get_pod_log(NS, lab.operand_pods("nvidia-mig-manager")[0]["metadata"]["name"])
     assert log.count("Updating to MIG config: all-3g.40gb") == 2
+
+
+def test_mps_sharing_runs_the_control_daemon(make_lab):
+    lab = make_lab({"gpu-a": [("A100-80GB", 2)]})
+    lab.configmap("mps", {"any": "version: v1\nsharing:\n  mps:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n"})
+    lab.policy({"devicePlugin": {"config": {"name": "mps", "default": "any"}}, "mig": {"strategy": "none"}})
+    wait_for("MPS replicas", lambda: lab.allocatable("gpu-a") == {"nvidia.com/gpu": "8"})
+    wait_for("mps.capable", lambda: lab.labels("gpu-a").get("nvidia.com/mps.capable") == "true")
+    assert lab.labels("gpu-a")["nvidia.com/gpu.sharing-strategy"] == "mps"
+    wait_for("control daemon", lambda: [p for p in lab.operand_pods("nvidia-device-plugin-mps-control-daemon", "gpu-a")
+                                        if p.get("status", {}).get("phase") == "Running"])
+    lab.wait_ready()
+    lab.pod("two", {"nvidia.com/gpu": 2})
+    wait_for("rejected", lambda: lab.phase("two") == "Failed")
+    assert lab.get_pod("two")["status"]["reason"] == "UnexpectedAdmissionError"

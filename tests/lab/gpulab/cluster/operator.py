@@ -121,9 +121,12 @@ OPERANDS = (
             "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.13.1", "migManager", mig_only=True),
     Operand("operator-validator", "nvidia-operator-validator", "nvidia-operator-validator",
             "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.10.1", ""),
+    # Runs where GFD reports MPS sharing (nvidia.com/mps.capable=true), next to the device plugin.
+    Operand("mps-control-daemon", "nvidia-device-plugin-mps-control-daemon", "mps-control-daemon-ctr",
+            "nvcr.io/nvidia/k8s-device-plugin:v0.18.1", "devicePlugin"),
 )
 OPERANDS_BY_DS = {operand.ds_name: operand for operand in OPERANDS}
-DEPLOY_LABELS = ("driver",) + tuple(o.key for o in OPERANDS if not o.mig_only) + ("dcgm", "node-status-exporter")
+DEPLOY_LABELS = ("driver",) + tuple(o.key for o in OPERANDS if not o.mig_only and o.key != "mps-control-daemon") + ("dcgm", "node-status-exporter")
 
 # DaemonSet pods tolerate these node conditions automatically (like the real DaemonSet controller).
 _DS_TOLERATIONS = [
@@ -655,7 +658,7 @@ class Operator:
         container: Obj = {"name": operand.container, "image": image, "env": []}
         volumes: List[Obj] = []
         strategy = mig_strategy(spec)
-        if operand.key in ("device-plugin", "gpu-feature-discovery"):
+        if operand.key in ("device-plugin", "gpu-feature-discovery", "mps-control-daemon"):
             container["env"].append({"name": "MIG_STRATEGY", "value": strategy})
             if strategy != "none":
                 container["env"].append({"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"})
@@ -671,7 +674,8 @@ class Operator:
             volumes.append({"name": "mig-parted-config", "configMap": {"name": config_name}})
         labels = {"app": operand.ds_name, "app.kubernetes.io/part-of": "nvidia-gpu"}
         pod_spec: Obj = {
-            "nodeSelector": {f"nvidia.com/gpu.deploy.{operand.key}": "true"},
+            "nodeSelector": ({"nvidia.com/gpu.deploy.device-plugin": "true", "nvidia.com/mps.capable": "true"}
+                             if operand.key == "mps-control-daemon" else {f"nvidia.com/gpu.deploy.{operand.key}": "true"}),
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
             "priorityClassName": "system-node-critical",
             "serviceAccountName": operand.ds_name.replace("-daemonset", ""),
