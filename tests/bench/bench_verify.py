@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark: gpu_verify on 5 and 50 lab nodes (API requests and wall time; no timed assertions).
 
 Usage: .venv/bin/python tests/bench/bench_verify.py [--nodes 5,50] [--pod-runtime 2] [--json FILE]
