@@ -139,6 +139,17 @@ options:
     description: Seconds between two polls of the pods (one list call per poll).
     type: float
     default: 2.0
+  wait_timeout:
+    description:
+      - Seconds to wait for the nodes to match the plan before judging them (one node list per poll),
+        for example right after a MIG change restarted the device plugin. V(0) judges at once.
+      - Never waits in check mode.
+    type: int
+    default: 0
+  wait_interval:
+    description: Seconds between two polls of O(wait_timeout).
+    type: float
+    default: 2.0
   parallel:
     description:
       - How many pod creations and log reads run at the same time (threads). The number of requests
@@ -299,6 +310,8 @@ class Verifier(object):
         self.checks = []
         self.expected = []
         self.pods = []
+        self.nodes = {}
+        self.waited = 0
 
     def fail(self, msg, **extra):
         self.module.fail_json(msg=msg, **extra)
@@ -319,7 +332,7 @@ class Verifier(object):
             self.fail(str(exc), api_requests=k8s.request_count)
         elapsed = time.monotonic() - start
         report = build_report(self.checks, self.expected, run_id,
-                              extra={"pods": self.pods, "elapsed_seconds": round(elapsed, 2),
+                              extra={"pods": self.pods, "elapsed_seconds": round(elapsed, 2), "waited_seconds": self.waited,
                                      "api_requests": k8s.request_count, "check_mode": self.module.check_mode})
         result = dict(changed=False, ok=report["summary"]["ok"], report=report, report_table=render_table(self.checks),
                       api_requests=k8s.request_count)
@@ -394,30 +407,45 @@ class Verifier(object):
                                          % (params["operator_namespace"], dp_config["name"])))
             default = dp_config.get("default")
 
-        for name in sorted(scope):
-            obj = nodes.get(name)
-            if obj is None:
-                self.checks.append(Check(name, "node", "exists", "node exists", "not found", False,
-                                         "node %s is not in the cluster" % name))
-                continue
-            labels = _labels(obj)
-            if plan_given:
-                config_name = assigned.get(name) or default or None
-                labelled = name in assigned
-            else:
-                config_name = effective_config_name(labels, list(configs), default)
-                labelled = bool(labels.get(CONFIG_LABEL))
-            try:
-                gpus = node_gpus_for(name, params["node_gpus"].get(name), labels, mig_strategy)
-                exp = expected_node(name, gpus, mig_strategy, configs.get(config_name) if config_name else None,
-                                    labelled=labelled and config_name is not None)
-            except SharingError as exc:
-                for problem in exc.problems:
-                    self.checks.append(Check(name, "plan", "expectation", "computable", "error", False, problem))
-                continue
-            self.expected.append(exp)
-            self.checks.extend(compare_node(exp, obj))
-            self.checks.extend(user_checks(name, obj, params["checks"]))
+        def evaluate(nodes):
+            checks, expected = [], []
+            for name in sorted(scope):
+                obj = nodes.get(name)
+                if obj is None:
+                    checks.append(Check(name, "node", "exists", "node exists", "not found", False,
+                                        "node %s is not in the cluster" % name))
+                    continue
+                labels = _labels(obj)
+                if plan_given:
+                    config_name = assigned.get(name) or default or None
+                    labelled = name in assigned
+                else:
+                    config_name = effective_config_name(labels, list(configs), default)
+                    labelled = bool(labels.get(CONFIG_LABEL))
+                try:
+                    gpus = node_gpus_for(name, params["node_gpus"].get(name), labels, mig_strategy)
+                    exp = expected_node(name, gpus, mig_strategy, configs.get(config_name) if config_name else None,
+                                        labelled=labelled and config_name is not None)
+                except SharingError as exc:
+                    for problem in exc.problems:
+                        checks.append(Check(name, "plan", "expectation", "computable", "error", False, problem))
+                    continue
+                expected.append(exp)
+                checks.extend(compare_node(exp, obj))
+                checks.extend(user_checks(name, obj, params["checks"]))
+            return checks, expected
+
+        checks, expected = evaluate(nodes)
+        # Optionally give the device plugin and GFD time to publish (after a restart), one node list per poll.
+        start = time.monotonic()
+        while (params["wait_timeout"] > 0 and not self.module.check_mode and any(not c.ok for c in checks)
+               and time.monotonic() - start < params["wait_timeout"]):
+            time.sleep(params["wait_interval"])
+            nodes = dict((n["metadata"]["name"], n) for n in k8s.list("Node"))
+            checks, expected = evaluate(nodes)
+        self.waited = round(time.monotonic() - start, 1) if params["wait_timeout"] > 0 else 0
+        self.checks.extend(checks)
+        self.expected = expected
         self.nodes = nodes
 
     # -- verification pods ---------------------------------------------------------------------
@@ -542,6 +570,8 @@ def main():
         pod_timeout=dict(type="int", default=120),
         poll_interval=dict(type="float", default=2.0),
         parallel=dict(type="int", default=8),
+        wait_timeout=dict(type="int", default=0),
+        wait_interval=dict(type="float", default=2.0),
         run_id=dict(type="str"),
         checks=dict(type="list", elements="dict", default=[],
                     options=dict(name=dict(type="str", required=True), expression=dict(type="str", required=True),

@@ -130,3 +130,27 @@ def test_user_checks_and_bad_plan_are_reported(monkeypatch):
 def test_bad_run_id(monkeypatch):
     result, failed = run(gpu_verify, {"run_id": "Not_Valid"}, cluster(), monkeypatch)
     assert failed and "run_id" in result["msg"]
+
+
+def test_wait_timeout_polls_until_the_node_matches(monkeypatch):
+    fake = cluster()
+    node = fake.obj("Node", "gpu-a")
+    node["status"]["capacity"]["nvidia.com/gpu"] = "8"
+    calls = {"n": 0}
+    original = fake.list
+
+    def listing(kind, **kwargs):
+        if kind == "Node":
+            calls["n"] += 1
+            if calls["n"] == 3:  # the device plugin publishes on the third look
+                node["status"]["capacity"]["nvidia.com/gpu"] = "32"
+        return original(kind, **kwargs)
+    monkeypatch.setattr(fake, "list", listing)
+    monkeypatch.setattr(gpu_verify.time, "sleep", lambda _s: None)
+    result, failed = run(gpu_verify, {"node_gpus": PLAN, "wait_timeout": 30, "pods": False}, fake, monkeypatch)
+    assert not failed and result["ok"] and calls["n"] == 3
+    # without waiting the same state is red
+    node["status"]["capacity"]["nvidia.com/gpu"] = "8"
+    calls["n"] = -100
+    result, failed = run(gpu_verify, {"node_gpus": PLAN, "pods": False, "fail_on_mismatch": False}, fake, monkeypatch)
+    assert not result["ok"]
