@@ -21,7 +21,7 @@ import os
 import sys
 import time
 from contextlib import redirect_stderr, redirect_stdout
-from typing import Callable, Dict, List, Optional, Sequence, TextIO, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from gpulab import driver, gpustate
 from gpulab.driver import DriverError
@@ -99,7 +99,7 @@ def select_gpus(state: HostState, spec: Optional[str]) -> List[Gpu]:
 
 # --------------------------------------------------------------------------- -L and queries
 
-def list_gpus(state: HostState, gpus: Sequence[Gpu]) -> None:
+def list_gpus(gpus: Sequence[Gpu]) -> None:
     """``-L`` (SPECS §4.7, R470+ format)."""
     for gpu in gpus:
         _out(f"GPU {gpu.index}: {gpu.name} (UUID: {gpu.uuid})")
@@ -191,7 +191,7 @@ def query_gpu(state: HostState, gpus: Sequence[Gpu], fields_text: str, fmt: Opti
         _out(", ".join(item[1](state, gpu, units) for item in resolved))
 
 
-def query_apps(state: HostState, gpus: Sequence[Gpu], fields_text: str, fmt: Optional[str]) -> None:
+def query_apps(gpus: Sequence[Gpu], fields_text: str, fmt: Optional[str]) -> None:
     header, units = _parse_format(fmt)
     resolved = []
     for name in (f.strip() for f in fields_text.split(",") if f.strip()):
@@ -774,11 +774,11 @@ def _dispatch(argv: Sequence[str], state_path: str) -> int:
     _require_power(state)
     gpus = select_gpus(state, opts.get("id"))
     if "list" in opts:
-        list_gpus(state, gpus)
+        list_gpus(gpus)
     elif "query_gpu" in opts:
         query_gpu(state, gpus, opts["query_gpu"] or "", opts.get("format"))
     elif "query_apps" in opts:
-        query_apps(state, gpus, opts["query_apps"] or "", opts.get("format"))
+        query_apps(gpus, opts["query_apps"] or "", opts.get("format"))
     else:
         summary(state, gpus)
     return RC_OK
@@ -805,7 +805,7 @@ def run(argv: Sequence[str], state_path: str) -> Tuple[int, str, str]:
     return rc, out.getvalue(), err.getvalue()
 
 
-def cli(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None) -> int:
+def cli(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m gpulab.smi --state FILE -- <args>`` (or GPULAB_STATE in the environment)."""
     parser = argparse.ArgumentParser(prog="python -m gpulab.smi", add_help=True)
     parser.add_argument("--state", default=os.environ.get("GPULAB_STATE"), help="GPU state file of the host")
@@ -814,7 +814,6 @@ def cli(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None) -
     if not ns.state:
         parser.error("--state FILE (or GPULAB_STATE) is required")
     args = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
-    del stdout
     return main(args, ns.state)
 
 
