@@ -287,7 +287,7 @@ def test_schema_prunes_unknown_fields():
 
 def test_schema_validation_messages():
     from gpulab.cluster import schema
-    _, problems = schema.prune_and_validate(WIDGET_SCHEMA, {"spec": {
+    _pruned, problems = schema.prune_and_validate(WIDGET_SCHEMA, {"spec": {
         "size": 9, "mode": "none", "name": "ABCDEFG", "tags": ["a", "b", 3], "labels": {"a": 1}}})
     fields = dict(problems)
     assert fields["spec.size"] == "Invalid value: 9: spec.size in body should be less than or equal to 8"
@@ -295,8 +295,8 @@ def test_schema_validation_messages():
     assert fields["spec.tags[2]"].startswith('Invalid value: 3: spec.tags[2] in body must be of type string')
     assert "spec.tags" in fields and "spec.labels.a" in fields
     assert [f for f, _m in problems if f == "spec.name"]  # pattern and length
-    _, problems = schema.prune_and_validate(WIDGET_SCHEMA, {"spec": {}})
+    _pruned, problems = schema.prune_and_validate(WIDGET_SCHEMA, {"spec": {}})
     assert problems == [("spec.size", "Required value")]
-    _, problems = schema.prune_and_validate(WIDGET_SCHEMA, {"metadata": {}})
+    _pruned, problems = schema.prune_and_validate(WIDGET_SCHEMA, {"metadata": {}})
     assert problems == [("spec", "Required value")]
     assert schema.json_path_value({"status": {"items": [{"n": 3}]}}, ".status.items[0].n") == 3
