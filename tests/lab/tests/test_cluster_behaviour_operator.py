@@ -475,3 +475,21 @@ def test_mps_sharing_runs_the_control_daemon(make_lab):
     lab.pod("two", {"nvidia.com/gpu": 2})
     wait_for("rejected", lambda: lab.phase("two") == "Failed")
     assert lab.get_pod("two")["status"]["reason"] == "UnexpectedAdmissionError"
+
+
+def test_powered_off_host_makes_the_node_not_ready(make_lab):
+    lab = make_lab({"gpu-a": [("A30", 1)]})
+    gpustate.power_off(lab.paths["gpu-a"])
+
+    def ready_status():
+        conditions = lab.node("gpu-a")["status"]["conditions"]
+        return next(c["status"] for c in conditions if c["type"] == "Ready")
+    wait_for("Unknown", lambda: ready_status() == "Unknown")
+    assert {t["effect"] for t in lab.node("gpu-a")["spec"]["taints"]} == {"NoSchedule", "NoExecute"}
+    lab.pod("waits", None, command=["sleep", "1"])
+    wait_for("FailedScheduling", lambda: lab.events("waits", "FailedScheduling"))
+    assert "untolerated taint {node.kubernetes.io/unreachable: }" in lab.events("waits", "FailedScheduling")[0]["message"]
+    gpustate.reboot(lab.paths["gpu-a"])  # powered on again
+    wait_for("Ready", lambda: ready_status() == "True")
+    assert "taints" not in lab.node("gpu-a")["spec"]
+    wait_for("scheduled", lambda: lab.phase("waits") == "Succeeded")

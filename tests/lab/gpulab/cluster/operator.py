@@ -552,6 +552,40 @@ class Operator:
             if previous is not None and previous != state.boot_id and self.kubelet is not None:
                 LOG.info("node %s rebooted: restarting its containers", name)
                 self.kubelet.node_rebooted(name)
+            self._node_readiness(node, bool(getattr(state, "powered_on", True)))
+
+    def _node_readiness(self, node: Obj, powered_on: bool) -> None:
+        """A powered-off host stops posting status: the node lifecycle controller marks it
+        Unknown and taints it unreachable; powered on again, its kubelet reports Ready."""
+        conditions = (node.get("status") or {}).get("conditions") or []
+        ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+        lost = ready is not None and ready.get("reason") == "NodeStatusUnknown"
+        if powered_on == (not lost):
+            return
+        stamp = now_rfc3339(time.time())
+
+        def mutate(obj: Obj) -> None:
+            for condition in obj.setdefault("status", {}).setdefault("conditions", []):
+                if condition.get("type") != "Ready":
+                    continue
+                if powered_on:
+                    condition.update(status="True", reason="KubeletReady", message="kubelet is posting ready status (gpulab)",
+                                     lastHeartbeatTime=stamp, lastTransitionTime=stamp)
+                else:
+                    condition.update(status="Unknown", reason="NodeStatusUnknown", message="Kubelet stopped posting node status.",
+                                     lastTransitionTime=stamp)
+            taints = [t for t in obj.setdefault("spec", {}).get("taints") or [] if t.get("key") != "node.kubernetes.io/unreachable"]
+            if not powered_on:
+                taints += [{"key": "node.kubernetes.io/unreachable", "effect": effect, "timeAdded": stamp}
+                           for effect in ("NoSchedule", "NoExecute")]
+            if taints:
+                obj["spec"]["taints"] = taints
+            else:
+                obj["spec"].pop("taints", None)
+        try:
+            self.store.controller_update("v1/nodes", None, node["metadata"]["name"], mutate)
+        except Exception:  # pylint: disable=broad-except
+            LOG.exception("cannot update readiness of %s", node["metadata"]["name"])
 
     def _collect_orphans(self, live_policies: Iterable[str]) -> None:
         """Garbage-collect what a deleted ClusterPolicy owned, including objects this loop created
