@@ -343,6 +343,15 @@ def prerequisites_problem() -> Optional[str]:
     return None
 
 
+def can_lock_mounts() -> bool:
+    """Whether this machine allows a user namespace (used to lock the mounts inside hosts)."""
+    probe = subprocess.run(  # noqa: S603 - argv list
+        [_which(UNSHARE) or UNSHARE, "--user", "--map-root-user", "--mount", "--", "/bin/true"],
+        capture_output=True, check=False, timeout=20,
+    )
+    return probe.returncode == 0
+
+
 def python_for_hosts() -> str:
     """The interpreter Ansible uses on lab hosts: the system python3 when usable, else the lab's."""
     candidate = "/usr/bin/python3"
@@ -458,7 +467,7 @@ def _write_json(path: str, data: Any) -> None:
 
 
 def _own_namespaces() -> Dict[str, str]:
-    return {kind: os.readlink(f"/proc/self/ns/{kind}") for kind in ("mnt", "uts", "pid")}
+    return {kind: os.readlink(f"/proc/self/ns/{kind}") for kind in ("mnt", "uts", "pid", "user")}
 
 
 def _proc_ns(pid: int) -> Optional[str]:
@@ -492,46 +501,69 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def _children(pid: int) -> List[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as handle:
+            return [int(p) for p in handle.read().split()]
+    except OSError:
+        return []
+
+
+def _tree_namespaces(pid: int) -> List[str]:
+    """Mount namespaces of a process and its descendants (unshare -> sshd -> sessions)."""
+    found: List[str] = []
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        namespace = _proc_ns(current)
+        if namespace is not None and namespace not in found:
+            found.append(namespace)
+        pending += _children(current)
+    return found
+
+
 def _host_processes(record: Dict[str, Any]) -> Dict[int, Callable[[int], bool]]:
-    """The processes of one host, each with the check that it still is one of them: in the host's
-    mount namespace AND seeing this lab's marker mount. Before the namespace was recorded (a
-    half-started host), the recorded PID identified by its command line, and its namespace once
-    it has one. Never a process in the lab's own mount namespace, never this process."""
+    """The processes of one host, each with the check that it still is one of them: in one of
+    the host's mount namespaces AND seeing this lab's marker mount. Before the namespaces were
+    recorded (a half-started host), those of the recorded PID (identified by its command line)
+    and its descendants. Never a process in the lab's own mount namespace, never this process."""
     own = os.readlink("/proc/self/ns/mnt")
-    namespace = record.get("mnt_ns")
-    if not namespace:
+    namespaces = set(record.get("mnt_ns") or [])
+    starting: Dict[int, Callable[[int], bool]] = {}
+    if not namespaces:
         pid = int(record["pid"])
 
         def is_starting(candidate: int) -> bool:
             return record["marker_arg"] in _cmdline(candidate)
         if _is_zombie(pid) or not is_starting(pid):
             return {}
-        namespace = _proc_ns(pid)
-        if namespace is None:
-            return {}
-        if namespace == own:  # unshare has not unshared yet
-            return {pid: is_starting}
-    if namespace == own:
-        return {}
+        namespaces = set(_tree_namespaces(pid))
+        starting[pid] = is_starting  # may not have unshared yet
+    namespaces.discard(own)
     marker = f" {record['marker_mount']} "
 
     def in_host(candidate: int) -> bool:
-        return _proc_ns(candidate) == namespace and marker in _mounts_of(candidate)
-    victims: Dict[int, Callable[[int], bool]] = {}
+        return _proc_ns(candidate) in namespaces and marker in _mounts_of(candidate)
+    victims = dict(starting)
+    if not namespaces:
+        return victims
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
         pid = int(entry)
-        if _proc_ns(pid) == namespace and not _is_zombie(pid) and in_host(pid):
+        if _proc_ns(pid) in namespaces and not _is_zombie(pid) and in_host(pid):
             victims[pid] = in_host
     return victims
 
 
-def _reap(pid: int) -> None:
-    child = _CHILDREN.pop(pid, None)
+def _reap(pid: int, keep: bool = False) -> None:
+    """Collect the exit status of a process this process started (no zombie is left behind)."""
+    child = _CHILDREN.get(pid)
     if child is not None:
         with contextlib.suppress(subprocess.TimeoutExpired):
-            child.wait(timeout=0.1)
+            child.wait(timeout=0.05)
+        if child.returncode is not None and not keep:
+            del _CHILDREN[pid]
         return
     with contextlib.suppress(ChildProcessError):  # a child of this process started elsewhere (cluster)
         os.waitpid(pid, os.WNOHANG)
@@ -542,27 +574,26 @@ def _stop_processes(pids: Dict[int, Callable[[int], bool]], grace: float = 5.0) 
 
     ``pids`` maps each PID to a check that it is still the process we mean: it is asked again
     before every signal, so a PID reused by another process meanwhile is never signalled."""
-    def alive() -> List[int]:
-        return [p for p, is_ours in pids.items() if not _is_zombie(p) and is_ours(p)]
+    def running() -> List[int]:
+        return [p for p in pids if not _is_zombie(p)]
 
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 3.0)):
-        remaining = alive()
-        for pid in remaining:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
+        for pid in running():
+            if pids[pid](pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
         deadline = time.monotonic() + wait
+        remaining = running()
         while remaining and time.monotonic() < deadline:
+            time.sleep(0.05)
             for pid in remaining:
-                if pid in _CHILDREN:
-                    _reap(pid)
-            remaining = alive()
-            if remaining:
-                time.sleep(0.05)
+                _reap(pid, keep=True)
+            remaining = running()
         if not remaining:
             break
     for pid in pids:
         _reap(pid)
-    return alive()
+    return [p for p in running() if pids[p](p)]
 
 
 def _cluster_check(paths: LabPaths) -> Callable[[int], bool]:
@@ -633,6 +664,7 @@ def _prepare_host(paths: LabPaths, spec: HostSpec, address: str, port: int, shar
         "forbidden_inodes": [[dev, ino, label] for (dev, ino), label in shared["forbidden"].items()],
         "search_dirs": list(SEARCH_DIRS),
         "must_not_exist": list(MUST_NOT_EXIST),
+        "lock_mounts": shared["lock_mounts"],
         "sshd_exec": init_link,
         "sshd_argv": [SSHD, "-D", "-e", "-f", config_path],
     }
@@ -703,6 +735,7 @@ def up(lab_dir: str, specs: Sequence[HostSpec], *, port: Optional[int] = None,
         os.makedirs(paths.real_mount_point(top), exist_ok=True)
     shared = {
         "namespaces": _own_namespaces(),
+        "lock_mounts": can_lock_mounts(),
         "forbidden": dangerous_inodes(),
         "sshd_version": _sshd_version(),
         "real_binds": [[top, paths.real_mount_point(top)] for top in sorted({_top(d) for d in viewed_dirs()} | {"/etc"})],
@@ -756,7 +789,8 @@ def _wait_ready(paths: LabPaths, hosts: Sequence[Host], children: Dict[str, subp
                 failures.append(f"{name}: sshd not started: {_host_failure(paths, name)}")
                 del pending[name]
             elif ssh_banner(host.address, host.port, timeout=0.2):
-                pids["hosts"][name]["mnt_ns"] = _proc_ns(child.pid)
+                own = os.readlink("/proc/self/ns/mnt")
+                pids["hosts"][name]["mnt_ns"] = [ns for ns in _tree_namespaces(child.pid) if ns != own]
                 del pending[name]
         if pending:
             time.sleep(0.05)

@@ -40,6 +40,10 @@ from typing import Any, Dict, List, Tuple
 MS_RDONLY = 0x1
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
+MNT_DETACH = 0x2
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+ID_MAP = "0 0 65536\n"  # identity: files keep their owners, root stays uid 0
 MS_NOEXEC = 0x8
 MS_REMOUNT = 0x20
 MS_NOATIME = 0x400
@@ -230,6 +234,55 @@ def verify(config: Dict[str, Any]) -> List[str]:
     return problems
 
 
+def enter_user_namespace() -> None:
+    """unshare(CLONE_NEWUSER | CLONE_NEWNS) with identity uid/gid maps, written by a helper
+    child that stays in the lab's user namespace (a process cannot map ids outside its own
+    namespace). Mounts copied into a mount namespace owned by a less privileged user namespace
+    are locked: the host's root can neither unmount the launchers nor remount the real machine's
+    files writable, and has no capability over the machine itself (reboot(2) is refused)."""
+    parent = os.getpid()
+    ready_read, ready_write = os.pipe()
+    helper = os.fork()
+    if helper == 0:  # pragma: no cover - runs in the forked child
+        os.close(ready_write)
+        os.read(ready_read, 1)
+        try:
+            for name in ("uid_map", "gid_map"):
+                with open(f"/proc/{parent}/{name}", "w", encoding="ascii") as handle:
+                    handle.write(ID_MAP)
+        except OSError as exc:
+            print(f"gpulab nsinit: writing {name} failed: {exc}", file=sys.stderr)
+            os._exit(1)
+        os._exit(0)
+    os.close(ready_read)
+    failed = _LIBC.unshare(ctypes.c_int(CLONE_NEWUSER | CLONE_NEWNS)) != 0
+    errno = ctypes.get_errno()
+    os.write(ready_write, b"x")
+    os.close(ready_write)
+    _pid, status = os.waitpid(helper, 0)
+    if failed:
+        raise SetupError(f"unshare(CLONE_NEWUSER|CLONE_NEWNS) failed: {os.strerror(errno)}")
+    if status != 0:
+        raise SetupError("the uid/gid maps of the host's user namespace could not be written")
+
+
+def check_locked(config: Dict[str, Any]) -> List[str]:
+    """In the host's own user namespace, the lab's mounts must be impossible to undo: the
+    launchers cannot be unmounted, the real machine's files cannot be remounted writable."""
+    problems = []
+    if os.readlink("/proc/self/ns/user") == config["lab_namespaces"]["user"]:
+        problems.append("not in a private user namespace")
+    probe = config["shims"][0]["path"]
+    if _LIBC.umount2(probe.encode(), MNT_DETACH) == 0:
+        problems.append(f"{probe}: the host could unmount its launcher (mounts not locked)")
+    try:
+        _mount("none", "/", "", MS_REMOUNT | MS_BIND)
+        problems.append("/: the host could remount the real machine's files writable")
+    except SetupError:
+        pass
+    return problems
+
+
 def _write_status(path: str, status: Dict[str, Any]) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as handle:
@@ -237,10 +290,17 @@ def _write_status(path: str, status: Dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def _refuse(config: Dict[str, Any], problems: List[str]) -> int:
+    _write_status(config["status_file"], {"ok": False, "pid": os.getpid(), "problems": problems})
+    for problem in problems:
+        print(f"gpulab nsinit {config['hostname']}: {problem}", file=sys.stderr)
+    return EXIT_REFUSED
+
+
 def main(argv: List[str]) -> int:
+    """``nsinit.py CONFIG``: set up, check, lock (when configured), check again, exec sshd."""
     with open(argv[0], encoding="utf-8") as handle:
         config = json.load(handle)
-    status_file = config["status_file"]
     problems = check_namespace(config)
     if not problems:
         try:
@@ -249,12 +309,17 @@ def main(argv: List[str]) -> int:
             problems.append(str(exc))
     if not problems:
         problems = verify(config)
+    if not problems and config.get("lock_mounts"):
+        try:
+            enter_user_namespace()
+        except (SetupError, OSError) as exc:
+            problems.append(str(exc))
+        if not problems:
+            problems = check_locked(config) or verify(config)
     if problems:
-        _write_status(status_file, {"ok": False, "pid": os.getpid(), "problems": problems})
-        for problem in problems:
-            print(f"gpulab nsinit {config['hostname']}: {problem}", file=sys.stderr)
-        return EXIT_REFUSED
-    _write_status(status_file, {"ok": True, "pid": os.getpid(), "problems": []})
+        return _refuse(config, problems)
+    _write_status(config["status_file"], {"ok": True, "pid": os.getpid(), "problems": [],
+                                          "locked": bool(config.get("lock_mounts"))})
     sys.stderr.flush()
     # sshd_exec is a symlink named "systemd" to sshd: the kernel takes the process name (comm) from
     # the executed file name, so /proc/1/comm reads "systemd" as on a production GPU host (Ansible's

@@ -94,6 +94,19 @@ def test_tools_without_simulation_are_refused(lab):
     assert "not simulated on lab hosts" in result.stderr
 
 
+@pytest.mark.skipif(not hosts.can_lock_mounts(), reason="no user namespaces here: mounts are not locked")
+def test_root_on_a_host_cannot_undo_the_lab_mounts(lab):
+    with open(os.path.join(hosts.LabPaths(lab.dir).host_dir("gpu-a100"), "nsinit-status.json"),
+              encoding="utf-8") as handle:
+        assert json.load(handle)["locked"] is True
+    assert lab.ssh("gpu-a100", "umount /usr/sbin/reboot", check=False).returncode != 0
+    assert lab.ssh("gpu-a100", "umount /usr/bin", check=False).returncode != 0
+    assert lab.ssh("gpu-a100", "mount -o remount,rw /", check=False).returncode != 0
+    assert lab.ssh("gpu-a100", "touch /usr/lib/.gpulab-probe", check=False).returncode != 0
+    assert not os.path.exists("/usr/lib/.gpulab-probe")
+    assert lab.ssh("gpu-a100", "nvidia-smi -L").returncode == 0
+
+
 def test_etc_writes_stay_in_the_host(lab):
     lab.ssh("gpu-h100", "echo layout > /etc/nvidia-mig-manager/config.yaml")  # one remote shell line
     own = os.path.join(hosts.LabPaths(lab.dir).host_dir("gpu-h100"), "etc", "nvidia-mig-manager", "config.yaml")
