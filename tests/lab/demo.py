@@ -75,12 +75,16 @@ def main():
                ANSIBLE_FORCE_COLOR='0', ANSIBLE_NOCOLOR='1')
     result = run(playbook, env=env)
 
-    report = os.path.join(report_dir, 'gpufleet-verify.json')
-    if os.path.exists(report):
-        with open(report) as handle:
-            data = json.load(handle)
-        print('\nVerification report: %s (JSON)' % report)
-        print(data.get('table') or json.dumps(data.get('summary', data), indent=2))
+    table = os.path.join(report_dir, 'gpufleet-verify.txt')
+    if os.path.exists(table):
+        with open(table) as handle:
+            print('\nVerification report (%s, JSON beside it):\n' % table)
+            print(handle.read())
+    summary = os.path.join(report_dir, 'rollout-summary.json')
+    if os.path.exists(summary):
+        with open(summary) as handle:
+            nodes = json.load(handle)['nodes']
+        print('Rollout: ' + ', '.join('%s %s' % (n['node'], n['outcome']) for n in nodes))
     print('\nDemo finished in %.0f s with %s.' % (time.time() - started,
                                                  'success' if result == 0 else 'FAILURES (exit %d)' % result))
     print('The lab is still running: kubeconfig %s' % os.path.join(lab_dir, 'kubeconfig'))
