@@ -21,7 +21,10 @@ so this script runs as PID 1 of private mount, UTS and PID namespaces. It:
    path, must now be the host's own launcher (same inode, same content); no name in the command
    search path may reach the real systemctl binary. Any problem: write them to the status file,
    exit 3, never exec sshd;
-5. exec sshd in the foreground.
+5. when the lab asks for it (``lock_mounts``: the machine allows user namespaces), enters a user
+   namespace with identity uid/gid maps and a new mount namespace, where the mounts above are
+   locked; checks that they cannot be undone, and runs the checks of 4 again;
+6. exec sshd in the foreground.
 
 Only the standard library is used, and the script does not import gpulab: it starts with ``-S``.
 """
@@ -37,13 +40,13 @@ import re
 import sys
 from typing import Any, Dict, List, Tuple
 
-MS_RDONLY = 0x1
-MS_NOSUID = 0x2
-MS_NODEV = 0x4
 MNT_DETACH = 0x2
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 ID_MAP = "0 0 65536\n"  # identity: files keep their owners, root stays uid 0
+MS_RDONLY = 0x1
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
 MS_NOEXEC = 0x8
 MS_REMOUNT = 0x20
 MS_NOATIME = 0x400
