@@ -345,10 +345,17 @@ def test_server_side_apply_prunes_what_the_manager_dropped(lab, ns):
              "data": {"a": "1", "b": "2"}}
     status, _body = _raw(lab, "PATCH", path, first, "application/apply-patch+yaml")
     assert status == 201
-    lab.store.patch("v1/configmaps", ns, "applied", {"data": {"other": "x"}}, "merge")
+    lab.store.patch("v1/configmaps", ns, "applied", {"data": {"other": "x"}}, "merge",
+                    field_manager="someone-else")
     second = dict(first, data={"a": "3"})
     status, body = _raw(lab, "PATCH", path, second, "application/apply-patch+yaml")
     assert status == 200 and json.loads(body)["data"] == {"a": "3", "other": "x"}
+    lab.store.patch("v1/configmaps", ns, "applied", {"data": {"a": "4"}}, "merge",
+                    field_manager="someone-else")
+    status, body = _raw(lab, "PATCH", path, second, "application/apply-patch+yaml")
+    assert status == 409 and json.loads(body)["reason"] == "Conflict"
+    status, body = _raw(lab, "PATCH", path + "&force=true", second, "application/apply-patch+yaml")
+    assert status == 200 and json.loads(body)["data"]["a"] == "3"
 
 
 def test_custom_resources_reject_strategic_merge(lab):

@@ -300,3 +300,33 @@ def test_schema_validation_messages():
     _pruned, problems = schema.prune_and_validate(WIDGET_SCHEMA, {"metadata": {}})
     assert problems == [("spec", "Required value")]
     assert schema.json_path_value({"status": {"items": [{"n": 3}]}}, ".status.items[0].n") == 3
+
+
+# ------------------------------------------------------------- server-side apply ownership
+
+def test_apply_conflicts_with_other_managers_and_force_takes_over():
+    store = Store()
+    applied = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"labels": {"team": "a"}},
+               "data": {"a": "1", "b": "2"}}
+    store.patch("v1/configmaps", "default", "c", applied, "apply", field_manager="helm")
+    store.patch("v1/configmaps", "default", "c", {"data": {"a": "9", "mine": "x"}}, "merge",
+                field_manager="gpufleet.sharing")
+    with pytest.raises(ApiError) as info:
+        store.patch("v1/configmaps", "default", "c", applied, "apply", field_manager="helm")
+    assert info.value.code == 409 and info.value.message == (
+        'Apply failed with 1 conflict: conflict with "gpufleet.sharing" using v1: .data.a')
+    assert info.value.details["causes"][0]["reason"] == "FieldManagerConflict"
+    # the same value is no conflict (shared ownership); dropping "b" prunes it
+    same = dict(applied, data={"a": "9"})
+    assert store.patch("v1/configmaps", "default", "c", same, "apply",
+                       field_manager="helm")["data"] == {"a": "9", "mine": "x"}
+    forced = store.patch("v1/configmaps", "default", "c", applied, "apply", field_manager="helm",
+                         force=True)
+    assert forced["data"] == {"a": "1", "b": "2", "mine": "x"}
+    # after the takeover the other manager's later apply of a conflicts the other way round
+    with pytest.raises(ApiError):
+        store.patch("v1/configmaps", "default", "c", {"data": {"a": "5"}}, "apply",
+                    field_manager="gpufleet.sharing")
+    with pytest.raises(ApiError) as info:
+        store.patch("v1/configmaps", "default", "c", {"data": {}}, "apply")
+    assert info.value.code == 400  # apply needs a field manager

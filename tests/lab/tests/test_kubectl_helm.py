@@ -226,6 +226,19 @@ def test_helm_install_upgrade_list_status_uninstall(helm, lab, tmp_path):
     status = json.loads(helm("status", "op", "-n", "gpu-operator", "-o", "json").stdout)
     assert status["version"] == 2 and status["info"]["status"] == "deployed"
 
+    # another manager changes a field the chart renders: helm 4 applies without forcing, so the
+    # next upgrade that renders a different value conflicts, as on a real API server
+    store.patch("nvidia.com/v1/clusterpolicies", None, "op-policy",
+                {"spec": {"mig": {"strategy": "none"}}}, "merge", field_manager="gpufleet.sharing")
+    refused = helm("upgrade", "op", str(chart), "-n", "gpu-operator", "--set", "strategy=single",
+                   check=False)
+    assert refused.returncode != 0
+    assert 'conflict with "gpufleet.sharing" using nvidia.com/v1: .spec.mig.strategy' in refused.stderr
+    helm("upgrade", "op", str(chart), "-n", "gpu-operator", "--set", "strategy=single",
+         "--force-conflicts")
+    assert store.get("nvidia.com/v1/clusterpolicies", None,
+                     "op-policy")["spec"]["mig"]["strategy"] == "single"
+
     helm("uninstall", "op", "-n", "gpu-operator", "--wait", "--timeout", "30s")
     assert store.items("nvidia.com/v1/clusterpolicies") == []
     assert store.items("v1/configmaps", "gpu-operator") == []

@@ -512,11 +512,13 @@ class Api:
             return self._maybe_table(request, rt, result, single=False)
         if method == "POST" and route.name is None:
             obj = self._check_body_identity(route, self._body(request), need_name=False)
-            return json_response(201, store.create(rt.key, obj, dry_run=self._dry_run(request)))
+            return json_response(201, store.create(rt.key, obj, dry_run=self._dry_run(request),
+                                                   field_manager=self._field_manager(request)))
         if method == "PUT" and route.name is not None:
             obj = self._check_body_identity(route, self._body(request), need_name=True)
             return json_response(200, store.update(rt.key, obj, dry_run=self._dry_run(request),
-                                                   subresource=sub))
+                                                   subresource=sub,
+                                                   field_manager=self._field_manager(request)))
         if method == "PATCH" and route.name is not None:
             return self._patch(request, route, ns)
         if method == "DELETE":
@@ -548,6 +550,15 @@ class Api:
         raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the "
                        "requested resource")
 
+    @staticmethod
+    def _field_manager(request: Request) -> Optional[str]:
+        """fieldManager, or like the API server the User-Agent's product name."""
+        explicit = request.param("fieldManager")
+        if explicit:
+            return explicit
+        agent = request.headers.get("user-agent", "")
+        return agent.split("/", 1)[0].strip() or None
+
     def _still_there(self, rt: ResourceType, ns: Optional[str], name: str) -> bool:
         try:
             self.store.get(rt.key, ns, name)
@@ -577,7 +588,8 @@ class Api:
         existed = self._still_there(route.rt, ns, route.name or "")
         result = self.store.patch(route.rt.key, ns, route.name or "", body, content_type,
                                   dry_run=self._dry_run(request), subresource=route.subresource,
-                                  field_manager=request.param("fieldManager"))
+                                  field_manager=self._field_manager(request),
+                                  force=request.param("force") == "true")
         return json_response(200 if existed else 201, result)
 
     # ----------------------------------------------------------------- tables

@@ -29,8 +29,10 @@ Invalid 422, BadRequest 400, Forbidden 403, Gone 410, TooManyRequests 429, ...).
   store.patch(key, namespace, name, patch, patch_type, dry_run=False, subresource=None,
               field_manager=None) -> obj
       patch_type: "json" | "merge" | "strategic" | "apply" or the matching Content-Type.
-      "apply" (server-side apply) creates a missing object and removes the fields the same
-      field_manager applied before and no longer applies; no managedFields, no apply conflicts.
+      "apply" (server-side apply, field_manager required): creates a missing object; 409 Conflict
+      when it would change a field another manager set (unless force=True); removes the fields
+      the same manager applied before and no longer applies (unless others own them). Ownership
+      is tracked internally (see ownership.py); no metadata.managedFields.
   store.delete(key, namespace, name, grace_period_seconds=None, preconditions=None,
                propagation_policy=None, dry_run=False) -> obj
       Pods bound to a node are deleted gracefully: deletionTimestamp (= now + grace) and
@@ -84,6 +86,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
+from . import ownership as _own
 from . import patch as _patch
 from . import schema as _schema
 from . import selectors as _sel
@@ -674,8 +677,8 @@ class Store:
         self._subscribers: List[Callable[[WatchEvent], None]] = []
         self._logs: Dict[Tuple[str, str], Dict[str, str]] = {}
         self._in_pdb_refresh = False
-        # server-side apply: the last configuration each field manager applied, per object
-        self._applied: Dict[Tuple[str, str, str, str, str], Tuple[str, Any]] = {}
+        # server-side apply: which field manager set which fields, per object uid
+        self._owners: Dict[str, _own.Ownership] = {}
         for rt in builtin_resource_types():
             self.register_resource(rt)
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
@@ -734,6 +737,7 @@ class Store:
             assert old is not None
             gone = copy.deepcopy(old)
             gone["metadata"]["resourceVersion"] = str(self._rv)
+            self._owners.pop(old["metadata"].get("uid", ""), None)
             meta = old["metadata"]
             self._data[rt.key].pop(self._ns_key(rt, meta.get("namespace"), meta["name"]), None)
             self._notify(WatchEvent("DELETED", rt.key, gone, old, self._rv))
@@ -876,7 +880,8 @@ class Store:
 
     # ---------------------------------------------------------------- writing
 
-    def create(self, key: str, obj: Obj, dry_run: bool = False, controller: bool = False) -> Obj:
+    def create(self, key: str, obj: Obj, dry_run: bool = False, controller: bool = False,
+               field_manager: Optional[str] = None) -> Obj:
         with self._lock:
             rt = self.resource(key)
             obj = self._normalise(rt, obj)
@@ -913,10 +918,20 @@ class Store:
             if dry_run:
                 return copy.deepcopy(obj)
             result = self._commit(rt, obj, None, "ADDED")
+            self._record_update(result, None, field_manager or ("gpulab-controllers" if controller else None))
             if rt.key == "apiextensions.k8s.io/v1/customresourcedefinitions":
                 self._crd_established(result)
                 result = copy.deepcopy(self._lookup(rt, None, meta["name"]))
             return result
+
+    def _record_update(self, result: Obj, old: Optional[Obj], manager: Optional[str]) -> None:
+        uid = result["metadata"].get("uid")
+        if not uid or result["metadata"].get("resourceVersion") == (old or {}).get(
+                "metadata", {}).get("resourceVersion"):
+            return
+        owners = self._owners.setdefault(uid, _own.Ownership())
+        changed, removed = _own.changed_paths(old, result)
+        owners.record_update(manager or "unknown", changed, removed)
 
     def _prepare_update(self, rt: ResourceType, current: Obj, obj: Obj,
                         subresource: Optional[str], trusted: bool) -> Obj:
@@ -983,7 +998,7 @@ class Store:
         return result
 
     def update(self, key: str, obj: Obj, dry_run: bool = False,
-               subresource: Optional[str] = None) -> Obj:
+               subresource: Optional[str] = None, field_manager: Optional[str] = None) -> Obj:
         with self._lock:
             rt = self.resource(key)
             if not isinstance(obj, dict):
@@ -1001,11 +1016,14 @@ class Store:
                 raise conflict(rt, name, "Precondition failed: UID in precondition: %s, UID in "
                                "object meta: %s" % (meta["uid"], current["metadata"]["uid"]))
             new = self._prepare_update(rt, current, obj, subresource, trusted=False)
-            return self._write_update(rt, current, new, dry_run, trusted=False)
+            result = self._write_update(rt, current, new, dry_run, trusted=False)
+            if not dry_run:
+                self._record_update(result, current, field_manager)
+            return result
 
     def patch(self, key: str, namespace: Optional[str], name: str, patch: Any, patch_type: str,
               dry_run: bool = False, subresource: Optional[str] = None,
-              field_manager: Optional[str] = None) -> Obj:
+              field_manager: Optional[str] = None, force: bool = False) -> Obj:
         with self._lock:
             rt = self.resource(key)
             kind = _patch.PATCH_TYPES.get(patch_type, patch_type)
@@ -1014,30 +1032,42 @@ class Store:
                                "unknown format - accepted media types include: "
                                "application/json-patch+json, application/merge-patch+json, "
                                "application/apply-patch+yaml")
-            applied_key = (rt.key, (namespace or "") if rt.namespaced else "", name,
-                           field_manager or "", subresource or "")
+            if kind == "apply":
+                if not isinstance(patch, dict):
+                    raise bad_request("apply configuration must be an object")
+                if not field_manager:
+                    raise bad_request("PATCH requests with apply content type must set fieldManager")
             try:
                 current = self._lookup(rt, namespace, name)
             except ApiError:
                 if kind != "apply" or subresource:
                     raise
-                applied = copy.deepcopy(patch) if isinstance(patch, dict) else patch
-                if not isinstance(applied, dict):
-                    raise bad_request("apply configuration must be an object") from None
+                applied = copy.deepcopy(patch)
                 applied.setdefault("metadata", {})["name"] = name
                 if rt.namespaced:
                     applied["metadata"]["namespace"] = namespace
                 result = self.create(key, applied, dry_run=dry_run)
                 if not dry_run:
-                    self._applied[applied_key] = (result["metadata"]["uid"], copy.deepcopy(patch))
+                    owners = _own.Ownership()
+                    owners.record_apply(field_manager or "", _own.leaf_paths(patch), {}, patch, True)
+                    self._owners[result["metadata"]["uid"]] = owners
                 return result
-            previous = None
+            owners = self._owners.get(current["metadata"]["uid"]) or _own.Ownership()
+            base: Obj = current
             if kind == "apply":
-                remembered = self._applied.get(applied_key)
-                if remembered and remembered[0] == current["metadata"]["uid"]:
-                    previous = remembered[1]
+                manager = field_manager or ""
+                if not force:
+                    conflicts = owners.conflicts(manager, patch, current)
+                    if conflicts:
+                        message, causes = _own.conflict_message(conflicts, rt.api_version)
+                        raise ApiError(409, "Conflict", message, dict(_details(rt, name), causes=causes))
+                # fields this manager applied before and applies no more go, unless others own them
+                base = copy.deepcopy(current)
+                for path in owners.owned_by(manager, "Apply") - _own.leaf_paths(patch):
+                    if not owners.owners_of(path, exclude=[(manager, "Apply")]):
+                        _own.remove_at(base, path)
             try:
-                patched = _patch.apply(kind, current, patch, previous)
+                patched = _patch.apply(kind, base, patch)
             except _patch.PatchError as exc:
                 raise ApiError(exc.code, "BadRequest" if exc.code == 400 else
                                ("UnsupportedMediaType" if exc.code == 415 else "Invalid"),
@@ -1049,8 +1079,15 @@ class Store:
                 raise conflict(rt, name)
             new = self._prepare_update(rt, current, patched, subresource, trusted=False)
             result = self._write_update(rt, current, new, dry_run, trusted=False)
-            if kind == "apply" and not dry_run:
-                self._applied[applied_key] = (current["metadata"]["uid"], copy.deepcopy(patch))
+            if dry_run:
+                return result
+            if kind == "apply":
+                updated = owners.copy()
+                updated.record_apply(field_manager or "", _own.leaf_paths(patch), current, patch, force)
+                if result["metadata"].get("uid") == current["metadata"]["uid"]:
+                    self._owners[current["metadata"]["uid"]] = updated
+            else:
+                self._record_update(result, current, field_manager)
             return result
 
     def controller_update(self, key: str, namespace: Optional[str], name: str,
@@ -1064,7 +1101,9 @@ class Store:
             if returned is not None:
                 work = returned
             new = self._prepare_update(rt, current, work, subresource, trusted=True)
-            return self._write_update(rt, current, new, dry_run=False, trusted=True)
+            result = self._write_update(rt, current, new, dry_run=False, trusted=True)
+            self._record_update(result, current, "gpulab-controllers")
+            return result
 
     def bind(self, namespace: str, name: str, node_name: str, dry_run: bool = False) -> Obj:
         with self._lock:
