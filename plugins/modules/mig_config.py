@@ -424,6 +424,12 @@ def build_document(module):
 
 
 def apply_with_mig_parted(runner, plan, document):
+    """assert, then apply only when needed. Returns (pending GPU indexes, reboot required).
+
+    When apply fails because a GPU reset is not possible (mig-parted: "error resetting all GPUs"),
+    the mode change stays pending on those GPUs: that is reported as a required reboot, as the
+    nvidia-mig-manager service would reboot; any other failure fails the task.
+    """
     params = runner.module.params
     config_path = params["config_file"]
     if params["config"] is not None or params["include_defaults"] or not config_path:
@@ -433,13 +439,25 @@ def apply_with_mig_parted(runner, plan, document):
     base = ["-f", config_path, "-c", plan.config_name]
     rc, out, err = runner.module.run_command([runner.mig_parted, "assert"] + base)
     if rc == 0:
-        return
+        return [], False
     argv = ["apply"] + base
     if params["hooks_file"]:
         argv += ["-k", params["hooks_file"]]
     if not params["gpu_reset"]:
         argv.append("--skip-reset")
-    runner.run_write(argv, binary=runner.mig_parted)
+    rc, out, err = runner.run_write(argv, binary=runner.mig_parted, fail=False)
+    if rc == 0:
+        return [], False
+    changed = set(change.index for change in plan.changes)
+    pending = [current_layout(gpu)["index"] for gpu in runner.gather()
+               if int(gpu["index"]) in changed and gpu["mig"]["current"] != gpu["mig"]["pending"]]
+    if pending and params["gpu_reset"]:
+        runner.module.warn("nvidia-mig-parted could not reset GPU(s) %s: %s" % (
+            ", ".join(str(i) for i in pending), (err.strip() or out.strip())))
+        return pending, True
+    runner.fail_midway("nvidia-mig-parted %s failed (rc=%d): %s" % (" ".join(argv), rc, (err.strip() or out.strip())),
+                       rc=rc, stdout=out, stderr=err)
+    return [], False
 
 
 def apply_with_nvidia_smi(runner, plan):
@@ -596,8 +614,7 @@ def main():
 
     if runner.mig_parted:
         result["backend"] = "nvidia-mig-parted"
-        apply_with_mig_parted(runner, plan, config.as_dict())
-        pending, reboot_required = [], False
+        pending, reboot_required = apply_with_mig_parted(runner, plan, config.as_dict())
     else:
         result["backend"] = "nvidia-smi"
         pending, reboot_required = apply_with_nvidia_smi(runner, plan)

@@ -51,6 +51,7 @@ class FakeHost:
         self.calls = []
         self.mutations = []
         self.parted_assert_rc = 1
+        self.parted_apply_failure = None
 
     # -- rendering
     @staticmethod
@@ -157,6 +158,12 @@ class FakeHost:
         if args[0] == "apply":
             with open(args[args.index("-f") + 1]) as handle:
                 self.applied_config = handle.read()
+            if self.parted_apply_failure == "reset":
+                for gpu in self.gpus:
+                    gpu["pending"] = True
+                return 1, "The following GPUs could not be reset:\n", "FATA[0001] error resetting all GPUs: exit status 255"
+            if self.parted_apply_failure == "hook":
+                return 1, "", "FATA[0000] error running apply-start hook: exit status 1"
             return 0, "MIG configuration applied successfully\n", ""
         raise AssertionError(args)
 
@@ -402,3 +409,20 @@ def test_module_documentation_renders_with_ansible_doc():
                     "hooks_file", "config_dest", "selected_config_override"}
     assert set(doc["doc"]["attributes"]) == {"check_mode", "diff_mode", "platform"}
     assert {"before", "after", "reset_required", "reboot_required", "changed_gpus"} <= set(doc["return"])
+
+
+def test_mig_parted_reset_failure_is_a_required_reboot(run_module):
+    host = FakeHost(["A100"], mig_parted=True)
+    host.parted_apply_failure = "reset"
+    ok, result = run_module(host, include_defaults=True, selected="all-balanced")
+    assert ok and result["reboot_required"] and result["reset_required"] and result["pending_gpus"] == [0]
+    assert result["backend"] == "nvidia-mig-parted"
+
+
+def test_mig_parted_other_failure_fails_with_its_message(run_module):
+    host = FakeHost(["A100"], mig_parted=True)
+    host.parted_apply_failure = "hook"
+    ok, result = run_module(host, include_defaults=True, selected="all-balanced")
+    assert not ok and "error running apply-start hook: exit status 1" in result["msg"]
+    assert result["msg"].startswith("nvidia-mig-parted apply -f ")
+    assert result["after"][0]["mig_enabled"] is False
