@@ -62,6 +62,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"no lab in {args.dir}")
         for host in [] if args.json else report:
             state = "answers" if host["answers"] else ("running, not answering" if host["running"] else "stopped")
+            state += " (mounts locked)" if host["locked"] else ""
             print(f"{host['name']}: {host['address']}:{host['port']} {host['model']} x{host['gpus']} {state}")
         if cluster and not args.json:
             print(f"cluster: {cluster['url']} {'running' if cluster['running'] else 'stopped'} "

@@ -857,8 +857,10 @@ def status(lab_dir: str) -> List[Dict[str, Any]]:
     for host in lab.get("hosts", []):
         record = pids.get(host["name"])
         running = bool(record) and bool(_host_processes(record))
+        started = _read_json(os.path.join(paths.host_dir(host["name"]), "nsinit-status.json"), {})
         report.append({**host, "running": running,
-                       "answers": running and ssh_banner(host["address"], host["port"])})
+                       "answers": running and ssh_banner(host["address"], host["port"]),
+                       "locked": running and bool(started.get("locked"))})
     return report
 
 

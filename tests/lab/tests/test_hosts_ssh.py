@@ -184,6 +184,7 @@ def test_status_lists_answering_hosts(lab):
     report = {h["name"]: h for h in hosts.status(lab.dir)}
     assert set(report) == set(lab.hosts)
     assert all(h["running"] and h["answers"] for h in report.values())
+    assert all(h["locked"] is hosts.can_lock_mounts() for h in report.values())
 
 
 # --------------------------------------------------------------------------- lifecycle
