@@ -293,9 +293,9 @@ class MigNodeConfig(object):
                              label_selector=self.params["mig_manager_selector"],
                              field_selector="spec.nodeName=%s" % self.node_name)
         if not pods:
+            where = (self.params["mig_manager_selector"], self.params["mig_manager_namespace"], self.node_name)
             self.fail("no MIG manager pod (%s in %s) runs on %s to retry the MIG config; is migManager enabled "
-                      "in the ClusterPolicy?" % (self.params["mig_manager_selector"],
-                                                  self.params["mig_manager_namespace"], self.node_name))
+                      "in the ClusterPolicy?" % where)
         for pod in pods:
             self.k8s.delete("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
         self.result["restarted_mig_manager"] = True

@@ -347,8 +347,8 @@ def test_node_maintenance_drain_with_pdb_then_uncordon(lab):
                 "metadata": {"name": "trainers", "namespace": "work"},
                 "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "trainer"}}}})
     _running(lab, ["trainer-0", "trainer-1", "scratch"])
-    wait_until("daemonset pod on gpu-a", lambda: [p for p in k8s.pods_on_node("gpu-a")
-                                                   if p["metadata"]["name"].startswith("node-agent")])
+    wait_until("daemonset pod on gpu-a",
+               lambda: [p for p in k8s.pods_on_node("gpu-a") if p["metadata"]["name"].startswith("node-agent")])
     base = {"node": "gpu-a", "kubeconfig": lab.kubeconfig, "poll_interval": 0.3}
 
     rv = lab.rv()
@@ -457,8 +457,8 @@ def test_operator_managed_mig(lab, helm):
                      poll_interval=0.3, timeout=60)
     k8s = lab.k8s
     k8s.ensure_namespace("work")
-    k8s.create(_pod("inference", "gpu-a", owner={"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
-                                                  "uid": "rs-2", "controller": True}))
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs-2", "controller": True}
+    k8s.create(_pod("inference", "gpu-a", owner=owner))
     _running(lab, ["inference"])
     rv = lab.rv()
     planned = lab.run("mig_node_config", node_args, check=True, diff=True)

@@ -133,7 +133,7 @@ def test_label_selector():
 # -- transport / retries --------------------------------------------------------------------------
 
 def test_get_returns_none_on_404_and_counts_requests():
-    client, _ = make_client(FakeDynamic([FakeApiException(404, "nodes \"x\" not found", "NotFound")]))
+    client, _sleeps = make_client(FakeDynamic([FakeApiException(404, "nodes \"x\" not found", "NotFound")]))
     assert client.get("Node", "x") is None
     assert client.request_count == 1
 
@@ -148,7 +148,7 @@ def test_5xx_retried_with_backoff_then_success():
 
 def test_5xx_bounded_then_error_with_status_message():
     dyn = FakeDynamic([FakeApiException(500, "etcd down")] * 3)
-    client, _ = make_client(dyn, retries=2)
+    client, _sleeps = make_client(dyn, retries=2)
     with pytest.raises(K8sError) as err:
         client.get("Node", "gpu-a")
     assert err.value.status == 500 and "etcd down" in str(err.value) and "/api/v1/nodes/gpu-a" in str(err.value)
@@ -164,7 +164,7 @@ def test_transport_errors_retried():
 
 def test_transport_error_bounded():
     dyn = FakeDynamic([ConnectionRefusedError("refused")] * 2)
-    client, _ = make_client(dyn, retries=1)
+    client, _sleeps = make_client(dyn, retries=1)
     with pytest.raises(K8sError, match="cannot reach the API server"):
         client.get("Node", "gpu-a")
 
@@ -190,7 +190,7 @@ def test_list_follows_pages_and_sets_kind():
     pages = [{"items": [{"metadata": {"name": "a"}}], "metadata": {"continue": "tok"}},
              {"items": [{"metadata": {"name": "b"}}], "metadata": {}}]
     dyn = FakeDynamic(pages)
-    client, _ = make_client(dyn)
+    client, _sleeps = make_client(dyn)
     items = client.list("Pod", namespace="ns", label_selector="app=x", field_selector="spec.nodeName=n")
     assert [i["metadata"]["name"] for i in items] == ["a", "b"]
     assert items[0]["kind"] == "Pod" and items[0]["apiVersion"] == "v1"
@@ -202,7 +202,7 @@ def test_list_follows_pages_and_sets_kind():
 
 def test_patch_content_types_and_dry_run():
     dyn = FakeDynamic([NODE, NODE, NODE])
-    client, _ = make_client(dyn)
+    client, _sleeps = make_client(dyn)
     client.patch("Node", "gpu-a", {"metadata": {}}, patch_type="merge")
     client.patch("Node", "gpu-a", {"metadata": {}}, patch_type="strategic", dry_run=True)
     client.patch("Node", "gpu-a", [{"op": "add", "path": "/x", "value": 1}], patch_type="json")
@@ -216,14 +216,14 @@ def test_patch_content_types_and_dry_run():
 
 
 def test_create_requires_namespace_for_namespaced_kind():
-    client, _ = make_client(FakeDynamic([]))
+    client, _sleeps = make_client(FakeDynamic([]))
     with pytest.raises(K8sError, match="namespace is required"):
         client.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})
 
 
 def test_delete_absent_is_false_and_dry_run_passes_options():
     dyn = FakeDynamic([FakeApiException(404), {}])
-    client, _ = make_client(dyn)
+    client, _sleeps = make_client(dyn)
     assert client.delete("ConfigMap", "c", namespace="ns") is False
     assert client.delete("ConfigMap", "c", namespace="ns", dry_run=True) is True
     assert dyn.calls[1]["body"]["dryRun"] == ["All"] and dyn.calls[1]["query"]["dryRun"] == "All"
@@ -236,7 +236,7 @@ CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namesp
 
 def test_apply_creates_when_absent():
     dyn = FakeDynamic([FakeApiException(404), dict(CM, metadata=dict(CM["metadata"], resourceVersion="1"))])
-    client, _ = make_client(dyn)
+    client, _sleeps = make_client(dyn)
     result = client.apply(CM)
     assert result.action == "created" and result.changed
     assert dyn.calls[1]["method"] == "POST" and dyn.calls[1]["path"] == "/api/v1/namespaces/ns/configmaps"
@@ -245,7 +245,7 @@ def test_apply_creates_when_absent():
 def test_apply_unchanged_sends_no_write():
     live = dict(CM, metadata=dict(CM["metadata"], resourceVersion="3"))
     dyn = FakeDynamic([live])
-    client, _ = make_client(dyn)
+    client, _sleeps = make_client(dyn)
     result = client.apply(CM)
     assert result.action == "unchanged" and not result.changed
     assert [c["method"] for c in dyn.calls] == ["GET"]
@@ -256,7 +256,7 @@ def test_apply_update_rereads_on_409():
     live2 = dict(CM, metadata=dict(CM["metadata"], resourceVersion="4"), data={"k": "older"})
     dyn = FakeDynamic([live1, FakeApiException(409, "the object has been modified", "Conflict"), live2,
                        dict(CM, metadata=dict(CM["metadata"], resourceVersion="5"))])
-    client, _ = make_client(dyn)
+    client, _sleeps = make_client(dyn)
     result = client.apply(CM)
     assert result.action == "updated"
     puts = [c for c in dyn.calls if c["method"] == "PUT"]
@@ -267,7 +267,7 @@ def test_apply_update_rereads_on_409():
 def test_apply_create_race_409_then_compare():
     live = dict(CM, metadata=dict(CM["metadata"], resourceVersion="9"))
     dyn = FakeDynamic([FakeApiException(404), FakeApiException(409, "already exists", "AlreadyExists"), live])
-    client, _ = make_client(dyn)
+    client, _sleeps = make_client(dyn)
     assert client.apply(CM).action == "unchanged"
 
 
@@ -276,7 +276,7 @@ def test_update_conflict_bounded():
         if method == "GET":
             return NODE
         return FakeApiException(409, "modified", "Conflict")
-    client, _ = make_client(FakeDynamic(handler=handler), conflict_retries=2)
+    client, _sleeps = make_client(FakeDynamic(handler=handler), conflict_retries=2)
     with pytest.raises(K8sError, match="still conflicting after 3 attempts") as err:
         client.set_node_labels("gpu-a", {"x": "2"})
     assert err.value.status == 409
@@ -284,21 +284,21 @@ def test_update_conflict_bounded():
 
 def test_set_node_labels_idempotent_and_removal():
     dyn = FakeDynamic([NODE])
-    client, _ = make_client(dyn)
+    client, _sleeps = make_client(dyn)
     changed, _node = client.set_node_labels("gpu-a", {"x": "1", "absent": None})
     assert not changed and [c["method"] for c in dyn.calls] == ["GET"]
 
     updated = copy.deepcopy(NODE)
     updated["metadata"]["labels"] = {"y": "2"}
     dyn = FakeDynamic([NODE, updated])
-    client, _ = make_client(dyn)
+    client, _sleeps = make_client(dyn)
     changed, node = client.set_node_labels("gpu-a", {"x": None, "y": 2})
     assert changed and node["metadata"]["labels"] == {"y": "2"}
     assert dyn.calls[1]["body"]["metadata"]["labels"] == {"y": "2"}
 
 
 def test_update_missing_object_is_404():
-    client, _ = make_client(FakeDynamic([FakeApiException(404)]))
+    client, _sleeps = make_client(FakeDynamic([FakeApiException(404)]))
     with pytest.raises(K8sError) as err:
         client.set_unschedulable("nope", True)
     assert err.value.status == 404 and "Node nope not found" in str(err.value)
@@ -308,7 +308,7 @@ def test_set_unschedulable_cordon_uncordon():
     cordoned = copy.deepcopy(NODE)
     cordoned["spec"]["unschedulable"] = True
     dyn = FakeDynamic([NODE, cordoned, cordoned, NODE])
-    client, _ = make_client(dyn)
+    client, _sleeps = make_client(dyn)
     assert client.set_unschedulable("gpu-a", True)[0]
     assert dyn.calls[1]["body"]["spec"]["unschedulable"] is True
     assert client.set_unschedulable("gpu-a", False)[0]
@@ -332,7 +332,7 @@ def test_evict_429_not_retried_404_ok():
 def test_events_for_sorted():
     dyn = FakeDynamic([{"items": [{"lastTimestamp": "2026-01-02T00:00:00Z", "message": "b"},
                                   {"lastTimestamp": "2026-01-01T00:00:00Z", "message": "a"}], "metadata": {}}])
-    client, _ = make_client(dyn)
+    client, _sleeps = make_client(dyn)
     assert [e["message"] for e in client.events_for("Node", "gpu-a")] == ["a", "b"]
     assert dyn.calls[0]["query"]["fieldSelector"] == "involvedObject.kind=Node,involvedObject.name=gpu-a"
 

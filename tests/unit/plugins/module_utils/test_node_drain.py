@@ -20,8 +20,8 @@ def pod(name, owner_kind="ReplicaSet", volumes=None, annotations=None, phase="Ru
 
 def test_classify_rules():
     pods = [
-        pod("web"), pod("ds", owner_kind="DaemonSet"), pod("mirror", owner_kind=None,
-                                                          annotations={"kubernetes.io/config.mirror": "x"}),
+        pod("web"), pod("ds", owner_kind="DaemonSet"),
+        pod("mirror", owner_kind=None, annotations={"kubernetes.io/config.mirror": "x"}),
         pod("scratch", volumes=[{"name": "cache", "emptyDir": {}}, {"name": "cfg", "configMap": {}}]),
         pod("bare", owner_kind=None), pod("done", owner_kind=None, phase="Succeeded"),
         pod("going", deleting=True),
