@@ -94,6 +94,7 @@ class Drainer(object):
         self.interval = interval
         self.grace_period_seconds = grace_period_seconds
         self.progress = progress
+        self.evicted = []  # type: List[Dict[str, str]]  # also filled when a DrainError is raised
 
     def plan(self):
         # type: () -> Tuple[List[Dict[str, Any]], List[Dict[str, str]], List[Dict[str, str]]]
@@ -112,7 +113,7 @@ class Drainer(object):
         [{"pod", "uid"}] of the evicted pods."""
         started = self.k8s.now()
         pending = dict((pod_key(p), p) for p in pods)
-        evicted = []  # type: List[Dict[str, str]]
+        evicted = self.evicted
         refusals = {}  # type: Dict[str, str]
 
         def evict_round():

@@ -272,7 +272,10 @@ class MigNodeConfig(object):
             to_evict, _skipped, blocking = drainer.plan()
             drainer.check_blocking(blocking)
             if to_evict:
-                self.result["evicted"] = [entry["pod"] for entry in drainer.evict_all(to_evict)]
+                try:
+                    drainer.evict_all(to_evict)
+                finally:
+                    self.result["evicted"] = [entry["pod"] for entry in drainer.evicted]
 
         if previous == config and state in ("pending", "rebooting"):
             pass  # the MIG manager is already at work on this config: just wait for it

@@ -243,6 +243,7 @@ def main():
     k8s = client_from_module(module)
     name, state = params["node"], params["state"]
     result = {"changed": False, "node": name, "evicted": []}
+    drainer = None
     if state == "restart_pods":
         restart_pods(module, k8s, result)
 
@@ -255,7 +256,6 @@ def main():
         want_unschedulable = state != "uncordon"
         after_annotations = planned_annotations(before_annotations, params["annotations"])
 
-        drainer = None
         to_evict = []
         if state == "drain":
             drainer = Drainer(k8s, name, params["delete_emptydir_data"], params["force"], params["timeout"],
@@ -297,6 +297,7 @@ def main():
             result["evicted"] = [entry["pod"] for entry in evicted]
     except DrainError as exc:
         result["changed"] = True  # the node was cordoned (and maybe some pods evicted) before this
+        result["evicted"] = [entry["pod"] for entry in drainer.evicted] if drainer is not None else []
         module.fail_json(msg=str(exc), blocking=exc.details, **result)
     except K8sError as exc:
         module.fail_json(msg=str(exc), **result)
