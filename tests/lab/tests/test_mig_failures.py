@@ -204,3 +204,37 @@ def test_check_mode_reports_the_plan_and_leaves_state_byte_identical(lab, tmp_pa
     assert re.search(r"mig-a100\s*:.*changed=[1-9]", output)
     assert "changed: [mig-h100]" in output
     assert lab.snapshot() == before
+
+
+def test_pending_mode_needs_a_reboot_only_when_allowed(lab, tmp_path):
+    """Ampere with a client attached: enabling MIG stays pending and the reset is refused (SPECS §5).
+
+    Without mig_reboot_allowed the role stops with a message saying so; with it, the role reboots
+    the host (the lab's reboot shim), applies the layout and checks it.
+    """
+    state_file = lab.state_files["mig-a100"]
+    pid = workload.start(state_file, 0, "inference.py", 1024)
+    reboots = gpustate.load(state_file).reboots
+    try:
+        refused = lab.play(tmp_path, {"mig_config": "all-7g.40gb", "mig_allow_busy": True,
+                                      "mig_gpu_clients": []}, limit="mig-a100")
+        _assert_failed(refused, "GPU(s) 0 of mig-a100 have a pending MIG mode change that needs a reboot",
+                       "Set mig_reboot_allowed=true")
+        state = gpustate.load(state_file)
+        assert state.reboots == reboots and state.gpu(0).mig_pending is True and state.gpu(0).mig_current is False
+    finally:
+        workload.stop(state_file, pid)
+    workload.start(state_file, 0, "inference.py", 1024)  # still attached when the role runs again
+    rebooted = lab.play(tmp_path, {"mig_config": "all-7g.40gb", "mig_allow_busy": True,
+                                   "mig_gpu_clients": ["kubelet", "gpufleet-not-installed"],
+                                   "mig_reboot_allowed": True, "mig_reboot_timeout": 120}, limit="mig-a100")
+    output = _flat(rebooted.stdout + rebooted.stderr)
+    assert rebooted.returncode == 0, output[-4000:]
+    state = gpustate.load(state_file)
+    assert state.reboots == reboots + 1
+    assert state.services["kubelet"] == "active"  # stopped for the change, started again after the reboot
+    gpu = state.gpu(0)
+    assert gpu.mig_current and gpu.mig_pending and [gi.profile for gi in gpu.gpu_instances] == ["7g.40gb"]
+    # Leave the host as the other cases expect it: MIG off.
+    restored = lab.play(tmp_path, {"mig_config": "all-disabled", "mig_gpu_clients": []}, limit="mig-a100")
+    assert restored.returncode == 0, _flat(restored.stdout)[-3000:]
