@@ -605,6 +605,15 @@ def test_fault_injection_errors_conflicts_and_hangs(lab, core, ns):
     time.sleep(1.6)  # let the hung request finish before the next test
 
 
+def test_in_process_server_answers_remote_helpers(lab, core):
+    fault = faults.add_remote(lab.dir, "error", verb="get", resource="v1/nodes", name="gpu-b")
+    assert [f["id"] for f in faults.list_remote(lab.dir)] == [fault["id"]]
+    with pytest.raises(client.ApiException):
+        core.read_node("gpu-b")
+    assert server.metrics(lab.dir)["requests"]["get v1/nodes"] >= 1
+    assert not server.stop(lab.dir)  # never signals the test process itself
+
+
 def test_fault_endpoint_and_metrics(lab, core):
     status, body = _raw(lab, "POST", "/lab/faults", {"kind": "error", "verb": "get",
                                                      "resource": "namespaces", "status": 500})

@@ -274,8 +274,14 @@ class LabServer:
 def serve_in_thread(lab_dir: str, hosts: List[Dict[str, Any]], port: int = 0,
                     controllers: bool = False,
                     fault_registry: Optional[_faults.FaultRegistry] = None) -> LabServer:
-    """Start a server in this process (for tests). Controllers are off unless asked for."""
-    return LabServer(lab_dir, hosts, port, controllers, fault_registry).serve_in_background()
+    """Start a server in this process (for tests). Controllers are off unless asked for.
+    DIR/cluster.json is written too (so faults.add_remote/server.metrics work); its pid is this
+    process, which server.stop() never signals (it only stops `gpulab.cluster.server` processes)."""
+    lab = LabServer(lab_dir, hosts, port, controllers, fault_registry).serve_in_background()
+    _write_json(os.path.join(lab.dir, "cluster.json"),
+                {"pid": os.getpid(), "url": lab.url, "port": lab.port, "token": lab.token,
+                 "kubeconfig": lab.kubeconfig, "ca_file": lab.ca_file, "in_process": True})
+    return lab
 
 
 def ensure_pki(pki_dir: str) -> Tuple[str, str, str]:
