@@ -364,6 +364,10 @@ class GpuSharing(object):
         # An unset strategy means the chart default, single (SPECS 7.2).
         mig_strategy = ((spec.get("mig") or {}).get("strategy")) or "single"
         dp_config = (spec.get("devicePlugin") or {}).get("config") or {}
+        if not configs and dp_config.get("name") != cm_name and params["default_config"] is None:
+            # Nothing declared and the ClusterPolicy does not use our ConfigMap: leave the cluster alone.
+            self.result["msg"] = "no sharing configs given; nothing to do"
+            return
         current_default = dp_config.get("default") or None
         want_default = current_default if params["default_config"] is None else (params["default_config"] or None)
         live_cm = k8s.get("ConfigMap", cm_name, namespace)

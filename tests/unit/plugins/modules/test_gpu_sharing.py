@@ -202,3 +202,10 @@ def test_switching_from_another_configmap_protects_its_users(monkeypatch):
     assert not failed, result["msg"] if failed else None
     assert result["cluster_policy_patch"] == {"spec": {"devicePlugin": {"config": {"name": CM}}}}
     assert result["labels_changed"]["gpu-b"] == {"before": "old-ts", "after": "ts4"}
+
+
+def test_no_configs_leaves_the_cluster_alone(monkeypatch):
+    fake = cluster()
+    result, failed = run(gpu_sharing, {"configs": [], "wait": False}, fake, monkeypatch)
+    assert not failed and result["changed"] is False and fake.writes == []
+    assert result["msg"] == "no sharing configs given; nothing to do"
