@@ -90,7 +90,9 @@ options:
     default: gpu-operator
   mig_manager_selector:
     description:
-      - Label selector of the MIG manager pods. When the node already asks for O(config) but the
+      - Label selector of the MIG manager pods. A node without such a pod fails the task before
+        anything is changed (nobody would act on the label).
+      - When the node already asks for O(config) but the
         state is not C(success) (for example C(failed) in an earlier run), the MIG manager pod on
         the node is restarted, because the MIG manager applies the label again only when it
         changes or when it starts.
@@ -240,6 +242,12 @@ class MigNodeConfig(object):
             self.uncordon_if_ours(node)
             return
         self.check_config_map()
+        manager_pods = self.mig_manager_pods()
+        if not manager_pods:
+            # Without a MIG manager on the node nobody would act on the label: fail before draining.
+            self.fail("no MIG manager pod (%s in %s) runs on node %s: is migManager enabled in the ClusterPolicy and "
+                      "the node MIG-capable (label nvidia.com/gpu.deploy.mig-manager=true)?"
+                      % (self.params["mig_manager_selector"], self.params["mig_manager_namespace"], self.node_name))
 
         unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
         drainer = None
@@ -291,15 +299,13 @@ class MigNodeConfig(object):
         self.wait_success()
         self.uncordon_if_ours(self.k8s.get("Node", self.node_name) or {})
 
-    def restart_mig_manager(self):
-        pods = self.k8s.list("Pod", namespace=self.params["mig_manager_namespace"],
+    def mig_manager_pods(self):
+        return self.k8s.list("Pod", namespace=self.params["mig_manager_namespace"],
                              label_selector=self.params["mig_manager_selector"],
                              field_selector="spec.nodeName=%s" % self.node_name)
-        if not pods:
-            where = (self.params["mig_manager_selector"], self.params["mig_manager_namespace"], self.node_name)
-            self.fail("no MIG manager pod (%s in %s) runs on %s to retry the MIG config; is migManager enabled "
-                      "in the ClusterPolicy?" % where)
-        for pod in pods:
+
+    def restart_mig_manager(self):
+        for pod in self.mig_manager_pods():
             self.k8s.delete("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
         self.result["restarted_mig_manager"] = True
 

@@ -167,7 +167,20 @@ def mig_manager(outcome):
     return react
 
 
+def add_mig_manager(api):
+    manager = make_pod("nvidia-mig-manager-x", controller="DaemonSet")
+    manager["metadata"]["namespace"] = "gpu-operator"
+    api.add("/api/v1/namespaces/gpu-operator/pods/nvidia-mig-manager-x", manager)
+
+
+def test_mig_node_config_without_mig_manager_changes_nothing(api, capsys):
+    result = run(mig_node_config, {"node": "gpu-a", "config": "all-balanced"}, capsys)
+    assert result["failed"] and "no MIG manager pod (app=nvidia-mig-manager in gpu-operator) runs on node gpu-a" in result["msg"]
+    assert api.writes == []
+
+
 def test_mig_node_config_success_then_unchanged(api, capsys):
+    add_mig_manager(api)
     api.on_label = mig_manager("success")
     args = {"node": "gpu-a", "config": "all-balanced", "poll_interval": 0.01, "timeout": 5, "drain_timeout": 5}
     planned = run(mig_node_config, args, capsys, check=True)
@@ -183,6 +196,7 @@ def test_mig_node_config_success_then_unchanged(api, capsys):
 
 
 def test_mig_node_config_failure_keeps_cordon(api, capsys):
+    add_mig_manager(api)
     api.on_label = mig_manager("failed")
     args = {"node": "gpu-a", "config": "all-1g.5gb", "poll_interval": 0.01, "timeout": 5, "drain_timeout": 5}
     result = run(mig_node_config, args, capsys)
