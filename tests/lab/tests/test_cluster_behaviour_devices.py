@@ -461,3 +461,48 @@ def test_driver_labels_and_views_from_state():
     views: List[devices.GpuView] = devices.gpu_views(state)
     assert views[0].mig_capable and not views[0].mig_enabled
     assert views[0].mig_profiles["7g.80gb"].multiprocessors == 132
+
+
+# ------------------------------------------------------------------------------ more SPECS examples
+
+
+def _t4_node(count: int) -> List[devices.GpuView]:
+    """Tesla T4 is not a lab model: GpuViews built by hand (SPECS §9.3 operator doc example)."""
+    return [devices.GpuView(index=i, name="Tesla T4", uuid=f"GPU-t4-{i}", memory_mib=15360, family="turing") for i in range(count)]
+
+
+def test_spec_t4_example_time_slicing_and_rename():
+    shared = devices.compute_node(_t4_node(4), "none", devices.parse_plugin_config(TS4))
+    assert shared.resources == {"nvidia.com/gpu": 16}
+    assert shared.labels["nvidia.com/gpu.product"] == "Tesla-T4-SHARED"
+    assert shared.labels["nvidia.com/gpu.count"] == "4"
+    assert shared.labels["nvidia.com/gpu.replicas"] == "4"
+    assert shared.labels["nvidia.com/mig.capable"] == "false"
+    renamed = devices.compute_node(_t4_node(4), "none", devices.parse_plugin_config(TS4_RENAMED))
+    assert renamed.resources == {"nvidia.com/gpu.shared": 16}
+    assert renamed.labels["nvidia.com/gpu.product"] == "Tesla-T4"
+
+
+def test_spec_replicas_10_on_8_gpus():
+    result = node(host([("A100-80GB", 8)]), "none", TS4.replace("replicas: 4", "replicas: 10"))
+    assert result.resources == {"nvidia.com/gpu": 80}  # SPECS §9.3
+
+
+def test_spec_single_8_a100_all_1g5gb_counts_56():
+    state = host([("A100-40GB", 8)])
+    for index in range(8):
+        set_mig(state, index, ["1g.5gb"] * 7)
+    result = node(state, "single")
+    assert result.resources == {"nvidia.com/gpu": 56}
+    assert result.labels["nvidia.com/gpu.count"] == "56"  # SPECS §8
+    assert result.labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"
+
+
+def test_spec_h100_nvl_mixed_memory_labels():
+    state = host([("H100-NVL", 1)])
+    set_mig(state, 0, ["1g.12gb", "1g.24gb"])
+    result = node(state, "mixed")
+    # Real capture (SPECS §8): 1g.12gb -> 11008 MiB, 1g.24gb -> 22144 MiB, product NVIDIA-H100-NVL-MIG-1g.12gb.
+    assert result.labels["nvidia.com/mig-1g.12gb.memory"] == "11008"
+    assert result.labels["nvidia.com/mig-1g.24gb.memory"] == "22144"
+    assert result.labels["nvidia.com/mig-1g.12gb.product"] == "NVIDIA-H100-NVL-MIG-1g.12gb"

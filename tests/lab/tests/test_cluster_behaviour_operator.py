@@ -176,6 +176,10 @@ def test_clusterpolicy_deploys_operands_and_labels_nodes(make_lab):
     gfd = wait_for("GFD labels", lambda: lab.labels("gpu-a").get("nvidia.com/gpu.product"))
     assert gfd == "NVIDIA-H100-80GB-HBM3"
     assert lab.labels("gpu-a")["nvidia.com/mig.strategy"] == "single"  # chart default (SPECS §7.2)
+    lab.store.create("nvidia.com/v1/clusterpolicies", {"metadata": {"name": "second"}, "spec": {}})
+    wait_for("second ignored", lambda: (lab.store.get("nvidia.com/v1/clusterpolicies", None, "second").get("status") or {})
+             .get("state") == "ignored")
+    lab.store.delete("nvidia.com/v1/clusterpolicies", None, "second")
     cm = lab.store.get("v1/configmaps", NS, "default-mig-parted-config")
     assert "all-balanced" in cm["data"]["config.yaml"]
     # The loop goes quiet once everything converged (event driven, no write storms).
