@@ -447,6 +447,9 @@ def test_resource_names_and_slices():
         ("nvidia.com/mig.config", False),
         ("nvidia.com/mig.config.state", False),
         ("nvidia.com/device-plugin.config", False),
+        ("nvidia.com/gpu.workload.config", False),
+        ("nvidia.com/gpu.engines.copy", True),
+        ("nvidia.com/gpu.compute.major", True),
     ],
 )
 def test_gfd_owned_labels(key, owned):

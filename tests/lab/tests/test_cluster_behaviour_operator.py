@@ -149,6 +149,7 @@ def make_lab(tmp_path):
 
 def test_clusterpolicy_deploys_operands_and_labels_nodes(make_lab):
     lab = make_lab({"gpu-a": [("H100-80GB", 2)], "gpu-b": [("A10", 1)]}, extra_nodes=["cpu-1"])
+    lab.label("gpu-a", "nvidia.com/gpu.workload.config", "container")  # a user label GFD must keep
     lab.policy()
     lab.wait_ready()
     names = {ds["metadata"]["name"] for ds in lab.store.items("apps/v1/daemonsets", NS)}
@@ -176,6 +177,7 @@ def test_clusterpolicy_deploys_operands_and_labels_nodes(make_lab):
     gfd = wait_for("GFD labels", lambda: lab.labels("gpu-a").get("nvidia.com/gpu.product"))
     assert gfd == "NVIDIA-H100-80GB-HBM3"
     assert lab.labels("gpu-a")["nvidia.com/mig.strategy"] == "single"  # chart default (SPECS §7.2)
+    assert lab.labels("gpu-a")["nvidia.com/gpu.workload.config"] == "container"
     lab.store.create("nvidia.com/v1/clusterpolicies", {"metadata": {"name": "second"}, "spec": {}})
     wait_for("second ignored", lambda: (lab.store.get("nvidia.com/v1/clusterpolicies", None, "second").get("status") or {})
              .get("state") == "ignored")

@@ -579,16 +579,20 @@ def compute_node_from_config(
 # --------------------------------------------------------------------------------------------
 # Labels owned by GFD (so that stale ones can be removed when the node changes)
 
-_OPERATOR_GPU_LABELS = ("nvidia.com/gpu.present", "nvidia.com/gpu.deploy.")
+_GFD_GPU_FIELDS = ("product", "count", "replicas", "sharing-strategy", "memory", "family", "machine", "mode",
+                   "multiprocessors", "compute.major", "compute.minor", "slices.gi", "slices.ci")
+_GFD_SINGLE_LABELS = ("nvidia.com/mig.capable", "nvidia.com/mps.capable", "nvidia.com/mig.strategy", "nvidia.com/gfd.timestamp")
 
 
 def is_gfd_label(key: str) -> bool:
-    """True for node labels that GFD writes and therefore rewrites/removes on every pass."""
-    if key.startswith(_OPERATOR_GPU_LABELS):
-        return False
-    if key.startswith(("nvidia.com/gpu.", "nvidia.com/cuda.", "nvidia.com/mig-")):
+    """True for node labels that GFD writes and therefore rewrites/removes on every pass.
+
+    A whitelist, so that labels of the operator (`gpu.present`, `gpu.deploy.*`) and of users
+    (e.g. `nvidia.com/gpu.workload.config`) are never removed.
+    """
+    if key in _GFD_SINGLE_LABELS or key.startswith(("nvidia.com/cuda.", "nvidia.com/mig-", "nvidia.com/gpu.engines.")):
         return True
-    return key in ("nvidia.com/mig.capable", "nvidia.com/mps.capable", "nvidia.com/mig.strategy", "nvidia.com/gfd.timestamp")
+    return key.startswith("nvidia.com/gpu.") and key[len("nvidia.com/gpu."):] in _GFD_GPU_FIELDS
 
 
 # --------------------------------------------------------------------------------------------
