@@ -26,7 +26,7 @@ system-deps:
 collection:
 	@mkdir -p .build/ansible_collections/gpufleet && ln -sfn ../../.. .build/ansible_collections/gpufleet/sharing
 
-units: venv
+units: venv system-deps collection
 	$(BIN)/python -m pytest -q tests/unit tests/lab
 
 sanity: venv
