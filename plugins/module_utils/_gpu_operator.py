@@ -136,6 +136,26 @@ def cluster_policy_state(policy):
     return (policy.get("status") or {}).get("state")
 
 
+def daemonsets_not_rolled_out(daemonsets):
+    # type: (List[Dict[str, Any]]) -> List[str]
+    """DaemonSets whose latest spec is not yet running everywhere: the controller has not seen the
+    latest generation, or fewer pods are updated or ready than desired. An upgrade changes the
+    ClusterPolicy, the operator then changes its DaemonSets: a ClusterPolicy that still says
+    "ready" from before is only trusted once its operands are rolled out too."""
+    problems = []
+    for ds in sorted(daemonsets, key=lambda d: (d.get("metadata") or {}).get("name", "")):
+        meta, status = ds.get("metadata") or {}, ds.get("status") or {}
+        desired = int(status.get("desiredNumberScheduled") or 0)
+        updated = int(status.get("updatedNumberScheduled") if status.get("updatedNumberScheduled") is not None
+                      else desired)
+        ready = int(status.get("numberReady") or 0)
+        if int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 0):
+            problems.append("DaemonSet %s: generation %s not observed yet" % (meta.get("name"), meta.get("generation")))
+        elif updated < desired or ready < desired:
+            problems.append("DaemonSet %s: %d/%d updated, %d/%d ready" % (meta.get("name"), updated, desired, ready, desired))
+    return problems
+
+
 def _pod_ready(pod):
     # type: (Dict[str, Any]) -> bool
     for condition in (pod.get("status") or {}).get("conditions") or []:

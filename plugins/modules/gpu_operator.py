@@ -20,8 +20,10 @@ description:
     and passed with C(-f); no value and no secret ever appears on a command line.
   - Idempotent. The release is upgraded only when the deployed chart version, the user-supplied
     values or the release status differ from what is requested.
-  - Waits until the ClusterPolicy reports C(status.state=ready). On timeout, the error lists the
-    operand DaemonSets and pods that are not ready and the nodes they run on.
+  - Waits until the ClusterPolicy reports C(status.state=ready) and the operand DaemonSets in the
+    namespace are rolled out (latest generation observed, all pods updated and ready), so that a
+    C(ready) left over from before an upgrade is not taken for the new state. On timeout, the
+    error lists the operand DaemonSets and pods that are not ready and the nodes they run on.
   - Runs where helm and the C(kubernetes) Python library are installed, usually the controller
     (delegate the task to C(localhost)).
 author:
@@ -264,8 +266,8 @@ from ..module_utils._helm import (
     HelmCommand, HelmError, check_helm_version, helm_environment, is_local_chart, parse_chart_metadata,
     parse_helm_version, parse_release_list, parse_values, repo_of, same_version, split_chart_field)
 from ..module_utils._gpu_operator import (
-    PSA_LABELS, ValuesError, build_values, cluster_policy_state, crd_documents, diagnose_operands,
-    values_changes)
+    PSA_LABELS, ValuesError, build_values, cluster_policy_state, crd_documents, daemonsets_not_rolled_out,
+    diagnose_operands, values_changes)
 
 try:
     import yaml
@@ -395,7 +397,10 @@ class GpuOperator(object):
         def probe():
             policy = k8s.get("ClusterPolicy", name)
             state = cluster_policy_state(policy)
-            return state == "ready", state or ("absent" if policy is None else "no status")
+            if state != "ready":
+                return False, state or ("absent" if policy is None else "no status")
+            rolling = daemonsets_not_rolled_out(k8s.list("DaemonSet", namespace=self.params["namespace"]))
+            return not rolling, "ready" if not rolling else "ready, but " + "; ".join(rolling)
 
         def progress(what, elapsed, detail):
             if not seen or seen[-1] != detail:
@@ -408,6 +413,8 @@ class GpuOperator(object):
                                  interval=self.params["wait_interval"], progress=progress)
         except K8sTimeout as exc:
             diagnosis = self.diagnose(k8s)
+            if str(exc.detail).startswith("ready, but "):
+                diagnosis.extend(str(exc.detail)[len("ready, but "):].split("; "))
             self.fail("%s. Not ready: %s" % (exc, " | ".join(diagnosis[1:]) or diagnosis[0]),
                       diagnosis=diagnosis, cluster_policy_state=exc.detail, waited=round(exc.elapsed, 1))
         self.result["cluster_policy_state"] = state

@@ -252,3 +252,16 @@ def test_cluster_policy_state():
     assert gop.cluster_policy_state(None) is None
     assert gop.cluster_policy_state({"status": {"state": "ready"}}) == "ready"
     assert gop.cluster_policy_state({}) is None
+
+
+def test_daemonsets_not_rolled_out():
+    done = {"metadata": {"name": "a", "generation": 2},
+            "status": {"observedGeneration": 2, "desiredNumberScheduled": 2, "updatedNumberScheduled": 2, "numberReady": 2}}
+    unseen = {"metadata": {"name": "b", "generation": 3}, "status": {"observedGeneration": 2, "desiredNumberScheduled": 1,
+                                                                     "numberReady": 1}}
+    rolling = {"metadata": {"name": "c", "generation": 1},
+               "status": {"observedGeneration": 1, "desiredNumberScheduled": 2, "updatedNumberScheduled": 1, "numberReady": 2}}
+    no_updated_field = {"metadata": {"name": "d"}, "status": {"desiredNumberScheduled": 1, "numberReady": 1}}
+    assert gop.daemonsets_not_rolled_out([rolling, done, unseen, no_updated_field]) == [
+        "DaemonSet b: generation 3 not observed yet", "DaemonSet c: 1/2 updated, 2/2 ready"]
+    assert gop.daemonsets_not_rolled_out([]) == []

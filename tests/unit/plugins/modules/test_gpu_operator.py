@@ -77,6 +77,7 @@ class Cluster(object):
                 CRD, metadata={"name": "clusterpolicies.nvidia.com", "resourceVersion": "2"}),
             "/apis/nvidia.com/v1/clusterpolicies/cluster-policy": {"metadata": {"name": "cluster-policy"},
                                                                    "status": {"state": "ready"}},
+            "/apis/apps/v1/namespaces/gpu-operator/daemonsets": {"items": [], "metadata": {}},
         }
 
     def request(self, method, path, body=None, **kwargs):
@@ -234,3 +235,13 @@ def test_absent(env, capsys):
     assert planned["changed"] and env.state()["release"] is not None
     removed = run(base(env, state="absent"), capsys)
     assert removed["changed"] and removed["action"] == "uninstalled" and env.state()["release"] is None
+
+
+def test_ready_waits_for_operands_rolled_out(env, capsys):
+    env.k8s.objects["/apis/apps/v1/namespaces/gpu-operator/daemonsets"] = {"items": [
+        {"metadata": {"name": "nvidia-device-plugin-daemonset", "generation": 3},
+         "status": {"observedGeneration": 2, "desiredNumberScheduled": 2, "numberReady": 2}}]}
+    env.k8s.objects["/api/v1/namespaces/gpu-operator/pods"] = {"items": []}
+    result = run(base(env, wait_timeout=0), capsys)
+    assert result["failed"] and "ready, but DaemonSet nvidia-device-plugin-daemonset: generation 3 not observed yet" in result["msg"]
+    assert "DaemonSet nvidia-device-plugin-daemonset: generation 3 not observed yet" in result["diagnosis"]
