@@ -104,7 +104,7 @@ options:
   mig_manager_enabled:
     description:
       - Value C(migManager.enabled). Set it to V(false) when the hosts manage MIG themselves
-        (C(mig_backend=host)), so that the operator's MIG manager does not fight them.
+        (C(gpufleet_mig_backend=host)), so that the operator's MIG manager does not fight them.
     type: bool
   mig_manager_config:
     description: Value C(migManager.config.name), the ConfigMap with the mig-parted configs.
