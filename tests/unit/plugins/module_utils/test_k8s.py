@@ -408,3 +408,29 @@ def test_build_configuration_bad_context(tmp_path):
 
 def test_auth_argspec_marks_secret_no_log():
     assert _k8s.K8S_AUTH_ARGSPEC["api_key"]["no_log"] is True
+
+
+class FailingModule(object):
+    def __init__(self, params=None):
+        self.params = params or {}
+
+    def fail_json(self, **kwargs):
+        raise SystemExit(kwargs)
+
+
+def test_missing_kubernetes_library_is_a_clean_failure(monkeypatch):
+    monkeypatch.setattr(_k8s, "HAS_KUBERNETES", False)
+    monkeypatch.setattr(_k8s, "KUBERNETES_IMPORT_ERROR", "Traceback: No module named 'kubernetes'")
+    with pytest.raises(SystemExit) as exited:
+        _k8s.client_from_module(FailingModule())
+    failure = exited.value.args[0]
+    assert "kubernetes" in failure["msg"] and "required" in failure["msg"]
+    assert failure["exception"] == "Traceback: No module named 'kubernetes'"
+
+
+def test_bad_kubeconfig_is_a_clean_failure(tmp_path):
+    broken = tmp_path / "kubeconfig"
+    broken.write_text("this: [is not a kubeconfig")
+    with pytest.raises(SystemExit) as exited:
+        _k8s.client_from_module(FailingModule({"kubeconfig": str(broken)}))
+    assert exited.value.args[0]["msg"].startswith("cannot load Kubernetes client configuration from %s" % broken)
