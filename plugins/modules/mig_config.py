@@ -306,7 +306,6 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._nvidia_smi impor
     build_gpu_facts,
     parse_compute_instances,
     parse_gpu_instances,
-    parse_list_gpus,
     parse_query_gpus,
     parse_summary,
 )
@@ -350,12 +349,12 @@ class MigConfigRunner:
         try:
             rows = parse_query_gpus(self.run_read(QUERY_ARGV))
             summary = parse_summary(self.run_read([]))
-            list_gpus = gis = cis = None
+            gis = cis = None
+            # MIG device UUIDs (-L) are not needed to compare layouts: one call less per run.
             if any(row["mig_current"] for row in rows):
-                list_gpus = parse_list_gpus(self.run_read(["-L"]))
                 gis = parse_gpu_instances(self.run_read(["mig", "-lgi"], allow_empty=True))
                 cis = parse_compute_instances(self.run_read(["mig", "-lci"], allow_empty=True))
-            return build_gpu_facts(rows, summary, list_gpus, gis, cis)
+            return build_gpu_facts(rows, summary, None, gis, cis)
         except ParseError as exc:
             self.module.fail_json(msg="could not parse nvidia-smi output: %s" % exc)
 

@@ -12,7 +12,8 @@ interleaved, N runs of
   mig   - the same hosts with the gpufleet.sharing.mig role and the same mig_config (a no-op)
 
 and reports the median wall time of each and the ratio mig / ping (goal: at most 3x). Every mig
-run must report changed=0 on every host, or the benchmark says so. It prints a table and a JSON
+run must report changed=0 on every host, or the benchmark says so. --mig-verify always adds the
+role's optional final gpu_facts read to every no-op run. It prints a table and a JSON
 document; nothing is asserted on timings.
 """
 
@@ -51,6 +52,7 @@ MIG_PLAY = """- name: MIG role (no-op re-run)
     - role: gpufleet.sharing.mig
       vars:
         mig_config: all-balanced
+        mig_verify: {verify}
 """
 COMMAND = ".venv/bin/python tests/bench/bench_mig_noop.py"
 
@@ -87,6 +89,8 @@ def main():
     parser.add_argument("--hosts", type=int, default=6, help="lab hosts (at least 6 for the issue's figure)")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each play")
     parser.add_argument("--json", help="also write the JSON report to this file")
+    parser.add_argument("--mig-verify", default="changed", choices=["changed", "always", "never"],
+                        help="the role's mig_verify (default: the role default, changed)")
     args = parser.parse_args()
     problem = hosts.prerequisites_problem()
     if problem:
@@ -100,7 +104,7 @@ def main():
     with open(ping_play, "w") as handle:
         handle.write(PING_PLAY)
     with open(mig_play, "w") as handle:
-        handle.write(MIG_PLAY)
+        handle.write(MIG_PLAY.format(verify=args.mig_verify))
     timings = {"ping": [], "mig": []}
     changed_runs = []
     try:
@@ -126,6 +130,7 @@ def main():
         "hosts": args.hosts,
         "models": [s.split("=")[1] for s in specs],
         "repeats": args.repeats,
+        "mig_verify": args.mig_verify,
         "ping_seconds": [round(t, 3) for t in timings["ping"]],
         "mig_noop_seconds": [round(t, 3) for t in timings["mig"]],
         "ping_median_seconds": round(ping, 3),
@@ -134,7 +139,7 @@ def main():
         "goal_ratio_at_most": 3.0,
         "mig_noop_changed_hosts": changed_runs,
         "load_average": list(os.getloadavg()),
-        "command": "%s --hosts %d --repeats %d" % (COMMAND, args.hosts, args.repeats),
+        "command": "%s --hosts %d --repeats %d --mig-verify %s" % (COMMAND, args.hosts, args.repeats, args.mig_verify),
     }
     print("")
     print("%-28s %10s %10s %10s" % ("play (%d hosts)" % args.hosts, "median s", "min s", "max s"))
