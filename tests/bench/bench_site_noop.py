@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Benchmark: a no-op playbooks/site.yml over a lab fleet against an ansible.builtin.ping play.
+
+Usage: .venv/bin/python tests/bench/bench_site_noop.py [--sizes 6 20 50] [--json FILE]
+
+For each fleet size N (a lab with the virtual cluster and N SSH GPU hosts):
+  1. converge once with site.yml (timed, reported, not part of the ratio);
+  2. time `ansible all -m ansible.builtin.ping` over the same hosts (the baseline);
+  3. time site.yml again - nothing to change - and require changed=0 in its recap;
+and report the no-op run as a ratio to the ping baseline and as seconds per host, so that the
+scaling over N (should stay flat per host) is visible. Both runs use the same inventory, forks and
+SSH settings (ControlPersist, pipelining). No timed assertions: it prints a table and JSON.
+
+The 6-host fleet is the demo's (A100 MIG + time-sliced slices, H100 whole GPUs, H200 MPS). Larger
+fleets use H100 and H200 hosts only, so that the first converge does not spend its time on MIG
+rollouts (those are measured by the fleet scenario and tests/bench/bench_mig_noop.py).
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+LAB = os.path.join(REPO, 'tests', 'lab')
+BIN = os.path.join(REPO, '.venv', 'bin')
+sys.path.insert(0, LAB)
+
+from gpulab import tools  # noqa: E402
+
+DEMO_FLEET = [
+    'a100-inf-0=A100-40GB:1@a100_inference,gpu_hosts',
+    'a100-inf-1=A100-40GB:1@a100_inference,gpu_hosts',
+    'h100-trn-0=H100-80GB:2@h100_training,gpu_hosts',
+    'h100-trn-1=H100-80GB:2@h100_training,gpu_hosts',
+    'h200-shr-0=H200:1@h200_shared,gpu_hosts',
+    'h200-shr-1=H200:1@h200_shared,gpu_hosts',
+]
+RECAP = re.compile(r'^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)', re.M)
+
+
+def fleet(size):
+    if size == len(DEMO_FLEET):
+        return list(DEMO_FLEET)
+    hosts = []
+    for index in range(size):
+        if index % 2:
+            hosts.append('h200-%02d=H200:1@h200_shared,gpu_hosts' % index)
+        else:
+            hosts.append('h100-%02d=H100-80GB:2@h100_training,gpu_hosts' % index)
+    return hosts
+
+
+def timed(argv, env):
+    start = time.perf_counter()
+    proc = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, check=False)
+    return time.perf_counter() - start, proc
+
+
+def recap(output):
+    return dict((m.group(1), {'changed': int(m.group(3)), 'unreachable': int(m.group(4)), 'failed': int(m.group(5))})
+                for m in RECAP.finditer(output))
+
+
+def measure(size, helm, workdir):
+    lab_dir = os.path.join(workdir, 'lab-%d' % size)
+    env = dict(os.environ, PYTHONPATH=LAB)
+    argv = [sys.executable, '-m', 'gpulab', 'up', '--dir', lab_dir, '--cluster']
+    for host in fleet(size):
+        argv += ['--host', host]
+    started = time.perf_counter()
+    subprocess.run(argv, env=env, check=True, capture_output=True)
+    lab_up = time.perf_counter() - started
+    try:
+        ansible_env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, '.build'),
+                           ANSIBLE_NOCOLOR='1', ANSIBLE_FORKS='10')
+        inventories = ['-i', os.path.join(lab_dir, 'inventory.yml'), '-i', os.path.join(REPO, 'inventories', 'lab')]
+        extra = ['-e', 'gpufleet_kubeconfig=%s' % os.path.join(lab_dir, 'kubeconfig'),
+                 '-e', 'gpu_operator_chart_ref=%s' % os.path.join(LAB, 'charts', 'gpu-operator-standin'),
+                 '-e', 'gpu_operator_helm_binary=%s' % helm,
+                 '-e', 'gpufleet_report_dir=%s' % os.path.join(lab_dir, 'reports')]
+        site = [os.path.join(BIN, 'ansible-playbook')] + inventories + extra + [os.path.join(REPO, 'playbooks', 'site.yml')]
+        converge, proc = timed(site, ansible_env)
+        if proc.returncode != 0:
+            raise RuntimeError('converge failed for %d hosts:\n%s\n%s' % (size, proc.stdout[-3000:], proc.stderr[-2000:]))
+        ping, proc = timed([os.path.join(BIN, 'ansible'), 'gpu_hosts', '-m', 'ansible.builtin.ping'] + inventories, ansible_env)
+        if proc.returncode != 0:
+            raise RuntimeError('ping failed: %s' % proc.stdout[-2000:])
+        noop, proc = timed(site, ansible_env)
+        changed = sum(host['changed'] for host in recap(proc.stdout).values())
+        if proc.returncode != 0 or changed:
+            raise RuntimeError('no-op run failed or changed %d things:\n%s' % (changed, proc.stdout[-3000:]))
+        return {'hosts': size, 'lab_up_s': lab_up, 'converge_s': converge, 'ping_s': ping, 'noop_site_s': noop,
+                'ratio_noop_to_ping': noop / ping, 'noop_s_per_host': noop / size, 'changed_in_noop': changed}
+    finally:
+        subprocess.run([sys.executable, '-m', 'gpulab', 'down', '--dir', lab_dir], env=env, check=False,
+                       capture_output=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--sizes', type=int, nargs='+', default=[6, 20, 50])
+    parser.add_argument('--json', help='also write the results to this file')
+    options = parser.parse_args()
+    helm = tools.ensure_helm(os.path.join(REPO, '.cache'))
+    workdir = tempfile.mkdtemp(prefix='gpufleet-bench-')
+    results = []
+    try:
+        for size in options.sizes:
+            results.append(measure(size, helm, workdir))
+            row = results[-1]
+            print('measured %d hosts: ping %.1fs, no-op site.yml %.1fs' % (size, row['ping_s'], row['noop_site_s']),
+                  flush=True)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print('\n%6s %10s %10s %12s %12s %14s %16s' % ('hosts', 'lab up s', 'converge s', 'ping s', 'no-op s',
+                                                   'no-op / ping', 'no-op s / host'))
+    for row in results:
+        print('%6d %10.1f %10.1f %12.1f %12.1f %14.2f %16.2f' % (
+            row['hosts'], row['lab_up_s'], row['converge_s'], row['ping_s'], row['noop_site_s'],
+            row['ratio_noop_to_ping'], row['noop_s_per_host']))
+    print(json.dumps({'benchmark': 'site_noop_vs_ping', 'nproc': os.cpu_count(), 'results': results}))
+    if options.json:
+        with open(options.json, 'w') as handle:
+            json.dump(results, handle, indent=2)
+
+
+if __name__ == '__main__':
+    main()
