@@ -26,6 +26,7 @@ Stable API (also documented in docs/architecture.md, section "_k8s API")::
     k8s.set_unschedulable("gpu-a", True)       # cordon / uncordon
     k8s.evict("pod", "ns", dry_run=False)      # policy/v1 Eviction; K8sError(status=429) on PDB
     k8s.events_for("Node", "gpu-a")            # events whose involvedObject matches
+    k8s.pod_log("pod", "ns", container=None, tail_lines=None)  # text
     k8s.wait_for("what", probe, timeout=300, interval=2, progress=callback)
     k8s.now()                                  # monotonic clock used by wait_for
     k8s.request_count                          # HTTP requests sent (retries included)
@@ -406,9 +407,10 @@ class K8sClient(object):
 
     # -- transport -----------------------------------------------------------------------------
 
-    def _send_once(self, method, path, body, query, content_type):
-        # type: (str, str, Any, List[Tuple[str, Any]], Optional[str]) -> Any
-        """One HTTP request; returns the decoded JSON body. Raises _ApiException / urllib3 errors."""
+    def _send_once(self, method, path, body, query, content_type, raw=False):
+        # type: (str, str, Any, List[Tuple[str, Any]], Optional[str], bool) -> Any
+        """One HTTP request; returns the decoded JSON body (the text with raw=True).
+        Raises _ApiException / urllib3 errors."""
         kwargs = {"query_params": list(query), "serialize": False,
                   "_request_timeout": self.request_timeout}  # type: Dict[str, Any]
         if content_type:
@@ -416,20 +418,23 @@ class K8sClient(object):
         response = self._dynamic.request(method, path, body=body, **kwargs)
         data = getattr(response, "data", response)
         if isinstance(data, bytes):
-            data = data.decode("utf-8")
+            data = data.decode("utf-8", "replace" if raw else "strict")
+        if raw:
+            return data if isinstance(data, str) else str(data or "")
         if isinstance(data, str):
             return json.loads(data) if data.strip() else {}
         return data
 
-    def request(self, method, path, body=None, query=None, content_type=None, retry_429=True):
-        # type: (str, str, Any, Optional[List[Tuple[str, Any]]], Optional[str], bool) -> Any
+    def request(self, method, path, body=None, query=None, content_type=None, retry_429=True, raw=False):
+        # type: (str, str, Any, Optional[List[Tuple[str, Any]]], Optional[str], bool, bool) -> Any
         """Send a request with bounded retries on 5xx, 429 (unless retry_429 is False) and
-        transport errors/timeouts. Raises K8sError with the Status message otherwise."""
+        transport errors/timeouts. Raises K8sError with the Status message otherwise.
+        raw=True returns the body as text (pod logs) instead of decoded JSON."""
         attempt = 0
         while True:
             self.request_count += 1
             try:
-                return self._send_once(method, path, body, query or [], content_type)
+                return self._send_once(method, path, body, query or [], content_type, raw)
             except _ApiException as exc:
                 status = getattr(exc, "status", None)
                 message, reason, parsed = status_message(
@@ -701,6 +706,16 @@ class K8sClient(object):
         except K8sError as exc:
             if exc.status != 404:
                 raise
+
+    def pod_log(self, name, namespace, container=None, tail_lines=None):
+        # type: (str, str, Optional[str], Optional[int]) -> str
+        """Text of pods/<name>/log (retried like every request; K8sError on failure)."""
+        query = []  # type: List[Tuple[str, Any]]
+        if container:
+            query.append(("container", container))
+        if tail_lines is not None:
+            query.append(("tailLines", tail_lines))
+        return self.request("GET", BUILTIN_TYPES["Pod"].path(name, namespace, "log"), query=query, raw=True)
 
     def events_for(self, kind, name, namespace=None):
         # type: (str, str, Optional[str]) -> List[Dict[str, Any]]

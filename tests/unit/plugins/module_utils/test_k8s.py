@@ -434,3 +434,23 @@ def test_bad_kubeconfig_is_a_clean_failure(tmp_path):
     with pytest.raises(SystemExit) as exited:
         _k8s.client_from_module(FailingModule({"kubeconfig": str(broken)}))
     assert exited.value.args[0]["msg"].startswith("cannot load Kubernetes client configuration from %s" % broken)
+
+
+class TextResponse(object):
+    def __init__(self, text):
+        self.data = text.encode()
+
+
+def test_pod_log_is_text_and_retried():
+    calls = []
+
+    class Dyn(object):
+        def request(self, method, path, body=None, **kwargs):
+            calls.append((path, dict(kwargs.get("query_params") or [])))
+            if len(calls) == 1:
+                raise FakeApiException(503)
+            return TextResponse("GPU 0: NVIDIA A100 (UUID: GPU-1)\n{not json")
+    client = K8sClient(Dyn(), sleep=lambda s: None)
+    assert client.pod_log("p", "ns", container="c", tail_lines=5) == "GPU 0: NVIDIA A100 (UUID: GPU-1)\n{not json"
+    assert calls[-1] == ("/api/v1/namespaces/ns/pods/p/log", {"container": "c", "tailLines": 5})
+    assert client.request_count == 2
