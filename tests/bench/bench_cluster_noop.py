@@ -72,7 +72,7 @@ def bench(nodes: int, repeats: int, helm_binary: str) -> dict:
             assert result.get("state") == "success", result
         samples = {"helm-list": [], "operator": [], "mig-nodes": []}
         counts = {}
-        for _ in range(repeats):
+        for _round in range(repeats):
             _reset(lab)
             start = time.monotonic()
             subprocess.run([helm_binary, "list", "-n", "gpu-operator", "-o", "json", "--kubeconfig", lab.kubeconfig],
@@ -111,8 +111,8 @@ def main() -> int:
     args = parser.parse_args()
     helm_binary = tools.ensure_helm(os.path.join(REPO, ".cache"))
     results = [bench(int(n), args.repeats, helm_binary) for n in args.nodes.split(",")]
-    print("%6s %12s %12s %12s %10s %14s %14s" % ("nodes", "helm-list s", "operator s", "mig-nodes s",
-                                                "op/helm", "operator reqs", "mig-node reqs"))
+    header = ("nodes", "helm-list s", "operator s", "mig-nodes s", "op/helm", "operator reqs", "mig-node reqs")
+    print("%6s %12s %12s %12s %10s %14s %14s" % header)
     for row in results:
         med, req = row["median_seconds"], row["api_requests"]
         print("%6d %12.2f %12.2f %12.2f %10.2f %14d %14d" % (
