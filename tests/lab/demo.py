@@ -85,8 +85,8 @@ def main():
         with open(summary) as handle:
             nodes = json.load(handle)['nodes']
         print('Rollout: ' + ', '.join('%s %s' % (n['node'], n['outcome']) for n in nodes))
-    print('\nDemo finished in %.0f s with %s.' % (time.time() - started,
-                                                 'success' if result == 0 else 'FAILURES (exit %d)' % result))
+    outcome = 'success' if result == 0 else 'FAILURES (exit %d)' % result
+    print('\nDemo finished in %.0f s with %s.' % (time.time() - started, outcome))
     print('The lab is still running: kubeconfig %s' % os.path.join(lab_dir, 'kubeconfig'))
     print('Stop it with: make demo-down   (or: PYTHONPATH=tests/lab .venv/bin/python -m gpulab down --dir %s)' % lab_dir)
     return result

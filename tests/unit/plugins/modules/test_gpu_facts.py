@@ -71,7 +71,10 @@ def test_h200_facts_in_four_calls(tmp_path):
 
 def test_a100_with_mig_in_seven_calls(tmp_path):
     a100 = os.path.join(FIXTURES, 'a100-mig')
-    read = lambda name: open(os.path.join(a100, name)).read()  # noqa: E731
+
+    def read(name):
+        with open(os.path.join(a100, name)) as handle:
+            return handle.read()
     answers = {'query': [read('query.txt'), 0], 'summary': [read('smi.txt'), 0], '-L': [read('L.txt'), 0],
                'mig -lgi': [read('lgi.txt'), 0], 'mig -lci': [read('lci.txt'), 0],
                'mig -lgip': [read('lgip.txt'), 0], 'mig -lgipp': [read('lgipp.txt'), 0]}
