@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark: how fast the MIG planner validates layouts (issue: well over 10,000 per second).
 
 Usage: .venv/bin/python tests/bench/bench_planner.py [--layouts 10000] [--seed 7] [--json FILE]
@@ -32,7 +31,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner impo
 def random_layouts(count, seed):
     rng = random.Random(seed)
     layouts = []
-    for _ in range(count):
+    for _draw in range(count):
         model = rng.choice(MODELS)
         chosen = rng.sample(model.profiles, rng.randint(1, 3))
         layouts.append((model, dict((p.name, rng.randint(0, p.max_instances + 1)) for p in chosen)))
@@ -41,7 +40,7 @@ def random_layouts(count, seed):
 
 def timed(function, layouts, repeat=3):
     best = None
-    for _ in range(repeat):
+    for _attempt in range(repeat):
         start = time.perf_counter()
         for model, layout in layouts:
             function(model, layout)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark: a no-op playbooks/site.yml over a lab fleet against an ansible.builtin.ping play.
 
 Usage: .venv/bin/python tests/bench/bench_site_noop.py [--sizes 6 20 50] [--json FILE]

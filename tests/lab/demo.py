@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The README's first command (`make demo`): the whole collection on the GPU lab.
 
 1. starts the lab: a virtual GPU cluster and six SSH GPU hosts of mixed models in three groups
