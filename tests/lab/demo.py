@@ -11,6 +11,7 @@ nodes`, `ssh` into a host, re-run the playbook and watch changed=0). `make demo-
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -58,6 +59,7 @@ def main():
 
     helm = tools.ensure_helm(os.path.join(REPO, '.cache'))
     report_dir = os.path.join(lab_dir, 'reports')
+    shutil.rmtree(report_dir, ignore_errors=True)  # never print a previous run's report
     playbook = [
         os.path.join(REPO, '.venv', 'bin', 'ansible-playbook'),
         '-i', os.path.join(lab_dir, 'inventory.yml'),
