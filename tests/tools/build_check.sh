@@ -9,7 +9,11 @@ trap 'rm -rf "$work"' EXIT
 "$bin/ansible-galaxy" collection build "$repo" --output-path "$work/dist" >/dev/null
 tarball=$(ls "$work"/dist/gpufleet-sharing-*.tar.gz)
 echo "built $(basename "$tarball") ($(du -h "$tarball" | cut -f1))"
-"$bin/ansible-galaxy" collection install "$tarball" -p "$work/collections" >/dev/null
+# --force: the source tree itself may be on the configured collections path (.build), which would
+# make ansible-galaxy skip the install as "already installed".
+ANSIBLE_COLLECTIONS_PATH="$work/collections" "$bin/ansible-galaxy" collection install --force "$tarball" \
+  -p "$work/collections" >/dev/null
+test -f "$work/collections/ansible_collections/gpufleet/sharing/MANIFEST.json"
 count=0
 for module in "$repo"/plugins/modules/*.py; do
   name=$(basename "$module" .py)
