@@ -506,7 +506,7 @@ class GpuSharing(object):
         timeout = self.params["wait_timeout"]
         progress_log = []
         last = {}
-        start = k8s._clock()
+        start = k8s.now()
         info = {"nodes": sorted(expectations), "timeout": timeout,
                 "waiting_for": "capacity, allocatable and GFD labels as planned (see expected)"}
         self.result["wait"] = info
@@ -537,7 +537,7 @@ class GpuSharing(object):
             lines = ["%s: %s" % (n, "; ".join(m)) for n, m in sorted((exc.detail or {}).items())]
             self.fail("timed out after %ds waiting for %d node(s) to advertise the planned sharing (the changes were "
                       "applied): %s" % (timeout, len(exc.detail or {}), " | ".join(lines)))
-        info.update(waited=round(k8s._clock() - start, 1), progress=progress_log)
+        info.update(waited=round(k8s.now() - start, 1), progress=progress_log)
 
 
 def main():

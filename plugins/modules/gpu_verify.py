@@ -289,18 +289,11 @@ def _labels(obj):
 
 
 def read_pod_log(k8s, name, namespace):
-    """GET pods/<name>/log. The log is text, not JSON, so it bypasses K8sClient.request's decoding."""
-    path = BUILTIN_TYPES["Pod"].path(name, namespace, "log")
-    k8s.request_count += 1
+    """The pod's log text, or (None, reason) when it cannot be read."""
     try:
-        response = k8s._dynamic.request("GET", path, query_params=[], serialize=False,
-                                        _request_timeout=k8s.request_timeout)
-    except Exception as exc:  # the client raises ApiException or transport errors
-        return None, "cannot read the log: %s" % getattr(exc, "reason", exc)
-    data = getattr(response, "data", response)
-    if isinstance(data, bytes):
-        data = data.decode("utf-8", "replace")
-    return str(data or ""), None
+        return k8s.pod_log(name, namespace), None
+    except K8sError as exc:
+        return None, "cannot read the log: %s" % exc
 
 
 class Verifier(object):

@@ -16,22 +16,6 @@ from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import ApplyResult, K8sError, K8sTimeout
 
 
-class FakeResponse(object):
-    def __init__(self, data):
-        self.data = data
-
-
-class FakeDynamic(object):
-    def __init__(self, store):
-        self.store = store
-
-    def request(self, method, path, **_kwargs):
-        # only pods/<name>/log is read this way
-        parts = path.strip("/").split("/")
-        name = parts[-2]
-        return FakeResponse(self.store.logs.get(name, "").encode())
-
-
 class FakeK8s(object):
     def __init__(self):
         self.objects = {}  # (kind, namespace, name) -> obj
@@ -39,7 +23,6 @@ class FakeK8s(object):
         self.logs = {}
         self.request_count = 0
         self.request_timeout = 30
-        self._dynamic = FakeDynamic(self)
         self.pod_behaviour = None  # callable(pod) -> (phase, log) run when a pod is created
         self.events = []
         self.time = 0.0
@@ -56,8 +39,12 @@ class FakeK8s(object):
     def obj(self, kind, name, namespace=None):
         return self.objects.get((kind, namespace, name))
 
-    def _clock(self):
+    def now(self):
         return self.time
+
+    def pod_log(self, name, namespace, container=None, tail_lines=None):
+        self.request_count += 1
+        return self.logs.get(name, "")
 
     # the client API used by the modules
     def get(self, kind, name, namespace=None):
