@@ -6,7 +6,8 @@ Each rule cites the reference fact it follows (SPECS §x) or says it is a modell
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+import os
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from gpulab.gpustate import ComputeInstance, Gpu, GpuInstance, HostState, mig_uuid
 from gpulab.models import GiProfile, ModelSpec, load_model, parse_profile_name
@@ -247,3 +248,17 @@ def reset_gpu(state: HostState, gpu: Gpu) -> None:
     gpu.gpu_instances = []
     if gpu.mig_capable:
         gpu.mig_current = gpu.mig_pending
+
+
+def state_cli(prog: str, main: Callable[[Sequence[str], str], int], argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m <prog> --state FILE -- <args>`` (or GPULAB_STATE): the tools' command lines."""
+    import argparse  # only the command-line entry points need it
+
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("--state", default=os.environ.get("GPULAB_STATE"), help="GPU state file of the host")
+    parser.add_argument("args", nargs=argparse.REMAINDER)
+    ns = parser.parse_args(argv)
+    if not ns.state:
+        parser.error("--state FILE (or GPULAB_STATE) is required")
+    args = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
+    return main(args, ns.state)

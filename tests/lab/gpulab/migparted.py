@@ -20,7 +20,6 @@ error exits 1 (as a Go program calling log.Fatal does).
 
 from __future__ import annotations
 
-import argparse
 import io
 import itertools
 import json
@@ -712,15 +711,7 @@ def run(argv: Sequence[str], state_path: str, env: Optional[Mapping[str, str]] =
 
 
 def cli(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m gpulab.migparted --state FILE -- <args>`` (or GPULAB_STATE)."""
-    parser = argparse.ArgumentParser(prog="python -m gpulab.migparted")
-    parser.add_argument("--state", default=os.environ.get("GPULAB_STATE"), help="GPU state file of the host")
-    parser.add_argument("args", nargs=argparse.REMAINDER)
-    ns = parser.parse_args(argv)
-    if not ns.state:
-        parser.error("--state FILE (or GPULAB_STATE) is required")
-    args = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
-    return main(args, ns.state)
+    return driver.state_cli("python -m gpulab.migparted", main, argv)
 
 
 if __name__ == "__main__":

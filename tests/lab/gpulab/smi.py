@@ -15,7 +15,6 @@ blocked reset).
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import sys
@@ -806,15 +805,7 @@ def run(argv: Sequence[str], state_path: str) -> Tuple[int, str, str]:
 
 
 def cli(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m gpulab.smi --state FILE -- <args>`` (or GPULAB_STATE in the environment)."""
-    parser = argparse.ArgumentParser(prog="python -m gpulab.smi", add_help=True)
-    parser.add_argument("--state", default=os.environ.get("GPULAB_STATE"), help="GPU state file of the host")
-    parser.add_argument("args", nargs=argparse.REMAINDER)
-    ns = parser.parse_args(argv)
-    if not ns.state:
-        parser.error("--state FILE (or GPULAB_STATE) is required")
-    args = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
-    return main(args, ns.state)
+    return driver.state_cli("python -m gpulab.smi", main, argv)
 
 
 if __name__ == "__main__":
