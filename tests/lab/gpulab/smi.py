@@ -653,31 +653,39 @@ _MIG_FLAGS = {
 _MUTATING = ("cgi", "cci", "dci", "dgi")
 
 
-def _parse_mig_args(argv: Sequence[str]) -> Dict[str, Optional[str]]:
+def _parse_options(argv: Sequence[str], with_value: Dict[str, str], flags: Dict[str, str], help_command: str,
+                   optional_value: Optional[Dict[str, str]] = None) -> Dict[str, Optional[str]]:
+    """Options as nvidia-smi reads them: NAME VALUE or NAME=VALUE, flags, optional values (-cci [x])."""
     opts: Dict[str, Optional[str]] = {}
+    optional_value = optional_value or {}
     args = list(argv)
     while args:
         arg = args.pop(0)
         name, eq, inline = arg.partition("=")
-        if name in _MIG_OPTIONS_WITH_VALUE:
+        if name in with_value:
             if eq:
-                opts[_MIG_OPTIONS_WITH_VALUE[name]] = inline
+                opts[with_value[name]] = inline
             elif args:
-                opts[_MIG_OPTIONS_WITH_VALUE[name]] = args.pop(0)
+                opts[with_value[name]] = args.pop(0)
             else:
-                raise SmiExit(RC_INVALID, f"Option {name} requires a value. Please run 'nvidia-smi mig -h' for help.")
-        elif name in ("-cci", "--create-compute-instance"):
+                raise SmiExit(RC_INVALID, f"Option {name} requires a value. Please run '{help_command}' for help.")
+        elif name in optional_value:
             if eq:
-                opts["cci"] = inline
+                opts[optional_value[name]] = inline
             elif args and not args[0].startswith("-"):
-                opts["cci"] = args.pop(0)
+                opts[optional_value[name]] = args.pop(0)
             else:
-                opts["cci"] = ""
-        elif arg in _MIG_FLAGS:
-            opts[_MIG_FLAGS[arg]] = ""
+                opts[optional_value[name]] = ""
+        elif arg in flags:
+            opts[flags[arg]] = ""
         else:
-            raise SmiExit(RC_INVALID, "Invalid combination of input arguments. Please run 'nvidia-smi mig -h' for help.")
+            raise SmiExit(RC_INVALID, f"Invalid combination of input arguments. Please run '{help_command}' for help.")
     return opts
+
+
+def _parse_mig_args(argv: Sequence[str]) -> Dict[str, Optional[str]]:
+    return _parse_options(argv, _MIG_OPTIONS_WITH_VALUE, _MIG_FLAGS, "nvidia-smi mig -h",
+                          optional_value={"-cci": "cci", "--create-compute-instance": "cci"})
 
 
 def _run_mig(argv: Sequence[str], state_path: str) -> int:
@@ -727,23 +735,7 @@ def _parse_top(argv: Sequence[str]) -> Dict[str, Optional[str]]:
                   "--format": "format", "-mig": "mig", "--multi-instance-gpu": "mig"}
     flags = {"-L": "list", "--list-gpus": "list", "-r": "reset", "--gpu-reset": "reset", "-h": "help",
              "--help": "help", "--version": "version"}
-    opts: Dict[str, Optional[str]] = {}
-    args = list(argv)
-    while args:
-        arg = args.pop(0)
-        name, eq, inline = arg.partition("=")
-        if name in with_value:
-            if eq:
-                opts[with_value[name]] = inline
-            elif args:
-                opts[with_value[name]] = args.pop(0)
-            else:
-                raise SmiExit(RC_INVALID, f"Option {name} requires a value. Please run 'nvidia-smi -h' for help.")
-        elif arg in flags:
-            opts[flags[arg]] = ""
-        else:
-            raise SmiExit(RC_INVALID, "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.")
-    return opts
+    return _parse_options(argv, with_value, flags, "nvidia-smi -h")
 
 
 def _dispatch(argv: Sequence[str], state_path: str) -> int:
