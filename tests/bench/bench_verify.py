@@ -29,6 +29,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "lab"))
 sys.path.insert(0, os.path.join(REPO, "tests", "lab", "tests"))
 
+import labtools  # noqa: E402  pylint: disable=wrong-import-position
 import test_cluster_modules_sharing as labkit  # noqa: E402  pylint: disable=wrong-import-position
 
 RUNTIME_ANNOTATION = "lab.gpufleet.io/runtime-seconds"
@@ -44,8 +45,8 @@ def bench_size(nodes: int, pod_runtime: float, workdir: str) -> dict:
         labkit.install_operator(lab, mig_strategy="none")
         setup_seconds = time.monotonic() - started
         config = {"name": "ts4", "resources": [{"name": "nvidia.com/gpu", "replicas": 4}], "nodes": names}
-        applied = labkit.run_module("gpu_sharing", {"kubeconfig": lab.kubeconfig, "configs": [config],
-                                                    "wait_timeout": 300, "wait_interval": 1}, lab_dir)
+        applied = labtools.run_module("gpu_sharing", {"kubeconfig": lab.kubeconfig, "configs": [config],
+                                                      "wait_timeout": 300, "wait_interval": 1}, lab_dir)
         if applied.get("failed"):
             raise SystemExit("gpu_sharing failed: %s" % applied.get("msg"))
         args = {"kubeconfig": lab.kubeconfig, "configs": [config], "poll_interval": 0.5, "pod_timeout": 120,
@@ -53,13 +54,13 @@ def bench_size(nodes: int, pod_runtime: float, workdir: str) -> dict:
 
         lab.api.metrics.reset()
         begin = time.monotonic()
-        compared = labkit.run_module("gpu_verify", args, lab_dir, check_mode=True)
+        compared = labtools.run_module("gpu_verify", args, lab_dir, check_mode=True)
         compare_wall = time.monotonic() - begin
         compare_requests = lab.api.metrics.snapshot()
 
         lab.api.metrics.reset()
         begin = time.monotonic()
-        verified = labkit.run_module("gpu_verify", args, lab_dir)
+        verified = labtools.run_module("gpu_verify", args, lab_dir)
         verify_wall = time.monotonic() - begin
         counts = lab.api.metrics.snapshot()
     finally:

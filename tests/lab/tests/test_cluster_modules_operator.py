@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import stat
-import subprocess
 import sys
 import threading
 import time
@@ -25,29 +24,12 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 
 from gpulab import gpustate, tools
-from gpulab.cluster import faults, server
+from gpulab.cluster import faults
+from labtools import REPO, ensure_collection_path, run_module, serve_lab, wait_until
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-BUILD = os.path.join(REPO, ".build")
-LINK = os.path.join(BUILD, "ansible_collections", "gpufleet", "sharing")
 CHART = os.path.join(REPO, "tests", "lab", "charts", "gpu-operator-standin")
 
-FAST_ENV = {
-    "GPULAB_RESYNC_SECONDS": "0.3", "GPULAB_OPERAND_START_DELAY": "0.1", "GPULAB_POD_START_DELAY": "0.05",
-    "GPULAB_POD_STOP_DELAY": "0.05", "GPULAB_DEFAULT_RUNTIME": "0.1", "GPULAB_MIG_APPLY_DELAY": "0.05",
-}
-
-if BUILD not in sys.path:
-    sys.path.insert(0, BUILD)
-
-
-def _ensure_collection_path() -> None:
-    if not os.path.lexists(LINK):
-        os.makedirs(os.path.dirname(LINK), exist_ok=True)
-        os.symlink(os.path.join("..", "..", ".."), LINK)
-
-
-_ensure_collection_path()
+ensure_collection_path()
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient  # noqa: E402
 
@@ -60,23 +42,7 @@ class Lab(object):
         os.makedirs(self.dir)
         self.tmp = str(tmp_path)
         self.registry = faults.FaultRegistry()
-        entries = []
-        self.state_files = {}
-        for name, model, count in hosts:
-            state = os.path.join(self.dir, "%s.json" % name)
-            gpustate.create(state, name, [(model, count)])
-            self.state_files[name] = state
-            entries.append({"name": name, "state_file": state})
-        saved = {key: os.environ.get(key) for key in FAST_ENV}
-        os.environ.update(FAST_ENV)
-        try:
-            self.server = server.serve_in_thread(self.dir, entries, controllers=True, fault_registry=self.registry)
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+        self.server, self.state_files = serve_lab(self.dir, hosts, fault_registry=self.registry)
         self.kubeconfig = self.server.kubeconfig
         self.store = self.server.store
         self.k8s = K8sClient.connect({"kubeconfig": self.kubeconfig}, backoff_base=0.05)
@@ -86,35 +52,10 @@ class Lab(object):
 
     def run(self, module: str, args: Dict[str, Any], check: bool = False, diff: bool = False,
             env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
-        payload = dict(args, _ansible_check_mode=check, _ansible_diff=diff, _ansible_tmpdir=self.tmp)
-        path = os.path.join(self.tmp, "%s-%d.json" % (module, time.monotonic_ns()))
-        with open(path, "w", encoding="utf-8") as handle:
-            json.dump({"ANSIBLE_MODULE_ARGS": payload}, handle)
-        run_env = dict(os.environ, PYTHONPATH=BUILD, **(env or {}))
-        proc = subprocess.run([sys.executable, "-m", "ansible_collections.gpufleet.sharing.plugins.modules." + module,
-                               path], capture_output=True, text=True, env=run_env, timeout=300, check=False)
-        os.unlink(path)
-        try:
-            result = json.loads(proc.stdout)
-        except ValueError:
-            raise AssertionError("module %s printed no JSON (rc=%d): %s %s"
-                                 % (module, proc.returncode, proc.stdout, proc.stderr))
-        result.pop("invocation", None)
-        return result
+        return run_module(module, args, self.tmp, check_mode=check, diff=diff, env=env)
 
     def stop(self) -> None:
         self.server.stop()
-
-
-def wait_until(what, probe, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
 
 
 @pytest.fixture

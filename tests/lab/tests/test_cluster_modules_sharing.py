@@ -9,28 +9,14 @@ the lab computes what each node advertises independently of the collection's cod
 from __future__ import annotations
 
 import json
-import os
 import ssl
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from gpulab import gpustate
-from gpulab.cluster import server
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-BUILD = os.path.join(REPO, ".build")
-LINK = os.path.join(BUILD, "ansible_collections", "gpufleet", "sharing")
-
-FAST_ENV = {
-    "GPULAB_RESYNC_SECONDS": "0.3", "GPULAB_OPERAND_START_DELAY": "0.1", "GPULAB_POD_START_DELAY": "0.05",
-    "GPULAB_POD_STOP_DELAY": "0.05", "GPULAB_DEFAULT_RUNTIME": "0.1", "GPULAB_MIG_APPLY_DELAY": "0.05",
-}
+from labtools import run_module, serve_lab, wait_until
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -50,45 +36,9 @@ NODE_GPUS = {
 }
 
 
-def ensure_collection_path() -> None:
-    if not os.path.lexists(LINK):
-        os.makedirs(os.path.dirname(LINK), exist_ok=True)
-        os.symlink(os.path.join("..", "..", ".."), LINK)
-
-
-def run_module(name: str, args: Dict[str, Any], tmp_dir: str, check_mode: bool = False, diff: bool = False) -> Dict[str, Any]:
-    """Run a collection module like Ansible does (python -m, args file) and return its JSON result."""
-    ensure_collection_path()
-    payload = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
-    path = os.path.join(tmp_dir, "%s-%d.json" % (name, time.monotonic_ns()))
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump({"ANSIBLE_MODULE_ARGS": payload}, handle)
-    env = dict(os.environ, PYTHONPATH=BUILD)
-    proc = subprocess.run([sys.executable, "-m", "ansible_collections.gpufleet.sharing.plugins.modules.%s" % name, path],
-                          capture_output=True, text=True, env=env, timeout=600, check=False)
-    try:
-        return json.loads(proc.stdout)
-    except ValueError:
-        raise AssertionError("module %s printed no JSON (rc=%d): %s %s" % (name, proc.returncode, proc.stdout, proc.stderr))
-
-
 def start_lab(lab_dir: str, hosts: List[Tuple[str, str, int]]) -> Any:
     """Start the lab API server with controllers in this process; hosts are (name, model, gpus)."""
-    entries = []
-    for name, model, count in hosts:
-        state = os.path.join(lab_dir, "%s.json" % name)
-        gpustate.create(state, name, [(model, count)])
-        entries.append({"name": name, "state_file": state})
-    saved = {key: os.environ.get(key) for key in FAST_ENV}
-    os.environ.update(FAST_ENV)
-    try:
-        return server.serve_in_thread(lab_dir, entries, controllers=True)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    return serve_lab(lab_dir, hosts)[0]
 
 
 def store_get(lab: Any, path: str) -> Optional[Dict[str, Any]]:
@@ -102,17 +52,6 @@ def store_get(lab: Any, path: str) -> Optional[Dict[str, Any]]:
         if exc.code == 404:
             return None
         raise
-
-
-def wait_until(what: str, probe, timeout: float = 30.0) -> Any:
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
 
 
 def install_operator(lab: Any, mig_strategy: str = "mixed") -> None:

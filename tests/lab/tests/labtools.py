@@ -1,0 +1,95 @@
+"""Helpers shared by the tests and benchmarks that run collection modules against an in-process lab.
+
+- run_module: run a module as Ansible does (``python -m``, an args file) and return its JSON result;
+- serve_lab: the lab API server with its controllers in this process, with short simulated delays;
+- wait_until: poll a probe until it returns something truthy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from gpulab import gpustate
+from gpulab.cluster import server
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+BUILD = os.path.join(REPO, ".build")
+LINK = os.path.join(BUILD, "ansible_collections", "gpufleet", "sharing")
+# Short simulated delays (defaults are realistic and slower).
+FAST_ENV = {
+    "GPULAB_RESYNC_SECONDS": "0.3", "GPULAB_OPERAND_START_DELAY": "0.1", "GPULAB_POD_START_DELAY": "0.05",
+    "GPULAB_POD_STOP_DELAY": "0.05", "GPULAB_DEFAULT_RUNTIME": "0.1", "GPULAB_MIG_APPLY_DELAY": "0.05",
+}
+
+
+def ensure_collection_path() -> None:
+    """ansible_collections.gpufleet.sharing importable: .build/... links to this checkout."""
+    if not os.path.lexists(LINK):
+        os.makedirs(os.path.dirname(LINK), exist_ok=True)
+        os.symlink(os.path.join("..", "..", ".."), LINK)
+    if BUILD not in sys.path:
+        sys.path.insert(0, BUILD)
+
+
+def run_module(name: str, args: Dict[str, Any], tmp_dir: str, check_mode: bool = False, diff: bool = False,
+               env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+    """Run a collection module like Ansible does and return its JSON result (without ``invocation``)."""
+    ensure_collection_path()
+    payload = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff, _ansible_tmpdir=tmp_dir)
+    path = os.path.join(tmp_dir, "%s-%d.json" % (name, time.monotonic_ns()))
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump({"ANSIBLE_MODULE_ARGS": payload}, handle)
+    run_env = dict(os.environ, PYTHONPATH=BUILD, **(env or {}))
+    try:
+        proc = subprocess.run([sys.executable, "-m", "ansible_collections.gpufleet.sharing.plugins.modules." + name,
+                               path], capture_output=True, text=True, env=run_env, timeout=600, check=False)
+    finally:
+        os.unlink(path)
+    try:
+        result = json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError("module %s printed no JSON (rc=%d): %s %s" % (name, proc.returncode, proc.stdout, proc.stderr))
+    result.pop("invocation", None)
+    return result
+
+
+def serve_lab(lab_dir: str, hosts: List[Tuple[str, str, int]], fault_registry: Any = None) -> Tuple[Any, Dict[str, str]]:
+    """Start the lab API server with controllers in this process; hosts are (name, model, gpus).
+
+    Returns the server and each host's GPU state file.
+    """
+    state_files = {}
+    entries = []
+    for name, model, count in hosts:
+        state = os.path.join(lab_dir, "%s.json" % name)
+        gpustate.create(state, name, [(model, count)])
+        state_files[name] = state
+        entries.append({"name": name, "state_file": state})
+    saved = {key: os.environ.get(key) for key in FAST_ENV}
+    os.environ.update(FAST_ENV)
+    try:
+        running = server.serve_in_thread(lab_dir, entries, controllers=True, fault_registry=fault_registry)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return running, state_files
+
+
+def wait_until(what: str, probe: Callable[[], Any], timeout: float = 30.0) -> Any:
+    """The first truthy value of probe(), polled every 0.1 s; AssertionError after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
