@@ -1,0 +1,135 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.sharing contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one way a gpufleet.sharing module is put together: argument spec, result, failure, diff.
+
+Every module's ``main()`` is a few lines::
+
+    def main() -> None:
+        GpuFleetModule(ARGUMENT_SPEC, cluster=True).run(run)
+
+    def run(mod: GpuFleetModule) -> None:     # read -> plan -> write
+        node = mod.k8s.get("Node", mod.params["node"])
+        ...
+        mod.changes.record("node gpu-a labels", before, after, changed=True)
+        mod.result["labels"] = after
+        if problems:
+            mod.fail("what is wrong, and where", problems=problems)
+
+- ``fail()`` raises; ``run()`` turns it (and any ``K8sError``) into ``fail_json`` carrying the result
+  gathered so far, so no helper ever exits the process itself.
+- ``changes`` collects the changed flag and the diff entries; ``run()`` adds ``diff`` only under
+  ``--diff``.
+- Check mode, the one rule for cluster modules: the module plans and reads exactly as in a real run,
+  and every write request goes to the API server as a server-side dry run (``dryRun=All``). That is
+  set once, on the client (``mod.k8s`` is built with ``dry_run=mod.check_mode``); modules do not branch
+  on check mode for writes. The API server validates and defaults each object but stores nothing, so
+  no resourceVersion moves and the diff shows what would really be stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import (
+    K8S_AUTH_ARGSPEC,
+    K8sClient,
+    K8sError,
+    client_from_module,
+)
+
+
+class ModuleFailure(Exception):
+    """A clear failure: ``msg`` names what is wrong and where; ``extra`` goes into the result."""
+
+    def __init__(self, msg: str, **extra: Any) -> None:
+        super().__init__(msg)
+        self.msg = msg
+        self.extra = extra
+
+
+class Changes:
+    """The changed flag and the diff entries of one module run."""
+
+    def __init__(self) -> None:
+        self.changed = False
+        self.entries: List[Dict[str, Any]] = []
+
+    def record(self, what: str, before: Any, after: Any, changed: Optional[bool] = None) -> bool:
+        """Note one object's before/after; ``changed`` defaults to ``before != after``."""
+        is_changed = (before != after) if changed is None else bool(changed)
+        self.changed = self.changed or is_changed
+        if is_changed:
+            self.entries.append({"before_header": what, "after_header": what,
+                                 "before": _diffable(before), "after": _diffable(after)})
+        return is_changed
+
+    def mark(self) -> None:
+        """Something changed that has no before/after of its own (e.g. a pod restarted)."""
+        self.changed = True
+
+    def diff(self) -> Any:
+        if len(self.entries) == 1:
+            return self.entries[0]
+        return self.entries
+
+
+def _diffable(value: Any) -> Any:
+    return {} if value is None else value
+
+
+class GpuFleetModule:
+    """An AnsibleModule plus the result, the change tracker and (for cluster modules) the client."""
+
+    def __init__(self, argument_spec: Mapping[str, Any], cluster: bool = False, **module_options: Any) -> None:
+        spec = dict(argument_spec)
+        if cluster:
+            spec.update(K8S_AUTH_ARGSPEC)
+        module_options.setdefault("supports_check_mode", True)
+        self.ansible = AnsibleModule(argument_spec=spec, **module_options)
+        self.params: Dict[str, Any] = self.ansible.params
+        self.check_mode: bool = self.ansible.check_mode
+        self.diff_mode: bool = bool(self.ansible._diff)
+        self.result: Dict[str, Any] = {"changed": False}
+        self.changes = Changes()
+        self._k8s: Optional[K8sClient] = None
+
+    @property
+    def k8s(self) -> K8sClient:
+        """The cluster client, connected on first use; writes are server-side dry runs in check mode."""
+        if self._k8s is None:
+            self._k8s = client_from_module(self.ansible, dry_run=self.check_mode)
+        return self._k8s
+
+    def fail(self, msg: str, **extra: Any) -> NoReturn:
+        raise ModuleFailure(msg, **extra)
+
+    def warn(self, msg: str) -> None:
+        self.ansible.warn(msg)
+
+    def log(self, msg: str) -> None:
+        """Progress for long waits (shown with -vvv and in the controller's log)."""
+        self.ansible.log(msg)
+
+    def _final_result(self, extra: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        result = dict(self.result)
+        result.update(extra or {})
+        result["changed"] = bool(result.get("changed")) or self.changes.changed
+        if self.diff_mode and self.changes.entries and "diff" not in result:
+            result["diff"] = self.changes.diff()
+        return result
+
+    def run(self, body: Callable[["GpuFleetModule"], None]) -> NoReturn:
+        """Run ``body(self)``; exit with the result, or fail with it and the reason."""
+        try:
+            body(self)
+        except ModuleFailure as exc:
+            self.ansible.fail_json(msg=exc.msg, **self._final_result(exc.extra))
+        except K8sError as exc:
+            extra: Dict[str, Any] = {}
+            if getattr(exc, "status", None) is not None:
+                extra["status"] = exc.status
+            self.ansible.fail_json(msg=str(exc), **self._final_result(extra))
+        self.ansible.exit_json(**self._final_result())
