@@ -1,0 +1,138 @@
+"""The read-only ``nvidia-smi mig`` listings: ``-lgip``, ``-lgipp``, ``-lgi``, ``-lci``, ``-lcip``."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+from gpulab import driver
+from gpulab.gpustate import Gpu
+from gpulab.models import load_model
+from gpulab.smi.common import RC_NOT_FOUND, RC_OK, ci_rows, mig_enabled, out
+
+_LGIP_HEAD = (
+    "+" + "-" * 79 + "+",
+    "| GPU instance profiles:                                                        |",
+    "| GPU   Name               ID    Instances   Memory     P2P    SM    DEC   ENC  |",
+    "|                                Free/Total   GiB              CE    JPEG  OFA  |",
+    "|" + "=" * 79 + "|",
+)
+
+
+def mig_lgip(gpus: Sequence[Gpu]) -> int:
+    """Layout of the real 580 capture (tests/fixtures/h200/mig_lgip.txt); Free counts from
+    driver.free_instances."""
+    capable = [gpu for gpu in gpus if gpu.mig_capable]
+    if not capable:
+        out("No MIG-supported devices found.")
+        return RC_NOT_FOUND
+    for line in _LGIP_HEAD:
+        out(line)
+    for gpu in capable:
+        for profile in load_model(gpu.model).profiles:
+            free = f"{driver.free_instances(gpu, profile)}/{profile.instances_total}"
+            out(f"|{gpu.index:>4}  {profile.full_name:<18}{profile.profile_id:>4}     {free:<11}"
+                f"{profile.memory_gib:<11}{profile.p2p:<7}{profile.sm:<7}{profile.dec:<6}{profile.enc:<4}|")
+            out(f"|{'':62}{profile.ce:>2}{'':5}{profile.jpeg:<6}{profile.ofa:<4}|")
+            out(_LGIP_HEAD[0])
+    return RC_OK
+
+
+def mig_lgipp(gpus: Sequence[Gpu]) -> int:
+    """Static possible placements (SPECS §1.1, §3.1 format)."""
+    capable = [gpu for gpu in gpus if gpu.mig_capable]
+    if not capable:
+        out("No MIG-supported devices found.")
+        return RC_NOT_FOUND
+    for gpu in capable:
+        for profile in load_model(gpu.model).profiles:
+            label = "Placements:" if len(profile.starts) > 1 else "Placement :"
+            starts = ",".join(str(s) for s in profile.starts)
+            out(f"GPU {gpu.index:>2} Profile ID {profile.profile_id:>2} {label} {{{starts}}}:{profile.size}")
+    return RC_OK
+
+
+def mig_lgi(gpus: Sequence[Gpu], gi_filter: Optional[List[int]]) -> int:
+    """Table of SPECS §4.4."""
+    enabled = mig_enabled(gpus)
+    if not enabled:
+        out("No MIG-enabled devices found.")
+        return RC_OK
+    rows = [(gpu, gi) for gpu in enabled for gi in gpu.gpu_instances
+            if gi_filter is None or gi.gi_id in gi_filter]
+    if not rows:
+        out("No GPU instances found.")
+        return RC_OK
+    border = "+" + "-" * 52 + "+"
+    out(border)
+    out("| GPU instances:                                     |")
+    out("| GPU   Name          Profile  Instance   Placement  |")
+    out("|                       ID       ID       Start:Size |")
+    out("|" + "=" * 52 + "|")
+    for gpu, gi in rows:
+        out(f"|{gpu.index:>4}  {'MIG ' + gi.profile:<16}{gi.profile_id:>3}{gi.gi_id:>9}{f'{gi.start}:{gi.size}':>13}     |")
+        out(border)
+    return RC_OK
+
+
+def mig_lci(gpus: Sequence[Gpu], gi_filter: Optional[List[int]], ci_filter: Optional[List[int]]) -> int:
+    """Table of SPECS §4.5 (newer drivers, with the Placement column)."""
+    if not mig_enabled(gpus):
+        out("No MIG-enabled devices found.")
+        return RC_OK
+    rows = list(ci_rows(gpus, gi_filter, ci_filter))
+    if not rows:
+        out("No compute instances found.")
+        return RC_OK
+    border = "+" + "-" * 68 + "+"
+    out(border)
+    out("| Compute instances:                                                 |")
+    out("| GPU     GPU       Name             Profile   Instance   Placement  |")
+    out("|       Instance                       ID        ID       Start:Size |")
+    out("|         ID                                                         |")
+    out("|" + "=" * 68 + "|")
+    for gpu, gi, ci in rows:
+        spec = load_model(gpu.model)
+        placement = f"{driver.ci_start(ci, gi, spec)}:{driver.ci_slices(ci, gi, spec)}"
+        out(f"|{gpu.index:>4}{gi.gi_id:>7}{'':7}{'MIG ' + ci.profile:<20}{ci.profile_id:>2}{ci.ci_id:>10}{placement:>13}     |")
+        out(border)
+    return RC_OK
+
+
+def mig_lcip(gpus: Sequence[Gpu], gi_filter: Optional[List[int]]) -> int:
+    """CI profiles per GI; the default (whole-GI) profile is marked ``*`` (SPECS §4.5). The
+    table shape is a modelling choice (no capture with MIG enabled)."""
+    enabled = mig_enabled(gpus)
+    if not enabled:
+        out("No MIG-enabled devices found.")
+        return RC_OK
+    gis = [(gpu, gi) for gpu in enabled for gi in gpu.gpu_instances if gi_filter is None or gi.gi_id in gi_filter]
+    if not gis:
+        out("No GPU instances found.")
+        return RC_OK
+    width = 86
+    border = "+" + "-" * width + "+"
+    out(border)
+    out("|" + " Compute instance profiles:".ljust(width) + "|")
+    out("|" + " GPU     GPU       Name             Profile  Instances   Exclusive       Shared".ljust(width) + "|")
+    out("|" + "       Instance                       ID     Free/Total     SM       DEC   ENC   OFA".ljust(width) + "|")
+    out("|" + "         ID                                                          CE    JPEG".ljust(width) + "|")
+    out("|" + "=" * width + "|")
+    for gpu, gi in gis:
+        spec = load_model(gpu.model)
+        profile = spec.profile(str(gi.profile_id))
+        g = profile.compute_slices if profile else 1
+        used = sum(driver.ci_slices(ci, gi, spec) for ci in gi.compute_instances)
+        options = driver.ci_profiles(gi, spec)
+        for slices, ci_profile_id, name in options:
+            total = g // slices
+            free = (g - used) // slices
+            star = "*" if slices == g else " "
+            sm = (profile.sm * slices) // g if profile else 0
+            line1 = (f"{gpu.index:>4}{gi.gi_id:>7}{'':7}{'MIG ' + name:<20}{ci_profile_id:>2}{star}"
+                     f"{f'{free}/{total}':>9}{sm:>12}{profile.dec if profile else 0:>10}{profile.enc if profile else 0:>6}"
+                     f"{profile.ofa if profile else 0:>6}")
+            line2 = f"{'':64}{profile.ce if profile else 0:>6}{profile.jpeg if profile else 0:>6}"
+            out("|" + line1.ljust(width) + "|")
+            out("|" + line2.ljust(width) + "|")
+            out(border)
+    return RC_OK
