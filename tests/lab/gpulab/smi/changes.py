@@ -8,7 +8,7 @@ from gpulab import driver
 from gpulab.driver import DriverError
 from gpulab.gpustate import Gpu, HostState
 from gpulab.models import load_model
-from gpulab.smi.common import RC_INVALID, RC_NOT_FOUND, RC_OK, RC_OTHER, SmiExit, ci_rows, mig_enabled, out, rc_for
+from gpulab.smi.common import RC_INVALID, RC_NOT_FOUND, RC_OK, RC_OTHER, SmiExit, ci_rows, finish, gi_rows, mig_enabled, nothing_found, out
 
 
 def set_mig(state: HostState, gpus: Sequence[Gpu], value: str) -> int:
@@ -114,23 +114,17 @@ def mig_cgi(state: HostState, gpus: Sequence[Gpu], text: str, with_ci: bool) -> 
                 state.record("nvidia-smi", "create-ci", gpu=gpu.index, gi_id=gi.gi_id, ci_id=ci.ci_id, profile=ci.profile)
                 out(f"Successfully created compute instance ID {ci.ci_id:>2} on GPU {gpu.index:>2} GPU instance ID "
                     f"{gi.gi_id:>2} using profile MIG {ci.profile} (ID {ci.profile_id:>2})")
-    if last_error:
-        out(f"Failed to create GPU instances: {last_error}")
-        return rc_for(last_error)
-    return RC_OK
+    return finish(last_error, "create GPU instances")
 
 
 def mig_cci(state: HostState, gpus: Sequence[Gpu], text: Optional[str], gi_filter: Optional[List[int]]) -> int:
     """``-cci [profiles] [-gi IDs]``: default profile = the whole GI (SPECS §4.5 ``*``)."""
-    enabled = mig_enabled(gpus)
-    if not enabled:
-        out("No MIG-enabled devices found.")
-        return RC_NOT_FOUND
     tokens = [t.strip() for t in text.split(",")] if text else [None]
     last_error = None
-    targets = [(gpu, gi) for gpu in enabled for gi in gpu.gpu_instances if gi_filter is None or gi.gi_id in gi_filter]
-    if not targets:
-        out("No GPU instances found.")
+    targets = gi_rows(gpus, gi_filter)
+    empty = nothing_found(gpus, targets, "GPU instances")
+    if empty:
+        out(empty)
         return RC_NOT_FOUND
     for gpu, gi in targets:
         for token in tokens:
@@ -144,21 +138,16 @@ def mig_cci(state: HostState, gpus: Sequence[Gpu], text: Optional[str], gi_filte
             state.record("nvidia-smi", "create-ci", gpu=gpu.index, gi_id=gi.gi_id, ci_id=ci.ci_id, profile=ci.profile)
             out(f"Successfully created compute instance ID {ci.ci_id:>2} on GPU {gpu.index:>2} GPU instance ID "
                 f"{gi.gi_id:>2} using profile MIG {ci.profile} (ID {ci.profile_id:>2})")
-    if last_error:
-        out(f"Failed to create compute instances: {last_error}")
-        return rc_for(last_error)
-    return RC_OK
+    return finish(last_error, "create compute instances")
 
 
 def mig_dci(state: HostState, gpus: Sequence[Gpu], gi_filter: Optional[List[int]],
             ci_filter: Optional[List[int]]) -> int:
     """``-dci``: refused for a CI with a running process (SPECS §5 "In use by another client")."""
-    if not mig_enabled(gpus):
-        out("No MIG-enabled devices found.")
-        return RC_NOT_FOUND
     rows = list(ci_rows(gpus, gi_filter, ci_filter))
-    if not rows:
-        out("No compute instances found.")
+    empty = nothing_found(gpus, rows, "compute instances")
+    if empty:
+        out(empty)
         return RC_NOT_FOUND
     last_error = None
     for gpu, gi, ci in rows:
@@ -171,21 +160,15 @@ def mig_dci(state: HostState, gpus: Sequence[Gpu], gi_filter: Optional[List[int]
             continue
         state.record("nvidia-smi", "destroy-ci", gpu=gpu.index, gi_id=gi.gi_id, ci_id=ci.ci_id)
         out(f"Successfully destroyed compute instance ID {ci.ci_id:>2} from GPU {gpu.index:>2} GPU instance ID {gi.gi_id:>2}")
-    if last_error:
-        out(f"Failed to destroy compute instances: {last_error}")
-        return rc_for(last_error)
-    return RC_OK
+    return finish(last_error, "destroy compute instances")
 
 
 def mig_dgi(state: HostState, gpus: Sequence[Gpu], gi_filter: Optional[List[int]]) -> int:
     """``-dgi``: a GI that still has CIs is "In use by another client" (SPECS §5)."""
-    enabled = mig_enabled(gpus)
-    if not enabled:
-        out("No MIG-enabled devices found.")
-        return RC_NOT_FOUND
-    rows = [(gpu, gi) for gpu in enabled for gi in list(gpu.gpu_instances) if gi_filter is None or gi.gi_id in gi_filter]
-    if not rows:
-        out("No GPU instances found.")
+    rows = gi_rows(gpus, gi_filter)
+    empty = nothing_found(gpus, rows, "GPU instances")
+    if empty:
+        out(empty)
         return RC_NOT_FOUND
     last_error = None
     for gpu, gi in rows:
@@ -197,7 +180,4 @@ def mig_dgi(state: HostState, gpus: Sequence[Gpu], gi_filter: Optional[List[int]
             continue
         state.record("nvidia-smi", "destroy-gi", gpu=gpu.index, gi_id=gi.gi_id)
         out(f"Successfully destroyed GPU instance ID {gi.gi_id:>2} from GPU {gpu.index:>2}")
-    if last_error:
-        out(f"Failed to destroy GPU instances: {last_error}")
-        return rc_for(last_error)
-    return RC_OK
+    return finish(last_error, "destroy GPU instances")

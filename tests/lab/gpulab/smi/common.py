@@ -96,6 +96,28 @@ def id_filter(text: Optional[str], option: str) -> Optional[List[int]]:
         raise SmiExit(RC_INVALID, f"Invalid value for option {option}: {text}") from None
 
 
+def gi_rows(gpus: Sequence[Gpu], gi_filter: Optional[List[int]]) -> List[Tuple[Gpu, GpuInstance]]:
+    """GPU instances of the MIG-enabled GPUs, filtered by ``-gi`` IDs."""
+    return [(gpu, gi) for gpu in mig_enabled(gpus) for gi in gpu.gpu_instances if gi_filter is None or gi.gi_id in gi_filter]
+
+
+def nothing_found(gpus: Sequence[Gpu], rows: Sequence[object], what: str) -> Optional[str]:
+    """What ``nvidia-smi mig`` prints when it has nothing to act on (None when it has)."""
+    if not mig_enabled(gpus):
+        return "No MIG-enabled devices found."
+    if not rows:
+        return f"No {what} found."
+    return None
+
+
+def finish(last_error: Optional[str], failed: str) -> int:
+    """Exit code of a command over several instances: the last error's (after ``Failed to ...``)."""
+    if last_error:
+        out(f"Failed to {failed}: {last_error}")
+        return rc_for(last_error)
+    return RC_OK
+
+
 def ci_rows(gpus: Sequence[Gpu], gi_filter: Optional[List[int]],
             ci_filter: Optional[List[int]]) -> Iterator[Tuple[Gpu, GpuInstance, ComputeInstance]]:
     """Compute instances of the MIG-enabled GPUs, filtered by ``-gi`` and ``-ci`` IDs."""

@@ -7,15 +7,23 @@ from typing import List, Optional, Sequence
 from gpulab import driver
 from gpulab.gpustate import Gpu
 from gpulab.models import load_model
-from gpulab.smi.common import RC_NOT_FOUND, RC_OK, ci_rows, mig_enabled, out
+from gpulab.smi.common import RC_NOT_FOUND, RC_OK, ci_rows, gi_rows, nothing_found, out
 
-_LGIP_HEAD = (
-    "+" + "-" * 79 + "+",
-    "| GPU instance profiles:                                                        |",
-    "| GPU   Name               ID    Instances   Memory     P2P    SM    DEC   ENC  |",
-    "|                                Free/Total   GiB              CE    JPEG  OFA  |",
-    "|" + "=" * 79 + "|",
+_LGIP_TITLES = (
+    " GPU instance profiles:",
+    " GPU   Name               ID    Instances   Memory     P2P    SM    DEC   ENC",
+    "                                Free/Total   GiB              CE    JPEG  OFA",
 )
+
+
+def _table_head(width: int, titles: Sequence[str]) -> str:
+    """Print a table's top border, its title lines and the ``=`` rule; returns the border."""
+    border = "+" + "-" * width + "+"
+    out(border)
+    for title in titles:
+        out("|" + title.ljust(width) + "|")
+    out("|" + "=" * width + "|")
+    return border
 
 
 def mig_lgip(gpus: Sequence[Gpu]) -> int:
@@ -25,15 +33,14 @@ def mig_lgip(gpus: Sequence[Gpu]) -> int:
     if not capable:
         out("No MIG-supported devices found.")
         return RC_NOT_FOUND
-    for line in _LGIP_HEAD:
-        out(line)
+    border = _table_head(79, _LGIP_TITLES)
     for gpu in capable:
         for profile in load_model(gpu.model).profiles:
             free = f"{driver.free_instances(gpu, profile)}/{profile.instances_total}"
             out(f"|{gpu.index:>4}  {profile.full_name:<18}{profile.profile_id:>4}     {free:<11}"
                 f"{profile.memory_gib:<11}{profile.p2p:<7}{profile.sm:<7}{profile.dec:<6}{profile.enc:<4}|")
             out(f"|{'':62}{profile.ce:>2}{'':5}{profile.jpeg:<6}{profile.ofa:<4}|")
-            out(_LGIP_HEAD[0])
+            out(border)
     return RC_OK
 
 
@@ -53,21 +60,13 @@ def mig_lgipp(gpus: Sequence[Gpu]) -> int:
 
 def mig_lgi(gpus: Sequence[Gpu], gi_filter: Optional[List[int]]) -> int:
     """Table of SPECS §4.4."""
-    enabled = mig_enabled(gpus)
-    if not enabled:
-        out("No MIG-enabled devices found.")
+    rows = gi_rows(gpus, gi_filter)
+    empty = nothing_found(gpus, rows, "GPU instances")
+    if empty:
+        out(empty)
         return RC_OK
-    rows = [(gpu, gi) for gpu in enabled for gi in gpu.gpu_instances
-            if gi_filter is None or gi.gi_id in gi_filter]
-    if not rows:
-        out("No GPU instances found.")
-        return RC_OK
-    border = "+" + "-" * 52 + "+"
-    out(border)
-    out("| GPU instances:                                     |")
-    out("| GPU   Name          Profile  Instance   Placement  |")
-    out("|                       ID       ID       Start:Size |")
-    out("|" + "=" * 52 + "|")
+    border = _table_head(52, (" GPU instances:", " GPU   Name          Profile  Instance   Placement",
+                              "                       ID       ID       Start:Size"))
     for gpu, gi in rows:
         out(f"|{gpu.index:>4}  {'MIG ' + gi.profile:<16}{gi.profile_id:>3}{gi.gi_id:>9}{f'{gi.start}:{gi.size}':>13}     |")
         out(border)
@@ -76,20 +75,13 @@ def mig_lgi(gpus: Sequence[Gpu], gi_filter: Optional[List[int]]) -> int:
 
 def mig_lci(gpus: Sequence[Gpu], gi_filter: Optional[List[int]], ci_filter: Optional[List[int]]) -> int:
     """Table of SPECS §4.5 (newer drivers, with the Placement column)."""
-    if not mig_enabled(gpus):
-        out("No MIG-enabled devices found.")
-        return RC_OK
     rows = list(ci_rows(gpus, gi_filter, ci_filter))
-    if not rows:
-        out("No compute instances found.")
+    empty = nothing_found(gpus, rows, "compute instances")
+    if empty:
+        out(empty)
         return RC_OK
-    border = "+" + "-" * 68 + "+"
-    out(border)
-    out("| Compute instances:                                                 |")
-    out("| GPU     GPU       Name             Profile   Instance   Placement  |")
-    out("|       Instance                       ID        ID       Start:Size |")
-    out("|         ID                                                         |")
-    out("|" + "=" * 68 + "|")
+    border = _table_head(68, (" Compute instances:", " GPU     GPU       Name             Profile   Instance   Placement",
+                              "       Instance                       ID        ID       Start:Size", "         ID"))
     for gpu, gi, ci in rows:
         spec = load_model(gpu.model)
         placement = f"{driver.ci_start(ci, gi, spec)}:{driver.ci_slices(ci, gi, spec)}"
@@ -101,22 +93,16 @@ def mig_lci(gpus: Sequence[Gpu], gi_filter: Optional[List[int]], ci_filter: Opti
 def mig_lcip(gpus: Sequence[Gpu], gi_filter: Optional[List[int]]) -> int:
     """CI profiles per GI; the default (whole-GI) profile is marked ``*`` (SPECS §4.5). The
     table shape is a modelling choice (no capture with MIG enabled)."""
-    enabled = mig_enabled(gpus)
-    if not enabled:
-        out("No MIG-enabled devices found.")
-        return RC_OK
-    gis = [(gpu, gi) for gpu in enabled for gi in gpu.gpu_instances if gi_filter is None or gi.gi_id in gi_filter]
-    if not gis:
-        out("No GPU instances found.")
+    gis = gi_rows(gpus, gi_filter)
+    empty = nothing_found(gpus, gis, "GPU instances")
+    if empty:
+        out(empty)
         return RC_OK
     width = 86
-    border = "+" + "-" * width + "+"
-    out(border)
-    out("|" + " Compute instance profiles:".ljust(width) + "|")
-    out("|" + " GPU     GPU       Name             Profile  Instances   Exclusive       Shared".ljust(width) + "|")
-    out("|" + "       Instance                       ID     Free/Total     SM       DEC   ENC   OFA".ljust(width) + "|")
-    out("|" + "         ID                                                          CE    JPEG".ljust(width) + "|")
-    out("|" + "=" * width + "|")
+    border = _table_head(width, (" Compute instance profiles:",
+                                 " GPU     GPU       Name             Profile  Instances   Exclusive       Shared",
+                                 "       Instance                       ID     Free/Total     SM       DEC   ENC   OFA",
+                                 "         ID                                                          CE    JPEG"))
     for gpu, gi in gis:
         spec = load_model(gpu.model)
         profile = spec.profile(str(gi.profile_id))

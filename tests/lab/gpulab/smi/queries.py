@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import time
-from typing import Callable, Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from gpulab import gpustate
 from gpulab.gpustate import Gpu, HostState
 from gpulab.models import load_model
 from gpulab.smi.common import RC_INVALID, SmiExit, out, used_mib
+
+# A query field: (CSV header, getter).
+Field = Tuple[str, Callable[..., str]]
 
 
 def list_gpus(gpus: Sequence[Gpu]) -> None:
@@ -84,15 +87,19 @@ def _parse_format(value: Optional[str]) -> Tuple[bool, bool]:
     return "noheader" not in parts, "nounits" not in parts
 
 
+def _resolve_fields(fields_text: str, fields: Mapping[str, Field], aliases: Mapping[str, str]) -> List[Field]:
+    resolved = []
+    for name in (f.strip() for f in fields_text.split(",") if f.strip()):
+        canonical = aliases.get(name, name)
+        if canonical not in fields:
+            raise SmiExit(RC_INVALID, f'Field "{name}" is not a valid field to query.')
+        resolved.append(fields[canonical])
+    return resolved
+
+
 def query_gpu(state: HostState, gpus: Sequence[Gpu], fields_text: str, fmt: Optional[str]) -> None:
     header, units = _parse_format(fmt)
-    names = [f.strip() for f in fields_text.split(",") if f.strip()]
-    resolved = []
-    for name in names:
-        canonical = _GPU_ALIASES.get(name, name)
-        if canonical not in _GPU_FIELDS:
-            raise SmiExit(RC_INVALID, f'Field "{name}" is not a valid field to query.')
-        resolved.append(_GPU_FIELDS[canonical])
+    resolved = _resolve_fields(fields_text, _GPU_FIELDS, _GPU_ALIASES)
     if header:
         out(", ".join(item[0] for item in resolved))
     for gpu in gpus:
@@ -101,12 +108,7 @@ def query_gpu(state: HostState, gpus: Sequence[Gpu], fields_text: str, fmt: Opti
 
 def query_apps(gpus: Sequence[Gpu], fields_text: str, fmt: Optional[str]) -> None:
     header, units = _parse_format(fmt)
-    resolved = []
-    for name in (f.strip() for f in fields_text.split(",") if f.strip()):
-        canonical = _APP_ALIASES.get(name, name)
-        if canonical not in _APP_FIELDS:
-            raise SmiExit(RC_INVALID, f'Field "{name}" is not a valid field to query.')
-        resolved.append(_APP_FIELDS[canonical])
+    resolved = _resolve_fields(fields_text, _APP_FIELDS, _APP_ALIASES)
     if header:
         out(", ".join(item[0] for item in resolved))
     for gpu in gpus:
