@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import MODELS, CatalogError, GpuModel, resolve_model
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import MODELS, GpuModel
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import LayoutError, plan_layout
 
 CONFIG_VERSION = "v1"

@@ -125,8 +125,8 @@ def test_files_wanted_and_their_state():
 
 def balanced_plan():
     config = mp.parse_named_configs(mp.default_configs())
-    return ma.plan_host(config, "all-balanced", [gpu(0), gpu(1, pci="0x20F110DE", current=True,
-                                                                  instances=["3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb"])])
+    balanced = gpu(1, pci="0x20F110DE", current=True, instances=["3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb"])
+    return ma.plan_host(config, "all-balanced", [gpu(0), balanced])
 
 
 def test_plan_result_and_diff():
