@@ -14,7 +14,20 @@ import stat
 import tempfile
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ansible.module_utils.common.process import get_bin_path
+
 from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
+
+
+def find_binary(mod: GpuFleetModule, name: str, required: bool = False) -> Optional[str]:
+    """The executable's path (None when absent); a missing required one fails with Ansible's message."""
+    path = mod.ansible.get_bin_path(name)
+    if path is None and required:
+        try:
+            path = get_bin_path(name)
+        except ValueError as exc:
+            mod.fail(str(exc))
+    return path
 
 
 class HostCommands:

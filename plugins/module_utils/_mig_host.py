@@ -17,7 +17,7 @@ from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 from ansible.module_utils.basic import missing_required_lib
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._host import HostCommands
+from ansible_collections.gpufleet.sharing.plugins.module_utils._host import HostCommands, find_binary
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_apply import (
     GpuChange,
     HostPlan,
@@ -85,11 +85,11 @@ class MigHost:
     def __init__(self, mod: GpuFleetModule) -> None:
         self.mod = mod
         self.run = HostCommands(mod)
-        self.smi = mod.ansible.get_bin_path("nvidia-smi", required=True)
+        self.smi = find_binary(mod, "nvidia-smi", required=True)
         backend = mod.params["backend"]
         self.mig_parted: Optional[str] = None
         if backend in ("auto", "nvidia-mig-parted"):
-            self.mig_parted = mod.ansible.get_bin_path("nvidia-mig-parted", required=backend == "nvidia-mig-parted")
+            self.mig_parted = find_binary(mod, "nvidia-mig-parted", required=backend == "nvidia-mig-parted")
 
     @property
     def commands(self) -> List[str]:
