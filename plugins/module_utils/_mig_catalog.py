@@ -8,16 +8,10 @@ the mig-parted defaults (see docs/architecture.md and the SPECS references in th
 Where the MIG user guide and a real capture disagree, the capture wins (e.g. H200 memory sizes).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import re
-
-try:
-    from typing import Dict, List, Optional, Tuple
-except ImportError:  # pragma: no cover - typing is always present on supported Pythons
-    pass
+from typing import Any, Dict, List, Optional, Tuple
 
 
 class CatalogError(ValueError):
@@ -30,9 +24,9 @@ class MigProfile:
     __slots__ = ('name', 'gi_profile_id', 'max_instances', 'memory_slices', 'compute_slices',
                  'starts', 'memory_gib', 'multiprocessors', 'media_extensions')
 
-    def __init__(self, name, gi_profile_id, max_instances, memory_slices, compute_slices, starts,
-                 memory_gib=None, multiprocessors=None):
-        # type: (str, int, int, int, int, Tuple[int, ...], Optional[float], Optional[int]) -> None
+    def __init__(self, name: str, gi_profile_id: int, max_instances: int, memory_slices: int,
+                 compute_slices: int, starts: Tuple[int, ...], memory_gib: Optional[float] = None,
+                 multiprocessors: Optional[int] = None) -> None:
         self.name = name
         self.gi_profile_id = gi_profile_id
         self.max_instances = max_instances
@@ -44,18 +38,15 @@ class MigProfile:
         self.media_extensions = name.endswith('+me')
 
     @property
-    def resource_suffix(self):
-        # type: () -> str
+    def resource_suffix(self) -> str:
         """Device-plugin resource name suffix: '+' becomes '.' (SPECS 9.1)."""
         return self.name.replace('+', '.')
 
-    def placement_text(self):
-        # type: () -> str
+    def placement_text(self) -> str:
         """Placements in nvidia-smi's `-lgipp` notation, e.g. '{0,2,4}:2'."""
         return '{%s}:%d' % (','.join(str(s) for s in self.starts), self.memory_slices)
 
-    def as_dict(self):
-        # type: () -> Dict[str, object]
+    def as_dict(self) -> Dict[str, object]:
         return {
             'name': self.name,
             'gi_profile_id': self.gi_profile_id,
@@ -67,7 +58,7 @@ class MigProfile:
             'multiprocessors': self.multiprocessors,
         }
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return 'MigProfile(%s id=%d max=%d %s)' % (self.name, self.gi_profile_id, self.max_instances,
                                                    self.placement_text())
 
@@ -79,9 +70,9 @@ class GpuModel:
                  'compute_slices', 'max_instances', 'profiles', 'balanced', 'verified_placements',
                  '_by_name')
 
-    def __init__(self, key, product_names, pci_device_ids, architecture, memory_slices, compute_slices,
-                 max_instances, profiles, balanced, verified_placements):
-        # type: (str, Tuple[str, ...], Tuple[str, ...], str, int, int, int, Tuple[MigProfile, ...], Dict[str, int], bool) -> None
+    def __init__(self, key: str, product_names: Tuple[str, ...], pci_device_ids: Tuple[str, ...],
+                 architecture: str, memory_slices: int, compute_slices: int, max_instances: int,
+                 profiles: Tuple[MigProfile, ...], balanced: Dict[str, int], verified_placements: bool) -> None:
         self.key = key
         self.product_names = product_names
         self.pci_device_ids = pci_device_ids
@@ -95,13 +86,11 @@ class GpuModel:
         self._by_name = dict((p.name, p) for p in profiles)
 
     @property
-    def mig_mode_persists_across_reboot(self):
-        # type: () -> bool
+    def mig_mode_persists_across_reboot(self) -> bool:
         """Ampere keeps MIG mode in the InfoROM; Hopper and later lose it on reboot (SPECS 4.1)."""
         return self.architecture == 'ampere'
 
-    def profile(self, name):
-        # type: (str) -> Optional[MigProfile]
+    def profile(self, name: str) -> Optional[MigProfile]:
         """The profile called `name` ('1g.10gb', 'MIG 1g.10gb' or a GI profile id as text)."""
         wanted = normalize_profile_name(name)
         found = self._by_name.get(wanted)
@@ -111,12 +100,10 @@ class GpuModel:
                     return candidate
         return found
 
-    def profile_names(self):
-        # type: () -> List[str]
+    def profile_names(self) -> List[str]:
         return [p.name for p in self.profiles]
 
-    def as_dict(self):
-        # type: () -> Dict[str, object]
+    def as_dict(self) -> Dict[str, object]:
         return {
             'key': self.key,
             'product_names': list(self.product_names),
@@ -131,12 +118,11 @@ class GpuModel:
             'verified_placements': self.verified_placements,
         }
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return 'GpuModel(%s)' % self.key
 
 
-def normalize_profile_name(name):
-    # type: (str) -> str
+def normalize_profile_name(name: str) -> str:
     """'MIG 1g.10gb' and ' 1G.10GB ' both become '1g.10gb'."""
     text = str(name).strip()
     if text[:4].upper() == 'MIG ':
@@ -148,7 +134,10 @@ def normalize_profile_name(name):
 # sizes and SM counts differ. Rows: class, nvidia-smi GI profile id, max instances, memory
 # slices, compute slices, allowed starts. [SPECS 3.1 canonical -lgipp, 3.2 rules as data;
 # VERIFIED for H200 by tests/fixtures/h200/mig_lgipp.txt]
-_EIGHT_SLICE_GEOMETRY = (
+# One geometry row: class, GI profile id, max instances, memory slices, compute slices, starts.
+GeometryRow = Tuple[str, int, int, int, int, Tuple[int, ...]]
+
+_EIGHT_SLICE_GEOMETRY: Tuple[GeometryRow, ...] = (
     ('1g', 19, 7, 1, 1, (0, 1, 2, 3, 4, 5, 6)),
     ('1g+me', 20, 1, 1, 1, (0, 1, 2, 3, 4, 5, 6)),
     ('1g-2mem', 15, 4, 2, 1, (0, 2, 4, 6)),
@@ -159,7 +148,7 @@ _EIGHT_SLICE_GEOMETRY = (
 )
 
 # A30: 4 memory slices, 4 compute slices; its nvidia-smi profile ids differ. [SPECS 2.9, S10 -lgipp]
-_FOUR_SLICE_GEOMETRY = (
+_FOUR_SLICE_GEOMETRY: Tuple[GeometryRow, ...] = (
     ('1g', 14, 4, 1, 1, (0, 1, 2, 3)),
     ('1g+me', 21, 1, 1, 1, (0, 1, 2, 3)),
     ('2g', 5, 2, 2, 2, (0, 2)),
@@ -168,8 +157,7 @@ _FOUR_SLICE_GEOMETRY = (
 )
 
 
-def _profile_name(geometry_class, sizes_gb):
-    # type: (str, Dict[str, str]) -> str
+def _profile_name(geometry_class: str, sizes_gb: Dict[str, str]) -> str:
     base = geometry_class.split('+')[0]
     if base == '1g-2mem':
         return '1g.%sgb' % sizes_gb['1g-2mem']
@@ -177,8 +165,9 @@ def _profile_name(geometry_class, sizes_gb):
     return name + '+me' if geometry_class.endswith('+me') else name
 
 
-def _build_profiles(geometry, sizes_gb, memory_gib, multiprocessors):
-    # type: (tuple, Dict[str, str], Dict[str, Optional[float]], Dict[str, Optional[int]]) -> Tuple[MigProfile, ...]
+def _build_profiles(geometry: Tuple[GeometryRow, ...], sizes_gb: Dict[str, str],
+                    memory_gib: Dict[str, Optional[float]],
+                    multiprocessors: Dict[str, Optional[int]]) -> Tuple[MigProfile, ...]:
     profiles = []
     for geometry_class, gi_id, max_count, mem, compute, starts in geometry:
         base = geometry_class.split('+')[0]
@@ -195,8 +184,10 @@ def _build_profiles(geometry, sizes_gb, memory_gib, multiprocessors):
     return tuple(profiles)
 
 
-def _eight_slice_model(key, product_names, pci_device_ids, architecture, sizes_gb, memory_gib,
-                       multiprocessors, balanced, verified_placements):
+def _eight_slice_model(key: str, product_names: Tuple[str, ...], pci_device_ids: Tuple[str, ...],
+                       architecture: str, sizes_gb: Dict[str, str], memory_gib: Dict[str, Optional[float]],
+                       multiprocessors: Dict[str, Optional[int]], balanced: Dict[str, int],
+                       verified_placements: bool) -> GpuModel:
     return GpuModel(
         key=key, product_names=tuple(product_names), pci_device_ids=tuple(pci_device_ids),
         architecture=architecture, memory_slices=8, compute_slices=7, max_instances=7,
@@ -204,7 +195,7 @@ def _eight_slice_model(key, product_names, pci_device_ids, architecture, sizes_g
         balanced=balanced, verified_placements=verified_placements)
 
 
-def _gib(*values):
+def _gib(*values: Any) -> Dict[str, Any]:
     return dict(zip(('1g', '1g-2mem', '2g', '3g', '4g', '7g'), values))
 
 
@@ -212,96 +203,89 @@ _HOPPER_SM = _gib(16, 26, 32, 60, 64, 132)  # H100/H200 -lgip SM column [SPECS 2
 _AMPERE_SM = _gib(14, 14, 28, 42, 56, 98)   # A100 [SPECS 2.1, 2.2]
 
 
-def _build_catalog():
-    # type: () -> Tuple[GpuModel, ...]
-    models = [
-        GpuModel(
-            key='A30',
-            product_names=('NVIDIA A30',),
-            pci_device_ids=('0x20B710DE',),
-            architecture='ampere', memory_slices=4, compute_slices=4, max_instances=4,
-            profiles=_build_profiles(_FOUR_SLICE_GEOMETRY, {'1g': '6', '2g': '12', '4g': '24'},
-                                     {'1g': 5.81, '2g': 11.69, '4g': 23.44},
-                                     {'1g': 14, '2g': 28, '4g': 56}),
-            balanced={'1g.6gb': 2, '2g.12gb': 1},
-            verified_placements=True),  # S10 A30 -lgipp
-        _eight_slice_model(
-            'A100-40GB',
-            ('NVIDIA A100-SXM4-40GB', 'NVIDIA A100-PCIE-40GB', 'NVIDIA A800 40GB PCIe'),
-            ('0x20B010DE', '0x20B110DE', '0x20F110DE', '0x20F610DE'),
-            'ampere',
-            {'1g': '5', '1g-2mem': '10', '2g': '10', '3g': '20', '4g': '20', '7g': '40'},
-            _gib(4.75, 9.62, 9.62, 19.50, 19.50, 39.25), _AMPERE_SM,
-            {'1g.5gb': 2, '2g.10gb': 1, '3g.20gb': 1}, True),  # S2 -lgipp
-        _eight_slice_model(
-            'A100-80GB',
-            ('NVIDIA A100-SXM4-80GB', 'NVIDIA A100 80GB PCIe', 'NVIDIA A100-PCIE-80GB',
-             'NVIDIA A800-SXM4-80GB', 'NVIDIA A800 80GB PCIe'),
-            ('0x20B210DE', '0x20B510DE', '0x20F310DE', '0x20F510DE'),
-            'ampere',
-            {'1g': '10', '1g-2mem': '20', '2g': '20', '3g': '40', '4g': '40', '7g': '80'},
-            _gib(9.50, 19.50, 19.50, 39.25, 39.25, 78.75), _AMPERE_SM,
-            {'1g.10gb': 2, '2g.20gb': 1, '3g.40gb': 1}, False),  # placements DERIVED (SPECS 2.2)
-        _eight_slice_model(
-            'H100-80GB',
-            ('NVIDIA H100 80GB HBM3', 'NVIDIA H100 PCIe', 'NVIDIA H800', 'NVIDIA H800 PCIe'),
-            ('0x233010DE', '0x233110DE', '0x232210DE', '0x232410DE'),
-            'hopper',
-            {'1g': '10', '1g-2mem': '20', '2g': '20', '3g': '40', '4g': '40', '7g': '80'},
-            _gib(9.75, 19.62, 19.62, 39.50, 39.50, 79.25), _HOPPER_SM,
-            {'1g.10gb': 2, '2g.20gb': 1, '3g.40gb': 1}, True),  # S10 real -lgipp
-        _eight_slice_model(
-            'H100-NVL',
-            ('NVIDIA H100 NVL', 'NVIDIA H800 NVL'),
-            ('0x232110DE', '0x233A10DE'),
-            'hopper',
-            {'1g': '12', '1g-2mem': '24', '2g': '24', '3g': '47', '4g': '47', '7g': '94'},
-            _gib(10.75, 21.62, 21.62, 46.38, 46.38, 93.12), _HOPPER_SM,
-            {'1g.12gb': 2, '2g.24gb': 1, '3g.47gb': 1}, True),  # S10 real -lgipp
-        _eight_slice_model(
-            'H100-96GB',
-            ('NVIDIA H100 96GB HBM3', 'NVIDIA GH200 480GB', 'NVIDIA GH200 120GB', 'NVIDIA H20',
-             'NVIDIA PG506-96GB'),
-            ('0x233D10DE', '0x234210DE', '0x232910DE', '0x20B610DE'),
-            'hopper',
-            {'1g': '12', '1g-2mem': '24', '2g': '24', '3g': '48', '4g': '48', '7g': '96'},
-            _gib(None, None, None, None, None, None), {},
-            {'1g.12gb': 2, '2g.24gb': 1, '3g.48gb': 1}, False),  # DERIVED (SPECS 2.5)
-        _eight_slice_model(
-            'H200',
-            ('NVIDIA H200', 'NVIDIA H200 NVL'),
-            ('0x233510DE', '0x233B10DE'),
-            'hopper',
-            {'1g': '18', '1g-2mem': '35', '2g': '35', '3g': '71', '4g': '71', '7g': '141'},
-            _gib(16.00, 32.50, 32.50, 69.75, 69.75, 140.00), _HOPPER_SM,  # real H200 capture
-            {'1g.18gb': 2, '2g.35gb': 1, '3g.71gb': 1}, True),  # tests/fixtures/h200/mig_lgipp.txt
-        _eight_slice_model(
-            'GH200-144GB',
-            ('NVIDIA GH200 144G HBM3e',),
-            ('0x234810DE',),
-            'hopper',
-            {'1g': '18', '1g-2mem': '36', '2g': '36', '3g': '72', '4g': '72', '7g': '144'},
-            _gib(17.50, 35.25, 35.25, None, None, None), _gib(16, 26, 32, None, None, None),
-            {'1g.18gb': 2, '2g.36gb': 1, '3g.72gb': 1}, False),  # DERIVED (SPECS 2.7)
-        _eight_slice_model(
-            'B200',
-            ('NVIDIA B200',),
-            ('0x290110DE',),
-            'blackwell',
-            {'1g': '23', '1g-2mem': '45', '2g': '45', '3g': '90', '4g': '90', '7g': '180'},
-            _gib(22.00, 44.25, 44.25, None, None, None), _gib(18, 30, 36, None, None, None),
-            {'1g.23gb': 2, '2g.45gb': 1, '3g.90gb': 1}, False),  # DERIVED (SPECS 2.8)
-    ]
-    return tuple(models)
+MODELS: Tuple[GpuModel, ...] = (
+    GpuModel(
+        key='A30',
+        product_names=('NVIDIA A30',),
+        pci_device_ids=('0x20B710DE',),
+        architecture='ampere', memory_slices=4, compute_slices=4, max_instances=4,
+        profiles=_build_profiles(_FOUR_SLICE_GEOMETRY, {'1g': '6', '2g': '12', '4g': '24'},
+                                 {'1g': 5.81, '2g': 11.69, '4g': 23.44},
+                                 {'1g': 14, '2g': 28, '4g': 56}),
+        balanced={'1g.6gb': 2, '2g.12gb': 1},
+        verified_placements=True),  # S10 A30 -lgipp
+    _eight_slice_model(
+        'A100-40GB',
+        ('NVIDIA A100-SXM4-40GB', 'NVIDIA A100-PCIE-40GB', 'NVIDIA A800 40GB PCIe'),
+        ('0x20B010DE', '0x20B110DE', '0x20F110DE', '0x20F610DE'),
+        'ampere',
+        {'1g': '5', '1g-2mem': '10', '2g': '10', '3g': '20', '4g': '20', '7g': '40'},
+        _gib(4.75, 9.62, 9.62, 19.50, 19.50, 39.25), _AMPERE_SM,
+        {'1g.5gb': 2, '2g.10gb': 1, '3g.20gb': 1}, True),  # S2 -lgipp
+    _eight_slice_model(
+        'A100-80GB',
+        ('NVIDIA A100-SXM4-80GB', 'NVIDIA A100 80GB PCIe', 'NVIDIA A100-PCIE-80GB',
+         'NVIDIA A800-SXM4-80GB', 'NVIDIA A800 80GB PCIe'),
+        ('0x20B210DE', '0x20B510DE', '0x20F310DE', '0x20F510DE'),
+        'ampere',
+        {'1g': '10', '1g-2mem': '20', '2g': '20', '3g': '40', '4g': '40', '7g': '80'},
+        _gib(9.50, 19.50, 19.50, 39.25, 39.25, 78.75), _AMPERE_SM,
+        {'1g.10gb': 2, '2g.20gb': 1, '3g.40gb': 1}, False),  # placements DERIVED (SPECS 2.2)
+    _eight_slice_model(
+        'H100-80GB',
+        ('NVIDIA H100 80GB HBM3', 'NVIDIA H100 PCIe', 'NVIDIA H800', 'NVIDIA H800 PCIe'),
+        ('0x233010DE', '0x233110DE', '0x232210DE', '0x232410DE'),
+        'hopper',
+        {'1g': '10', '1g-2mem': '20', '2g': '20', '3g': '40', '4g': '40', '7g': '80'},
+        _gib(9.75, 19.62, 19.62, 39.50, 39.50, 79.25), _HOPPER_SM,
+        {'1g.10gb': 2, '2g.20gb': 1, '3g.40gb': 1}, True),  # S10 real -lgipp
+    _eight_slice_model(
+        'H100-NVL',
+        ('NVIDIA H100 NVL', 'NVIDIA H800 NVL'),
+        ('0x232110DE', '0x233A10DE'),
+        'hopper',
+        {'1g': '12', '1g-2mem': '24', '2g': '24', '3g': '47', '4g': '47', '7g': '94'},
+        _gib(10.75, 21.62, 21.62, 46.38, 46.38, 93.12), _HOPPER_SM,
+        {'1g.12gb': 2, '2g.24gb': 1, '3g.47gb': 1}, True),  # S10 real -lgipp
+    _eight_slice_model(
+        'H100-96GB',
+        ('NVIDIA H100 96GB HBM3', 'NVIDIA GH200 480GB', 'NVIDIA GH200 120GB', 'NVIDIA H20',
+         'NVIDIA PG506-96GB'),
+        ('0x233D10DE', '0x234210DE', '0x232910DE', '0x20B610DE'),
+        'hopper',
+        {'1g': '12', '1g-2mem': '24', '2g': '24', '3g': '48', '4g': '48', '7g': '96'},
+        _gib(None, None, None, None, None, None), {},
+        {'1g.12gb': 2, '2g.24gb': 1, '3g.48gb': 1}, False),  # DERIVED (SPECS 2.5)
+    _eight_slice_model(
+        'H200',
+        ('NVIDIA H200', 'NVIDIA H200 NVL'),
+        ('0x233510DE', '0x233B10DE'),
+        'hopper',
+        {'1g': '18', '1g-2mem': '35', '2g': '35', '3g': '71', '4g': '71', '7g': '141'},
+        _gib(16.00, 32.50, 32.50, 69.75, 69.75, 140.00), _HOPPER_SM,  # real H200 capture
+        {'1g.18gb': 2, '2g.35gb': 1, '3g.71gb': 1}, True),  # tests/fixtures/h200/mig_lgipp.txt
+    _eight_slice_model(
+        'GH200-144GB',
+        ('NVIDIA GH200 144G HBM3e',),
+        ('0x234810DE',),
+        'hopper',
+        {'1g': '18', '1g-2mem': '36', '2g': '36', '3g': '72', '4g': '72', '7g': '144'},
+        _gib(17.50, 35.25, 35.25, None, None, None), _gib(16, 26, 32, None, None, None),
+        {'1g.18gb': 2, '2g.36gb': 1, '3g.72gb': 1}, False),  # DERIVED (SPECS 2.7)
+    _eight_slice_model(
+        'B200',
+        ('NVIDIA B200',),
+        ('0x290110DE',),
+        'blackwell',
+        {'1g': '23', '1g-2mem': '45', '2g': '45', '3g': '90', '4g': '90', '7g': '180'},
+        _gib(22.00, 44.25, 44.25, None, None, None), _gib(18, 30, 36, None, None, None),
+        {'1g.23gb': 2, '2g.45gb': 1, '3g.90gb': 1}, False),  # DERIVED (SPECS 2.8)
+)
+MODELS_BY_KEY: Dict[str, GpuModel] = dict((m.key, m) for m in MODELS)
+_BY_PCI_ID: Dict[str, GpuModel] = dict((pci, m) for m in MODELS for pci in m.pci_device_ids)
 
 
-MODELS = _build_catalog()  # type: Tuple[GpuModel, ...]
-MODELS_BY_KEY = dict((m.key, m) for m in MODELS)  # type: Dict[str, GpuModel]
-_BY_PCI_ID = dict((pci, m) for m in MODELS for pci in m.pci_device_ids)  # type: Dict[str, GpuModel]
-
-
-def _product_key(name):
-    # type: (str) -> str
+def _product_key(name: str) -> str:
     """Compare product names loosely: case, 'NVIDIA ' prefix, spaces and dashes do not matter."""
     text = name.strip().lower()
     if text.startswith('nvidia '):
@@ -309,12 +293,11 @@ def _product_key(name):
     return re.sub(r'[\s_-]+', '', text)
 
 
-_BY_PRODUCT = dict((_product_key(n), m) for m in MODELS for n in m.product_names)  # type: Dict[str, GpuModel]
-_BY_KEY_LOWER = dict((m.key.lower(), m) for m in MODELS)  # type: Dict[str, GpuModel]
+_BY_PRODUCT: Dict[str, GpuModel] = dict((_product_key(n), m) for m in MODELS for n in m.product_names)
+_BY_KEY_LOWER: Dict[str, GpuModel] = dict((m.key.lower(), m) for m in MODELS)
 
 
-def normalize_pci_device_id(text):
-    # type: (str) -> Optional[str]
+def normalize_pci_device_id(text: str) -> Optional[str]:
     """'0x233010de', '233010DE', '0x2330' and '2330' all become '0x233010DE' (device + NVIDIA vendor)."""
     raw = text.strip().lower()
     if raw.startswith('0x'):
@@ -326,8 +309,7 @@ def normalize_pci_device_id(text):
     return '0x' + raw.upper()
 
 
-def find_model(identifier, pci_device_id=None):
-    # type: (str, Optional[str]) -> Optional[GpuModel]
+def find_model(identifier: str, pci_device_id: Optional[str] = None) -> Optional[GpuModel]:
     """The model for a short key, a product name as nvidia-smi prints it, or a PCI device id.
 
     When both a product name and a PCI device id are known, the PCI id wins (product names vary
@@ -349,8 +331,7 @@ def find_model(identifier, pci_device_id=None):
     return _BY_PRODUCT.get(_product_key(text))
 
 
-def resolve_model(identifier, pci_device_id=None):
-    # type: (str, Optional[str]) -> GpuModel
+def resolve_model(identifier: str, pci_device_id: Optional[str] = None) -> GpuModel:
     """Like find_model, but raise CatalogError naming the known models when nothing matches."""
     model = find_model(identifier, pci_device_id)
     if model is None:

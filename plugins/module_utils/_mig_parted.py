@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import MODELS, CatalogError, GpuModel, resolve_model
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import MODELS, GpuModel
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import LayoutError, plan_layout
 
 CONFIG_VERSION = "v1"
@@ -37,6 +37,10 @@ class MigPartedError(ValueError):
         super().__init__("; ".join(self.problems))
 
 
+class DocumentError(ValueError):
+    """The document is not even shaped like a v1 config (one message, before any validation)."""
+
+
 @dataclass(frozen=True)
 class DeviceFilter:
     """One ``device-filter`` entry: ``0x<device><vendor>[:0x<subdevice><subvendor>]``."""
@@ -48,16 +52,10 @@ class DeviceFilter:
 
     @classmethod
     def parse(cls, text: str) -> "DeviceFilter":
-        parts = text.strip().split(":")
-        if len(parts) not in (1, 2):
+        matches = [_FILTER_PART.match(part) for part in text.strip().split(":")]
+        if len(matches) not in (1, 2) or None in matches:
             raise ValueError("invalid device-filter %r: expected 0x<DEVICE><VENDOR>[:0x<SUBDEVICE><SUBVENDOR>]" % text)
-        matches = [_FILTER_PART.match(part) for part in parts]
-        if not all(matches):
-            raise ValueError("invalid device-filter %r: expected 0x<DEVICE><VENDOR>[:0x<SUBDEVICE><SUBVENDOR>]" % text)
-        device_id, vendor_id = int(matches[0].group(1), 16), int(matches[0].group(2), 16)  # type: ignore[union-attr]
-        if len(matches) == 1:
-            return cls(device_id, vendor_id)
-        return cls(device_id, vendor_id, int(matches[1].group(1), 16), int(matches[1].group(2), 16))  # type: ignore[union-attr]
+        return cls(*(int(group, 16) for match in matches if match is not None for group in match.groups()))
 
     def matches(self, pci_device_id: Optional[str], pci_sub_device_id: Optional[str] = None) -> bool:
         """Match against nvidia-smi's ``pci.device_id`` (``0x233010DE``) and ``pci.sub_device_id``."""
@@ -106,7 +104,7 @@ class MigConfigItem:
 
     def as_dict(self) -> Dict[str, Any]:
         """The item in mig-parted's own form (keys in mig-parted's order)."""
-        result = {}  # type: Dict[str, Any]
+        result: Dict[str, Any] = {}
         if self.device_filters:
             filters = [str(flt) for flt in self.device_filters]
             result["device-filter"] = filters[0] if len(filters) == 1 else filters
@@ -161,7 +159,7 @@ def parse_profile(profile: str) -> Optional[Tuple[Optional[int], int, int, str]]
 
 def parse_config(data: Any, source: str = "config") -> MigPartedConfig:
     """Validate a decoded v1 document; raise MigPartedError listing every problem."""
-    problems = []  # type: List[str]
+    problems: List[str] = []
     if not isinstance(data, Mapping):
         raise MigPartedError(["%s: expected a mapping with 'version' and 'mig-configs', got %s" % (source, _kind(data))])
     for key in data:
@@ -173,7 +171,7 @@ def parse_config(data: Any, source: str = "config") -> MigPartedConfig:
     elif version != CONFIG_VERSION:
         problems.append("%s: unknown version: %s" % (source, version))
     raw_configs = data.get("mig-configs")
-    configs = []  # type: List[Tuple[str, Tuple[MigConfigItem, ...]]]
+    configs: List[Tuple[str, Tuple[MigConfigItem, ...]]] = []
     if raw_configs is None:
         problems.append("%s: missing required field: mig-configs" % source)
     elif not isinstance(raw_configs, Mapping):
@@ -218,7 +216,7 @@ def _parse_item(raw: Any, where: str, problems: List[str]) -> Optional[MigConfig
         if key not in ITEM_FIELDS:
             problems.append("%s: unexpected field: %s" % (where, key))
 
-    filters = []  # type: List[DeviceFilter]
+    filters: List[DeviceFilter] = []
     raw_filter = raw.get("device-filter")
     if raw_filter is not None:
         entries = raw_filter if isinstance(raw_filter, list) else [raw_filter]
@@ -231,7 +229,7 @@ def _parse_item(raw: Any, where: str, problems: List[str]) -> Optional[MigConfig
             except ValueError as exc:
                 problems.append("%s: %s" % (where, exc))
 
-    devices = None  # type: Any
+    devices: Any = None
     if "devices" not in raw:
         problems.append("%s: missing required field: devices" % where)
     else:
@@ -243,7 +241,7 @@ def _parse_item(raw: Any, where: str, problems: List[str]) -> Optional[MigConfig
     elif not isinstance(mig_enabled, bool):
         problems.append("%s: mig-enabled must be true or false, got %r" % (where, mig_enabled))
 
-    mig_devices = ()  # type: Tuple[Tuple[str, int], ...]
+    mig_devices: Tuple[Tuple[str, int], ...] = ()
     raw_devices = raw.get("mig-devices")
     if mig_enabled is True and "mig-devices" not in raw:
         problems.append("%s: missing required field 'mig-devices' when 'mig-enabled' is true" % where)
@@ -307,8 +305,8 @@ def desired_state(items: Sequence[MigConfigItem], gpus: Sequence[Mapping[str, An
     that ask different things of one GPU are an error: mig-parted would apply both in turn and
     never assert success.
     """
-    problems = []  # type: List[str]
-    result = {}  # type: Dict[int, DesiredGpu]
+    problems: List[str] = []
+    result: Dict[int, DesiredGpu] = {}
     label = "config %s" % config_name if config_name else "config"
     for gpu in gpus:
         index = int(gpu["index"])
@@ -344,7 +342,7 @@ def desired_state(items: Sequence[MigConfigItem], gpus: Sequence[Mapping[str, An
 def current_layout(gpu: Mapping[str, Any]) -> Dict[str, Any]:
     """The comparable MIG state of one gpu_facts entry."""
     mig = gpu.get("mig") or {}
-    devices = {}  # type: Dict[str, int]
+    devices: Dict[str, int] = {}
     for instance in mig.get("instances") or []:
         profile = instance_profile(instance)
         devices[profile] = devices.get(profile, 0) + 1
@@ -375,14 +373,6 @@ def instance_profile(instance: Mapping[str, Any]) -> str:
     return profile
 
 
-def needs_change(current: Mapping[str, Any], desired: DesiredGpu) -> Dict[str, bool]:
-    """Which parts differ: ``mode`` (current or pending mode) and ``layout`` (instances)."""
-    mode = current["mig_enabled"] != desired.mig_enabled or current["mig_pending"] != desired.mig_enabled
-    wanted_devices = desired.mig_devices if desired.mig_enabled else {}
-    layout = dict(current["mig_devices"]) != dict(wanted_devices)
-    return {"mode": mode, "layout": layout}
-
-
 def desired_layout(current: Mapping[str, Any], desired: Optional[DesiredGpu]) -> Dict[str, Any]:
     """The after-state of one GPU once ``desired`` is applied (``current`` when untouched)."""
     if desired is None:
@@ -393,122 +383,6 @@ def desired_layout(current: Mapping[str, Any], desired: Optional[DesiredGpu]) ->
     after["mig_devices"] = dict(sorted(desired.mig_devices.items())) if desired.mig_enabled else {}
     after["mig_profiles"] = _profiles_list(after["mig_devices"])
     return after
-
-
-def busy_problems(gpus: Sequence[Mapping[str, Any]], indexes: Iterable[int]) -> List[str]:
-    """One line per GPU among ``indexes`` with compute processes: index, uuid and PIDs."""
-    wanted = set(indexes)
-    lines = []
-    for gpu in gpus:
-        if int(gpu["index"]) not in wanted:
-            continue
-        pids = sorted({int(proc["pid"]) for proc in gpu.get("processes") or [] if proc.get("pid") is not None})
-        if pids:
-            lines.append("GPU %s (%s) has compute processes running: PIDs %s" % (gpu["index"], gpu.get("uuid"), ", ".join(str(p) for p in pids)))
-    return lines
-
-
-# ---------------------------------------------------------------------------------------------
-# Whole-host plan: validate everything first, then say what changes on which GPU
-
-
-@dataclass(frozen=True)
-class GpuChange:
-    """One GPU the selected config addresses: its before/after state and what must happen."""
-
-    index: int
-    uuid: Optional[str]
-    model: Optional[str]
-    before: Dict[str, Any]
-    after: Dict[str, Any]
-    mode_change: bool
-    layout_change: bool
-    creation_order: Tuple[str, ...] = ()
-    had_instances: bool = False
-
-    @property
-    def changed(self) -> bool:
-        return self.mode_change or self.layout_change
-
-
-@dataclass(frozen=True)
-class HostPlan:
-    config_name: str
-    gpus: Tuple[GpuChange, ...]
-    before: Tuple[Dict[str, Any], ...]
-    after: Tuple[Dict[str, Any], ...]
-
-    @property
-    def changes(self) -> Tuple[GpuChange, ...]:
-        return tuple(gpu for gpu in self.gpus if gpu.changed)
-
-
-def plan_host(config: MigPartedConfig, selected: Optional[str], gpus: Sequence[Mapping[str, Any]]) -> HostPlan:
-    """Validate the selected config for every GPU of the host and compute the changes.
-
-    Every layout is checked against the catalog and the planner for the GPU's own model before
-    anything is planned; all problems are reported together (GPU index, product, model, profile and
-    the planner's reason, which names the valid profiles).
-    """
-    name, items = select_config(config, selected)
-    desired = desired_state(items, gpus, name)
-    problems = []  # type: List[str]
-    changes = []  # type: List[GpuChange]
-    before_all = []  # type: List[Dict[str, Any]]
-    after_all = []  # type: List[Dict[str, Any]]
-    for gpu in sorted(gpus, key=lambda g: int(g["index"])):
-        index = int(gpu["index"])
-        before = current_layout(gpu)
-        wanted = desired.get(index)
-        after = desired_layout(before, wanted)
-        before_all.append(before)
-        after_all.append(after)
-        if wanted is None:
-            continue
-        model = None  # type: Optional[GpuModel]
-        order = ()  # type: Tuple[str, ...]
-        where = "GPU %d (%s)" % (index, gpu.get("name") or "unknown product")
-        try:
-            model = resolve_model(str(gpu.get("name") or ""), gpu.get("pci_device_id"))
-        except CatalogError as exc:
-            if wanted.mig_enabled:
-                problems.append("%s: %s" % (where, exc))
-                continue
-        if wanted.mig_enabled and model is not None:
-            where = "GPU %d (%s, model %s)" % (index, gpu.get("name") or "unknown product", model.key)
-            try:
-                order = plan_layout(model, wanted.mig_devices).creation_order
-            except LayoutError as exc:
-                problems.extend("%s, config %s: %s" % (where, name, problem) for problem in exc.problems)
-                continue
-        change = needs_change(before, wanted)
-        changes.append(GpuChange(
-            index=index, uuid=gpu.get("uuid"), model=model.key if model else None, before=before, after=after,
-            mode_change=change["mode"], layout_change=change["layout"], creation_order=order,
-            had_instances=bool(before["mig_devices"]),
-        ))
-    if problems:
-        raise MigPartedError(problems)
-    return HostPlan(config_name=name, gpus=tuple(changes), before=tuple(before_all), after=tuple(after_all))
-
-
-def clear_commands(change: GpuChange) -> List[List[str]]:
-    """nvidia-smi argv (without the binary) destroying a GPU's CIs, then its GIs (SPECS §4.6)."""
-    if not change.had_instances or not change.before["mig_enabled"]:
-        return []
-    index = str(change.index)
-    return [["mig", "-i", index, "-dci"], ["mig", "-i", index, "-dgi"]]
-
-
-def mode_command(change: GpuChange) -> List[str]:
-    return ["-i", str(change.index), "-mig", "1" if change.after["mig_enabled"] else "0"]
-
-
-def create_command(change: GpuChange) -> List[str]:
-    """``-cgi`` with explicit ``profile:start`` tuples in the planner's order, ``-C`` for default CIs."""
-    if not change.after["mig_enabled"] or not change.creation_order:
-        return []
-    return ["mig", "-i", str(change.index), "-cgi", ",".join(change.creation_order), "-C"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -523,11 +397,11 @@ def default_configs(models: Optional[Sequence[GpuModel]] = None) -> Dict[str, Li
     whose ``device-filter`` lists all their PCI ids.
     """
     models = list(MODELS if models is None else models)
-    configs = {
+    configs: Dict[str, List[Dict[str, Any]]] = {
         "all-disabled": [{"devices": "all", "mig-enabled": False}],
         "all-enabled": [{"devices": "all", "mig-enabled": True, "mig-devices": {}}],
-    }  # type: Dict[str, List[Dict[str, Any]]]
-    per_name = {}  # type: Dict[str, List[Tuple[GpuModel, Dict[str, int]]]]
+    }
+    per_name: Dict[str, List[Tuple[GpuModel, Dict[str, int]]]] = {}
     for model in models:
         for profile in model.profiles:
             per_name.setdefault("all-" + profile.name.replace("+", "."), []).append((model, {profile.name: profile.max_instances}))
@@ -538,7 +412,7 @@ def default_configs(models: Optional[Sequence[GpuModel]] = None) -> Dict[str, Li
 
 
 def _filtered_items(entries: Sequence[Tuple[GpuModel, Dict[str, int]]]) -> List[Dict[str, Any]]:
-    groups = []  # type: List[Tuple[Dict[str, int], List[str]]]
+    groups: List[Tuple[Dict[str, int], List[str]]] = []
     for model, layout in entries:
         for devices, filters in groups:
             if devices == layout:
@@ -565,6 +439,71 @@ def merged_configs(extra: Optional[Mapping[str, Any]] = None, models: Optional[S
     for name, items in (extra or {}).items():
         named[str(name)] = items
     return {"version": CONFIG_VERSION, "mig-configs": named}
+
+
+# ---------------------------------------------------------------------------------------------
+# Planning a config per GPU model, without a host (the mig_plan module)
+
+
+def config_with_defaults(content: Optional[Mapping[str, Any]], include_defaults: bool) -> Dict[str, Any]:
+    """``content`` (an empty v1 document when not given), plus the default named configs when asked.
+
+    The defaults' ``version`` replaces the document's; configs of ``content`` win over defaults.
+    """
+    document = dict(content or {"version": CONFIG_VERSION, "mig-configs": {}})
+    if not include_defaults:
+        return document
+    if not isinstance(document.get("mig-configs"), dict):
+        raise DocumentError("config.mig-configs must be a mapping of config name to items")
+    return dict(document, **merged_configs(document["mig-configs"]))
+
+
+def models_for_item(item: MigConfigItem, requested: Optional[GpuModel]) -> List[GpuModel]:
+    """The models an item applies to: the requested one if its filter allows it, else the filter's."""
+    if requested is not None:
+        if not item.device_filters or any(
+                flt.matches(pci) for flt in item.device_filters for pci in requested.pci_device_ids):
+            return [requested]
+        return []
+    return [model for model in MODELS
+            if any(flt.matches(pci) for flt in item.device_filters for pci in model.pci_device_ids)]
+
+
+def plan_items(name: str, items: Sequence[MigConfigItem],
+               requested: Optional[GpuModel]) -> Tuple[List[Dict[str, Any]], List[str]]:
+    """One plan per item and model (``requested``, or the models of each item's device-filter).
+
+    Returns the plans and the problems; items without a device-filter need ``requested``.
+    """
+    plans: List[Dict[str, Any]] = []
+    problems: List[str] = []
+    for position, item in enumerate(items):
+        where = "mig-configs.%s[%d]" % (name, position)
+        if requested is None and not item.device_filters:
+            problems.append("%s has no device-filter; give the module a gpu to plan it for" % where)
+            continue
+        models = models_for_item(item, requested)
+        if requested is None and not models:
+            problems.append("%s: no known MIG-capable model has device-filter %s" % (
+                where, ", ".join(str(f) for f in item.device_filters)))
+        for model in models:
+            entry: Dict[str, Any] = {
+                "item": position, "model": model.key, "mig_enabled": item.mig_enabled,
+                "devices": item.devices if item.devices == "all" else list(item.devices), "plan": None}
+            if item.mig_enabled:
+                try:
+                    entry["plan"] = plan_layout(model, item.layout()).as_dict()
+                except LayoutError as error:
+                    problems.extend("%s on %s: %s" % (where, model.key, p) for p in error.problems)
+                    continue
+            plans.append(entry)
+    return plans, problems
+
+
+def untouched_problem(name: str, requested: GpuModel) -> str:
+    """Why a config none of whose items names ``requested`` is refused."""
+    return ("no item of mig-parted config %s applies to %s (its device-filters name other GPUs), "
+            "so nvidia-mig-parted would leave this GPU untouched" % (name, requested.key))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,24 +11,12 @@ profile may exceed its maximum count. The planner finds explicit placements by a
 search over bit masks, which is exhaustive (a layout is rejected only when no placement exists).
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
-__metaclass__ = type
+from collections.abc import Mapping
+from typing import Dict, Iterable, List, Optional, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import (
-    GpuModel,
-    MigProfile,
-)
-
-try:
-    from collections.abc import Mapping
-except ImportError:  # pragma: no cover - Python 2 is not supported, but sanity compiles for it
-    Mapping = dict
-
-try:
-    from typing import Dict, Iterable, List, Optional, Tuple
-except ImportError:  # pragma: no cover
-    pass
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import GpuModel, MigProfile
 
 STRATEGIES = ('none', 'single', 'mixed')
 RESOURCE_PREFIX = 'nvidia.com/'
@@ -37,11 +25,10 @@ RESOURCE_PREFIX = 'nvidia.com/'
 class LayoutError(ValueError):
     """A layout cannot be realised on the GPU model; `problems` explains every reason found."""
 
-    def __init__(self, model_key, problems):
-        # type: (str, List[str]) -> None
+    def __init__(self, model_key: str, problems: List[str]) -> None:
         self.model_key = model_key
         self.problems = list(problems)
-        super(LayoutError, self).__init__('; '.join(self.problems))
+        super().__init__('; '.join(self.problems))
 
 
 class Placement:
@@ -49,24 +36,22 @@ class Placement:
 
     __slots__ = ('profile', 'start', 'size')
 
-    def __init__(self, profile, start, size):
-        # type: (str, int, int) -> None
+    def __init__(self, profile: str, start: int, size: int) -> None:
         self.profile = profile
         self.start = start
         self.size = size
 
-    def as_dict(self):
-        # type: () -> Dict[str, object]
+    def as_dict(self) -> Dict[str, object]:
         return {'profile': self.profile, 'start': self.start, 'size': self.size}
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, Placement) and (self.profile, self.start, self.size) == (
             other.profile, other.start, other.size)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((self.profile, self.start, self.size))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return '%s@%d:%d' % (self.profile, self.start, self.size)
 
 
@@ -75,8 +60,7 @@ class GpuPlan:
 
     __slots__ = ('model', 'layout', 'placements', 'unused_memory_slices', 'unused_compute_slices')
 
-    def __init__(self, model, layout, placements):
-        # type: (GpuModel, Dict[str, int], Tuple[Placement, ...]) -> None
+    def __init__(self, model: GpuModel, layout: Dict[str, int], placements: Tuple[Placement, ...]) -> None:
         self.model = model
         self.layout = layout
         self.placements = placements
@@ -89,8 +73,7 @@ class GpuPlan:
         self.unused_compute_slices = model.compute_slices - used_compute
 
     @property
-    def creation_order(self):
-        # type: () -> Tuple[str, ...]
+    def creation_order(self) -> Tuple[str, ...]:
         """nvidia-smi `-cgi` tuples with explicit starts, largest instance first.
 
         Explicit starts sidestep the driver's ordering issue (SPECS 3.2: `-cgi 19,19,14,9` fails
@@ -98,8 +81,7 @@ class GpuPlan:
         """
         return tuple('%s:%d' % (p.profile, p.start) for p in self.placements)
 
-    def resources(self, strategy):
-        # type: (str) -> Optional[Dict[str, int]]
+    def resources(self, strategy: str) -> Optional[Dict[str, int]]:
         """Extended resources this GPU yields under a device-plugin MIG strategy (SPECS 9.1).
 
         `none` exposes no MIG device; `single` is possible only with one profile (None otherwise);
@@ -117,12 +99,10 @@ class GpuPlan:
         return dict((mixed_resource_name(name), count) for name, count in sorted(counts.items()))
 
     @property
-    def single_possible(self):
-        # type: () -> bool
+    def single_possible(self) -> bool:
         return self.resources('single') is not None
 
-    def as_dict(self):
-        # type: () -> Dict[str, object]
+    def as_dict(self) -> Dict[str, object]:
         return {
             'model': self.model.key,
             'layout': dict(self.layout),
@@ -138,34 +118,29 @@ class GpuPlan:
         }
 
 
-def mixed_resource_name(profile_name):
-    # type: (str) -> str
+def mixed_resource_name(profile_name: str) -> str:
     return '%smig-%s' % (RESOURCE_PREFIX, profile_name.replace('+', '.'))
 
 
-def _mask(start, size):
-    # type: (int, int) -> int
+def _mask(start: int, size: int) -> int:
     return ((1 << size) - 1) << start
 
 
-def _slice_list(mask, width):
-    # type: (int, int) -> str
+def _slice_list(mask: int, width: int) -> str:
     taken = [str(s) for s in range(width) if mask & (1 << s)]
     return ','.join(taken) if taken else 'none'
 
 
-def _starts_text(profile):
-    # type: (MigProfile) -> str
+def _starts_text(profile: MigProfile) -> str:
     if len(profile.starts) == 1:
         return 'can only start at memory slice %d' % profile.starts[0]
     return 'can start at memory slices %s' % ', '.join(str(s) for s in profile.starts)
 
 
-def normalize_layout(model, layout):
-    # type: (GpuModel, Mapping[str, object]) -> Tuple[Dict[str, int], List[str]]
+def normalize_layout(model: GpuModel, layout: Mapping[str, object]) -> Tuple[Dict[str, int], List[str]]:
     """Canonical profile names and integer counts; problems for anything that is not."""
-    problems = []  # type: List[str]
-    result = {}  # type: Dict[str, int]
+    problems: List[str] = []
+    result: Dict[str, int] = {}
     if not isinstance(layout, Mapping):
         return result, ['the layout must be a mapping of profile name to count, got %s' % type(layout).__name__]
     for raw_name, raw_count in layout.items():
@@ -189,8 +164,7 @@ def normalize_layout(model, layout):
     return result, problems
 
 
-def _capacity_problems(model, counts):
-    # type: (GpuModel, Dict[str, int]) -> List[str]
+def _capacity_problems(model: GpuModel, counts: Dict[str, int]) -> List[str]:
     problems = []
     for name, count in sorted(counts.items()):
         profile = model.profile(name)
@@ -213,16 +187,14 @@ def _capacity_problems(model, counts):
     return problems
 
 
-def _instances_largest_first(model, counts):
-    # type: (GpuModel, Dict[str, int]) -> List[MigProfile]
+def _instances_largest_first(model: GpuModel, counts: Dict[str, int]) -> List[MigProfile]:
     """Expand counts to instances: big and constrained ones first, which prunes the search."""
     profiles = [profile for n, c in counts.items() for profile in [model.profile(n)] * c]
     profiles.sort(key=lambda p: (-p.memory_slices, -p.compute_slices, len(p.starts), p.name))
     return profiles
 
 
-def _search(instances, width):
-    # type: (List[MigProfile], int) -> Tuple[Optional[List[int]], int, int]
+def _search(instances: List[MigProfile], width: int) -> Tuple[Optional[List[int]], int, int]:
     """Backtracking placement search.
 
     Returns (starts or None, index of the deepest instance that could not be placed, the
@@ -232,8 +204,7 @@ def _search(instances, width):
     starts = [0] * len(instances)
     deepest = [0, 0]  # [index, occupied mask] of the furthest failure
 
-    def place(i, occupied):
-        # type: (int, int) -> bool
+    def place(i: int, occupied: int) -> bool:
         if i == len(instances):
             return True
         profile = instances[i]
@@ -257,8 +228,7 @@ def _search(instances, width):
     return None, deepest[0], deepest[1]
 
 
-def plan_layout(model, layout):
-    # type: (GpuModel, Mapping[str, object]) -> GpuPlan
+def plan_layout(model: GpuModel, layout: Mapping[str, object]) -> GpuPlan:
     """Validate `layout` for `model` and return its plan, or raise LayoutError explaining why not."""
     counts, problems = normalize_layout(model, layout)
     if problems:
@@ -279,8 +249,7 @@ def plan_layout(model, layout):
     return GpuPlan(model, dict((n, c) for n, c in counts.items() if c > 0), placements)
 
 
-def check_layout(model, layout):
-    # type: (GpuModel, Mapping[str, object]) -> List[str]
+def check_layout(model: GpuModel, layout: Mapping[str, object]) -> List[str]:
     """The problems of a layout (empty when it is valid)."""
     try:
         plan_layout(model, layout)
@@ -289,16 +258,15 @@ def check_layout(model, layout):
     return []
 
 
-def layout_of_placements(placements):
-    # type: (Iterable[Placement]) -> Dict[str, int]
-    counts = {}  # type: Dict[str, int]
+def layout_of_placements(placements: Iterable[Placement]) -> Dict[str, int]:
+    counts: Dict[str, int] = {}
     for placement in placements:
         counts[placement.profile] = counts.get(placement.profile, 0) + 1
     return counts
 
 
-def node_resources(gpu_plans, strategy, full_gpus=0):
-    # type: (Iterable[Optional[GpuPlan]], str, int) -> Optional[Dict[str, int]]
+def node_resources(gpu_plans: Iterable[Optional[GpuPlan]], strategy: str,
+                   full_gpus: int = 0) -> Optional[Dict[str, int]]:
     """Resources of a node whose GPUs have these plans (None = GPU with MIG disabled).
 
     `full_gpus` counts extra non-MIG GPUs. Under `single` every GPU must be MIG-enabled with the
@@ -307,7 +275,7 @@ def node_resources(gpu_plans, strategy, full_gpus=0):
     plans = list(gpu_plans)
     whole = full_gpus + sum(1 for p in plans if p is None)
     mig_plans = [p for p in plans if p is not None]
-    totals = {}  # type: Dict[str, int]
+    totals: Dict[str, int] = {}
     if strategy == 'none':
         return {RESOURCE_PREFIX + 'gpu': whole} if whole else {}
     if strategy == 'single':

@@ -9,17 +9,11 @@ Every parser works on tokens, not column positions: table widths change between 
 is decided by `commands_for()` so that the module and its tests agree on the count.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import csv
 import re
-
-try:
-    from typing import Dict, List, Optional, Tuple
-except ImportError:  # pragma: no cover
-    pass
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 # The --query-gpu fields the facts need, in the order the parser expects them.
 QUERY_FIELDS = ('index', 'name', 'uuid', 'pci.bus_id', 'pci.device_id', 'memory.total',
@@ -33,20 +27,27 @@ NO_GPU_INSTANCES = 'No GPU instances found'
 NO_COMPUTE_INSTANCES = 'No compute instances found'
 NO_DEVICES = 'No devices were found'
 NOT_AVAILABLE = ('[N/A]', 'N/A', '[Not Supported]', 'Not Supported', '')
+# "nothing to list" answers: not errors, whatever the exit code (SPECS 4.3, 5).
+EMPTY_ANSWERS = (NO_MIG_ENABLED, NO_MIG_SUPPORTED, NO_GPU_INSTANCES, NO_COMPUTE_INSTANCES)
+
+# `nvidia-smi -i N` + these: the MIG mode of one GPU (read after a mode change).
+MODE_QUERY_ARGV = ('--query-gpu=index,mig.mode.current,mig.mode.pending', '--format=csv,noheader')
+
+Row = Dict[str, Any]  # one parsed record (a GPU, an instance, a process ...)
+Summary = Dict[str, List[Row]]  # parse_summary(): 'mig_devices' and 'processes'
+Placements = Dict[int, Dict[int, Tuple[Tuple[int, ...], int]]]  # gpu -> GI profile id -> (starts, size)
 
 
 class ParseError(ValueError):
     """nvidia-smi printed something this parser does not understand."""
 
 
-def _cells(line):
-    # type: (str) -> List[str]
+def _cells(line: str) -> List[str]:
     """Split a table row into its '|'-separated cells, stripped."""
     return [c.strip() for c in line.strip().strip('|').split('|')]
 
 
-def _table_rows(text):
-    # type: (str) -> List[List[str]]
+def _table_rows(text: str) -> List[List[str]]:
     """Whitespace tokens of every table body row (lines starting with '|'), headers included."""
     rows = []
     for line in text.splitlines():
@@ -57,16 +58,14 @@ def _table_rows(text):
     return rows
 
 
-def _to_int(text):
-    # type: (str) -> Optional[int]
+def _to_int(text: str) -> Optional[int]:
     try:
         return int(text)
     except (TypeError, ValueError):
         return None
 
 
-def _mode(text):
-    # type: (str) -> Optional[bool]
+def _mode(text: str) -> Optional[bool]:
     value = text.strip()
     if value in NOT_AVAILABLE:
         return None
@@ -77,14 +76,12 @@ def _mode(text):
     raise ParseError('unexpected MIG mode value %r' % text)
 
 
-def _mib(text):
-    # type: (str) -> Optional[int]
+def _mib(text: str) -> Optional[int]:
     match = re.match(r'^\s*(\d+)(\s*MiB)?\s*$', text)
     return int(match.group(1)) if match else None
 
 
-def parse_query_gpus(text):
-    # type: (str) -> List[Dict[str, object]]
+def parse_query_gpus(text: str) -> List[Row]:
     """Rows of `nvidia-smi --query-gpu=<QUERY_FIELDS> --format=csv[,noheader][,nounits]`."""
     rows = []
     for record in csv.reader(text.splitlines(), skipinitialspace=True):
@@ -119,10 +116,9 @@ _GPU_LINE = re.compile(r'^GPU\s+(\d+):\s+(.*?)\s+\(UUID:\s*(\S+?)\)\s*$')
 _MIG_LINE = re.compile(r'^\s+MIG\s+(\S+)\s+Device\s+(\d+):\s+\(UUID:\s*(\S+?)\)\s*$')
 
 
-def parse_list_gpus(text):
-    # type: (str) -> List[Dict[str, object]]
+def parse_list_gpus(text: str) -> List[Row]:
     """`nvidia-smi -L`: GPUs with their MIG devices (R470+ and legacy R450 MIG UUIDs)."""
-    gpus = []  # type: List[Dict[str, object]]
+    gpus: List[Row] = []
     for line in text.splitlines():
         if not line.strip():
             continue
@@ -142,15 +138,14 @@ def parse_list_gpus(text):
     return gpus
 
 
-def parse_gpu_instance_profiles(text):
-    # type: (str) -> Dict[int, List[Dict[str, object]]]
+def parse_gpu_instance_profiles(text: str) -> Dict[int, List[Row]]:
     """`nvidia-smi mig -lgip`: profiles per GPU index, in the order printed.
 
     Each profile is printed on two rows: `GPU MIG <name> ID free/total GiB P2P SM DEC ENC`
     then `CE JPEG OFA`.
     """
-    result = {}  # type: Dict[int, List[Dict[str, object]]]
-    last = None  # type: Optional[Dict[str, object]]
+    result: Dict[int, List[Row]] = {}
+    last: Optional[Row] = None
     for tokens in _table_rows(text):
         if len(tokens) >= 5 and tokens[1] == 'MIG' and _to_int(tokens[0]) is not None:
             free_total = tokens[4].split('/')
@@ -173,10 +168,9 @@ _PLACEMENT_LINE = re.compile(
     r'^GPU\s+(\d+)\s+Profile\s+ID\s+(\d+)\s+Placements?\s*:\s*\{([\d,\s]*)\}\s*:\s*(\d+)\s*$')
 
 
-def parse_gpu_instance_placements(text):
-    # type: (str) -> Dict[int, Dict[int, Tuple[Tuple[int, ...], int]]]
+def parse_gpu_instance_placements(text: str) -> Placements:
     """`nvidia-smi mig -lgipp`: {gpu: {profile id: (starts, size)}}."""
-    result = {}  # type: Dict[int, Dict[int, Tuple[Tuple[int, ...], int]]]
+    result: Placements = {}
     for line in text.splitlines():
         match = _PLACEMENT_LINE.match(line.strip())
         if not match:
@@ -186,14 +180,12 @@ def parse_gpu_instance_placements(text):
     return result
 
 
-def _start_size(token):
-    # type: (str) -> Optional[Tuple[int, int]]
+def _start_size(token: str) -> Optional[Tuple[int, int]]:
     match = re.match(r'^(\d+):(\d+)$', token)
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def parse_gpu_instances(text):
-    # type: (str) -> List[Dict[str, object]]
+def parse_gpu_instances(text: str) -> List[Row]:
     """`nvidia-smi mig -lgi` rows: gpu, profile, profile id, GI id, placement."""
     instances = []
     for tokens in _table_rows(text):
@@ -210,8 +202,7 @@ def parse_gpu_instances(text):
     return instances
 
 
-def parse_compute_instances(text):
-    # type: (str) -> List[Dict[str, object]]
+def parse_compute_instances(text: str) -> List[Row]:
     """`nvidia-smi mig -lci` rows (with or without the newer Placement column)."""
     instances = []
     for tokens in _table_rows(text):
@@ -229,8 +220,7 @@ def parse_compute_instances(text):
     return instances
 
 
-def _section(text, title):
-    # type: (str, str) -> str
+def _section(text: str, title: str) -> str:
     """The lines of a plain `nvidia-smi` table section, from its title to the next blank line."""
     lines = text.splitlines()
     for position, line in enumerate(lines):
@@ -244,8 +234,7 @@ def _section(text, title):
     return ''
 
 
-def parse_summary(text):
-    # type: (str) -> Dict[str, List[Dict[str, object]]]
+def parse_summary(text: str) -> Summary:
     """Plain `nvidia-smi`: the MIG devices table (GPU, GI, CI, device) and the processes table."""
     mig_devices = []
     for line in _section(text, 'MIG devices:').splitlines():
@@ -274,73 +263,66 @@ def parse_summary(text):
     return {'mig_devices': mig_devices, 'processes': processes}
 
 
-def commands_for(query_rows):
-    # type: (List[Dict[str, object]]) -> List[Tuple[str, ...]]
+def commands_for(query_rows: List[Row], gather_profiles: bool = True) -> List[Tuple[str, ...]]:
     """The nvidia-smi calls needed after `--query-gpu` and the plain summary, given the GPUs found.
 
-    Profiles (`-lgip`/`-lgipp`) only when a GPU is MIG-capable; instances and MIG UUIDs
-    (`-lgi`/`-lci`/`-L`) only when MIG is currently enabled somewhere.
+    Profiles (`-lgip`/`-lgipp`) only when a GPU is MIG-capable (and `gather_profiles`); instances
+    and MIG UUIDs (`-lgi`/`-lci`/`-L`) only when MIG is currently enabled somewhere.
     """
-    calls = []  # type: List[Tuple[str, ...]]
+    calls: List[Tuple[str, ...]] = []
     if any(row['mig_current'] for row in query_rows):
         calls.extend([('-L',), ('mig', '-lgi'), ('mig', '-lci')])
-    if any(row['mig_current'] is not None for row in query_rows):
+    if gather_profiles and any(row['mig_current'] is not None for row in query_rows):
         calls.extend([('mig', '-lgip'), ('mig', '-lgipp')])
     return calls
 
 
-def build_gpu_facts(query_rows, summary, list_gpus=None, gpu_instances=None, compute_instances=None,
-                    profiles=None, placements=None):
+def empty_answer(out: str, err: str) -> bool:
+    """nvidia-smi printed a "nothing to list" answer (SPECS 4.3, 5): not an error, whatever the exit code."""
+    return any(message in out + err for message in EMPTY_ANSWERS)
+
+
+def no_gpu_reason(rc: int, out: str, err: str) -> Optional[str]:
+    """Why a failed or empty `--query-gpu` means "no GPU here" rather than an error (None: an error)."""
+    text = (err or out).strip()
+    if NO_DEVICES in text or (rc == 0 and not out.strip()):
+        return 'nvidia-smi found no GPU: %s' % (text or 'empty output')
+    return None
+
+
+def parse_mode_query(text: str) -> Tuple[bool, bool]:
+    """`nvidia-smi -i N` + MODE_QUERY_ARGV: (current, pending) MIG mode of that GPU."""
+    fields = [f.strip() for f in text.strip().splitlines()[0].split(',')]
+    return fields[1] == 'Enabled', fields[2] == 'Enabled'
+
+
+def facts_from_outputs(query_rows: List[Row], summary: Summary, outputs: Mapping[Tuple[str, ...], str]) -> List[Row]:
+    """build_gpu_facts from the raw output of the calls commands_for() asked for."""
+    return build_gpu_facts(
+        query_rows, summary,
+        list_gpus=parse_list_gpus(outputs[('-L',)]) if ('-L',) in outputs else None,
+        gpu_instances=parse_gpu_instances(outputs.get(('mig', '-lgi'), '')),
+        compute_instances=parse_compute_instances(outputs.get(('mig', '-lci'), '')),
+        profiles=parse_gpu_instance_profiles(outputs.get(('mig', '-lgip'), '')),
+        placements=parse_gpu_instance_placements(outputs.get(('mig', '-lgipp'), '')),
+    )
+
+
+def build_gpu_facts(query_rows: List[Row], summary: Summary, list_gpus: Optional[List[Row]] = None,
+                    gpu_instances: Optional[List[Row]] = None, compute_instances: Optional[List[Row]] = None,
+                    profiles: Optional[Dict[int, List[Row]]] = None,
+                    placements: Optional[Placements] = None) -> List[Row]:
     """Join the parsed outputs into the `gpufleet_gpus` facts, one dict per GPU.
 
     Arguments are the results of parse_query_gpus, parse_summary, parse_list_gpus,
     parse_gpu_instances, parse_compute_instances, parse_gpu_instance_profiles and
     parse_gpu_instance_placements; the optional ones are None when not run (see commands_for).
     """
-    uuids = {}  # (gpu, device index) -> (uuid, profile)
-    for gpu in list_gpus or []:
-        for device in gpu['mig_devices']:
-            uuids[(gpu['index'], device['device'])] = device['uuid']
-    device_of = dict(((d['gpu'], d['gi_id'], d['ci_id']), d['device']) for d in summary['mig_devices'])
+    ids = _MigDeviceIds(summary, list_gpus)
     facts = []
     for row in sorted(query_rows, key=lambda r: r['index']):
         index = row['index']
-        instances = []
-        if row['mig_current']:
-            for gi in sorted((g for g in gpu_instances or [] if g['gpu'] == index), key=lambda g: g['gi_id']):
-                cis = []
-                for ci in sorted((c for c in compute_instances or [] if c['gpu'] == index and c['gi_id'] == gi['gi_id']),
-                                 key=lambda c: c['ci_id']):
-                    device = device_of.get((index, gi['gi_id'], ci['ci_id']))
-                    cis.append({'ci_id': ci['ci_id'], 'profile': ci['profile'],
-                                'ci_profile_id': ci['ci_profile_id'],
-                                'device': device, 'uuid': uuids.get((index, device))})
-                instances.append({
-                    'profile': gi['profile'],
-                    'gi_profile_id': gi['gi_profile_id'],
-                    'gi_id': gi['gi_id'],
-                    'placement': {'start': gi['start'], 'size': gi['size']},
-                    'compute_instances': cis,
-                    # The MIG device UUID (of the GI's first CI: one CI per GI is the usual case).
-                    'uuid': cis[0]['uuid'] if cis else None,
-                })
-        supported = []
-        gpu_placements = (placements or {}).get(index, {})
-        for profile in (profiles or {}).get(index, []):
-            starts, size = gpu_placements.get(profile['gi_profile_id'], ((), None))
-            entry = dict(profile)
-            entry['placements'] = [{'start': s, 'size': size} for s in starts]
-            supported.append(entry)
-        processes = []
-        for process in summary['processes']:
-            if process['gpu'] != index:
-                continue
-            entry = dict(process)
-            entry['mig_device_uuid'] = None
-            if process['gi_id'] is not None:
-                device = device_of.get((index, process['gi_id'], process['ci_id']))
-                entry['mig_device_uuid'] = uuids.get((index, device))
-            processes.append(entry)
+        instances = _instances(index, gpu_instances or [], compute_instances or [], ids) if row['mig_current'] else []
         facts.append({
             'index': index,
             'name': row['name'],
@@ -356,16 +338,78 @@ def build_gpu_facts(query_rows, summary, list_gpus=None, gpu_instances=None, com
                 'change_pending': row['mig_current'] is not None and row['mig_current'] != row['mig_pending'],
                 'instances': instances,
             },
-            'supported_profiles': supported,
-            'processes': processes,
+            'supported_profiles': _supported_profiles(index, profiles or {}, placements or {}),
+            'processes': _processes(index, summary['processes'], ids),
         })
     return facts
 
 
-def layout_of(gpu_fact):
-    # type: (Dict[str, object]) -> Dict[str, int]
+class _MigDeviceIds:
+    """MIG device index and UUID of a (gpu, GI, CI), from the summary table and `-L`."""
+
+    def __init__(self, summary: Summary, list_gpus: Optional[List[Row]]) -> None:
+        self.uuids: Dict[Tuple[int, Optional[int]], str] = {}  # (gpu, device index) -> uuid
+        for gpu in list_gpus or []:
+            for device in gpu['mig_devices']:
+                self.uuids[(gpu['index'], device['device'])] = device['uuid']
+        self.devices = dict(((d['gpu'], d['gi_id'], d['ci_id']), d['device']) for d in summary['mig_devices'])
+
+    def device(self, gpu: int, gi_id: Optional[int], ci_id: Optional[int]) -> Optional[int]:
+        return self.devices.get((gpu, gi_id, ci_id))
+
+    def uuid(self, gpu: int, device: Optional[int]) -> Optional[str]:
+        return self.uuids.get((gpu, device))
+
+
+def _instances(index: int, gpu_instances: List[Row], compute_instances: List[Row], ids: _MigDeviceIds) -> List[Row]:
+    instances = []
+    for gi in sorted((g for g in gpu_instances if g['gpu'] == index), key=lambda g: g['gi_id']):
+        cis = []
+        for ci in sorted((c for c in compute_instances if c['gpu'] == index and c['gi_id'] == gi['gi_id']),
+                         key=lambda c: c['ci_id']):
+            device = ids.device(index, gi['gi_id'], ci['ci_id'])
+            cis.append({'ci_id': ci['ci_id'], 'profile': ci['profile'],
+                        'ci_profile_id': ci['ci_profile_id'],
+                        'device': device, 'uuid': ids.uuid(index, device)})
+        instances.append({
+            'profile': gi['profile'],
+            'gi_profile_id': gi['gi_profile_id'],
+            'gi_id': gi['gi_id'],
+            'placement': {'start': gi['start'], 'size': gi['size']},
+            'compute_instances': cis,
+            # The MIG device UUID (of the GI's first CI: one CI per GI is the usual case).
+            'uuid': cis[0]['uuid'] if cis else None,
+        })
+    return instances
+
+
+def _supported_profiles(index: int, profiles: Dict[int, List[Row]], placements: Placements) -> List[Row]:
+    supported = []
+    gpu_placements = placements.get(index, {})
+    for profile in profiles.get(index, []):
+        starts, size = gpu_placements.get(profile['gi_profile_id'], ((), None))
+        entry = dict(profile)
+        entry['placements'] = [{'start': s, 'size': size} for s in starts]
+        supported.append(entry)
+    return supported
+
+
+def _processes(index: int, processes: List[Row], ids: _MigDeviceIds) -> List[Row]:
+    result = []
+    for process in processes:
+        if process['gpu'] != index:
+            continue
+        entry = dict(process)
+        entry['mig_device_uuid'] = None
+        if process['gi_id'] is not None:
+            entry['mig_device_uuid'] = ids.uuid(index, ids.device(index, process['gi_id'], process['ci_id']))
+        result.append(entry)
+    return result
+
+
+def layout_of(gpu_fact: Row) -> Dict[str, int]:
     """Profile -> count of a GPU's current instances (the form layouts are written in)."""
-    counts = {}  # type: Dict[str, int]
+    counts: Dict[str, int] = {}
     for instance in gpu_fact['mig']['instances']:
         counts[instance['profile']] = counts.get(instance['profile'], 0) + 1
     return counts

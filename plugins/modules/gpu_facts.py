@@ -3,9 +3,7 @@
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
@@ -45,9 +43,10 @@ options:
         (C(nvidia-smi mig -lgip) and C(-lgipp)). Turn off to save two calls per host.
     type: bool
     default: true
+extends_documentation_fragment:
+  - gpufleet.sharing.attributes.HOST
 attributes:
   check_mode:
-    support: full
     description: Read-only; runs in check mode.
   diff_mode:
     support: none
@@ -55,10 +54,6 @@ attributes:
   facts:
     support: full
     description: Sets C(gpufleet_gpus), C(gpufleet_gpus_reason) and C(gpufleet_nvidia_smi_calls).
-  platform:
-    support: full
-    platforms: posix
-    description: Hosts with the NVIDIA driver's C(nvidia-smi).
 notes:
   - Processes come from the process table of plain C(nvidia-smi), which names the GPU instance and
     compute instance of processes on MIG devices. Long process names may be shortened by the driver.
@@ -144,101 +139,75 @@ ansible_facts:
       type: int
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from typing import Any, Dict, List, Sequence
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._host import HostCommands
+from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._nvidia_smi import (
-    NO_COMPUTE_INSTANCES,
-    NO_DEVICES,
-    NO_GPU_INSTANCES,
-    NO_MIG_ENABLED,
-    NO_MIG_SUPPORTED,
     QUERY_ARGV,
     ParseError,
-    build_gpu_facts,
     commands_for,
-    parse_compute_instances,
-    parse_gpu_instance_placements,
-    parse_gpu_instance_profiles,
-    parse_gpu_instances,
-    parse_list_gpus,
+    empty_answer,
+    facts_from_outputs,
+    no_gpu_reason,
     parse_query_gpus,
     parse_summary,
 )
 
+ARGUMENT_SPEC = dict(
+    nvidia_smi_path=dict(type='path'),
+    fail_on_missing=dict(type='bool', default=False),
+    gather_profiles=dict(type='bool', default=True),
+)
 DRIVER_DIRS = ['/usr/bin', '/usr/local/nvidia/bin', '/usr/local/bin', '/opt/nvidia/bin']
-# "nothing to list" answers: not errors, whatever the exit code (SPECS 4.3, 5).
-EMPTY_ANSWERS = (NO_MIG_ENABLED, NO_MIG_SUPPORTED, NO_GPU_INSTANCES, NO_COMPUTE_INSTANCES)
 
 
-class NvidiaSmi:
-    """Runs nvidia-smi with argv lists and counts the calls."""
-
-    def __init__(self, module, path):
-        self.module = module
-        self.path = path
-        self.calls = 0
-
-    def run(self, args, allow_empty=False):
-        self.calls += 1
-        argv = [self.path] + list(args)
-        rc, out, err = self.module.run_command(argv, environ_update={'LC_ALL': 'C'})
-        if allow_empty and any(message in out + err for message in EMPTY_ANSWERS):
-            return ''
-        if rc != 0:
-            self.module.fail_json(msg='%s failed with exit code %d: %s' % (
-                ' '.join(argv), rc, (err or out).strip()), rc=rc, stdout=out, stderr=err, cmd=argv)
-        return out
+def main() -> None:
+    GpuFleetModule(ARGUMENT_SPEC).run(run)
 
 
-def _empty(module, reason, calls):
-    if module.params['fail_on_missing']:
-        module.fail_json(msg=reason)
-    module.exit_json(changed=False, ansible_facts={
-        'gpufleet_gpus': [], 'gpufleet_gpus_reason': reason, 'gpufleet_nvidia_smi_calls': calls})
-
-
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            nvidia_smi_path=dict(type='path'),
-            fail_on_missing=dict(type='bool', default=False),
-            gather_profiles=dict(type='bool', default=True),
-        ),
-        supports_check_mode=True,
-    )
-    path = module.params['nvidia_smi_path'] or module.get_bin_path('nvidia-smi', opt_dirs=DRIVER_DIRS)
+def run(mod: GpuFleetModule) -> None:
+    """Query the GPUs, then run only the calls commands_for() says this host needs."""
+    path = mod.params['nvidia_smi_path'] or mod.ansible.get_bin_path('nvidia-smi', opt_dirs=DRIVER_DIRS)
     if not path:
-        _empty(module, 'nvidia-smi was not found (searched PATH and %s)' % ', '.join(DRIVER_DIRS), 0)
-    smi = NvidiaSmi(module, path)
-
-    smi.calls += 1
-    rc, out, err = module.run_command([path] + list(QUERY_ARGV), environ_update={'LC_ALL': 'C'})
+        report(mod, [], 'nvidia-smi was not found (searched PATH and %s)' % ', '.join(DRIVER_DIRS), 0)
+        return
+    smi = HostCommands(mod, environ={'LC_ALL': 'C'})
+    rc, out, err = smi.run([path] + list(QUERY_ARGV))
     if rc != 0 or not out.strip():
-        text = (err or out).strip()
-        if NO_DEVICES in text or (rc == 0 and not out.strip()):
-            _empty(module, 'nvidia-smi found no GPU: %s' % (text or 'empty output'), smi.calls)
-        module.fail_json(msg='%s %s failed with exit code %d: %s' % (path, ' '.join(QUERY_ARGV), rc, text),
-                         rc=rc, stdout=out, stderr=err)
+        reason = no_gpu_reason(rc, out, err)
+        if reason:
+            report(mod, [], reason, smi.calls)
+            return
+        mod.fail('%s %s failed with exit code %d: %s' % (path, ' '.join(QUERY_ARGV), rc, (err or out).strip()),
+                 rc=rc, stdout=out, stderr=err)
     try:
         rows = parse_query_gpus(out)
-        summary = parse_summary(smi.run([]))
-        outputs = {}
-        for args in commands_for(rows):
-            if args[1:2] in (('-lgip',), ('-lgipp',)) and not module.params['gather_profiles']:
-                continue
-            outputs[args] = smi.run(args, allow_empty=args[0] == 'mig')
-        facts = build_gpu_facts(
-            rows, summary,
-            list_gpus=parse_list_gpus(outputs[('-L',)]) if ('-L',) in outputs else None,
-            gpu_instances=parse_gpu_instances(outputs.get(('mig', '-lgi'), '')),
-            compute_instances=parse_compute_instances(outputs.get(('mig', '-lci'), '')),
-            profiles=parse_gpu_instance_profiles(outputs.get(('mig', '-lgip'), '')),
-            placements=parse_gpu_instance_placements(outputs.get(('mig', '-lgipp'), '')),
-        )
+        summary = parse_summary(read(mod, smi, [path]))
+        outputs = dict((args, read(mod, smi, [path] + list(args), allow_empty=args[0] == 'mig'))
+                       for args in commands_for(rows, mod.params['gather_profiles']))
+        facts = facts_from_outputs(rows, summary, outputs)
     except ParseError as error:
-        module.fail_json(msg='could not parse nvidia-smi output: %s' % error)
-    module.exit_json(changed=False, ansible_facts={
-        'gpufleet_gpus': facts, 'gpufleet_gpus_reason': '', 'gpufleet_nvidia_smi_calls': smi.calls})
+        mod.fail('could not parse nvidia-smi output: %s' % error)
+    report(mod, facts, '', smi.calls)
+
+
+def read(mod: GpuFleetModule, smi: HostCommands, argv: Sequence[str], allow_empty: bool = False) -> str:
+    rc, out, err = smi.run(argv)
+    if allow_empty and empty_answer(out, err):
+        return ''
+    if rc != 0:
+        mod.fail('%s failed with exit code %d: %s' % (' '.join(argv), rc, (err or out).strip()),
+                 rc=rc, stdout=out, stderr=err, cmd=list(argv))
+    return out
+
+
+def report(mod: GpuFleetModule, facts: List[Dict[str, Any]], reason: str, calls: int) -> None:
+    """Set the facts; an empty list with a reason fails instead when fail_on_missing is set."""
+    if reason and mod.params['fail_on_missing']:
+        mod.fail(reason)
+    mod.result['ansible_facts'] = {
+        'gpufleet_gpus': facts, 'gpufleet_gpus_reason': reason, 'gpufleet_nvidia_smi_calls': calls}
 
 
 if __name__ == '__main__':

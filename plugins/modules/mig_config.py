@@ -3,9 +3,7 @@
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
@@ -100,18 +98,11 @@ seealso:
   - name: nvidia-mig-parted
     description: NVIDIA's MIG partition editor, whose v1 config format this module reads.
     link: https://github.com/NVIDIA/mig-parted
-extends_documentation_fragment: []
+extends_documentation_fragment:
+  - gpufleet.sharing.attributes.HOST
 attributes:
-  check_mode:
-    support: full
-    description: Computes and reports the changes (and the diff) without running any mutating command.
   diff_mode:
-    support: full
-    description: Shows the per-GPU MIG mode and layout before and after.
-  platform:
-    support: full
-    platforms: posix
-    description: Linux hosts with the NVIDIA driver (C(nvidia-smi)).
+    description: Shows the per-GPU MIG mode and layout, and the files, before and after.
 requirements:
   - nvidia-smi (NVIDIA driver R470 or later) on the managed host
   - PyYAML on the managed host when O(config_file) is a YAML file
@@ -278,371 +269,122 @@ config_yaml:
   type: str
 """
 
-import json
-import os
-import stat
-import tempfile
+from typing import Any, Dict, List
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import (
-    MigPartedError,
-    clear_commands,
-    create_command,
-    current_layout,
-    merged_configs,
-    mode_command,
-    parse_config,
-    plan_host,
-    render_yaml,
+from ansible_collections.gpufleet.sharing.plugins.module_utils._host import read_file, write_file
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_apply import (
+    DIR_MODE,
+    FILE_MODE,
+    FileState,
+    HostPlan,
     busy_problems,
+    document_with_defaults,
+    file_state,
+    gpus_side,
+    layout_mismatches,
+    pending_gpus,
+    plan_diff,
+    plan_host,
+    plan_result,
+    wanted_files,
 )
-from ansible_collections.gpufleet.sharing.plugins.module_utils._nvidia_smi import (
-    NO_COMPUTE_INSTANCES,
-    NO_GPU_INSTANCES,
-    NO_MIG_ENABLED,
-    QUERY_ARGV,
-    ParseError,
-    build_gpu_facts,
-    parse_compute_instances,
-    parse_gpu_instances,
-    parse_query_gpus,
-    parse_summary,
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_host import MigHost, read_document
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import (
+    DocumentError,
+    MigPartedConfig,
+    MigPartedError,
+    current_layout,
+    parse_config,
+    render_yaml,
 )
+from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
 
-try:
-    import yaml
-
-    HAS_YAML = True
-    YAML_IMPORT_ERROR = None
-except ImportError as exc:  # pragma: no cover - depends on the managed host
-    HAS_YAML = False
-    YAML_IMPORT_ERROR = exc
-
-QUERY_MODE_ARGV = ["--query-gpu=index,mig.mode.current,mig.mode.pending", "--format=csv,noheader"]
-_EMPTY_LIST_MESSAGES = (NO_GPU_INSTANCES, NO_COMPUTE_INSTANCES, NO_MIG_ENABLED)
-
-
-class MigConfigRunner:
-    """The I/O side: run nvidia-smi / nvidia-mig-parted and feed the pure planner."""
-
-    def __init__(self, module):
-        self.module = module
-        self.commands = []
-        self.smi = module.get_bin_path("nvidia-smi", required=True)
-        backend = module.params["backend"]
-        self.mig_parted = None
-        if backend in ("auto", "nvidia-mig-parted"):
-            self.mig_parted = module.get_bin_path("nvidia-mig-parted", required=backend == "nvidia-mig-parted")
-
-    # ------------------------------------------------------------------ reading
-
-    def run_read(self, argv, allow_empty=False):
-        rc, out, err = self.module.run_command([self.smi] + list(argv))
-        if rc != 0 and not (allow_empty and any(msg in out + err for msg in _EMPTY_LIST_MESSAGES)):
-            self.module.fail_json(msg="nvidia-smi %s failed (rc=%d): %s" % (" ".join(argv), rc, (err or out).strip()),
-                                  rc=rc, stdout=out, stderr=err)
-        return out
-
-    def gather(self):
-        """gpu_facts-shaped entries: only the calls the comparison needs (no profile tables)."""
-        try:
-            rows = parse_query_gpus(self.run_read(QUERY_ARGV))
-            summary = parse_summary(self.run_read([]))
-            gis = cis = None
-            # MIG device UUIDs (-L) are not needed to compare layouts: one call less per run.
-            if any(row["mig_current"] for row in rows):
-                gis = parse_gpu_instances(self.run_read(["mig", "-lgi"], allow_empty=True))
-                cis = parse_compute_instances(self.run_read(["mig", "-lci"], allow_empty=True))
-            return build_gpu_facts(rows, summary, None, gis, cis)
-        except ParseError as exc:
-            self.module.fail_json(msg="could not parse nvidia-smi output: %s" % exc)
-
-    def mode_of(self, index):
-        out = self.run_read(["-i", str(index)] + QUERY_MODE_ARGV)
-        fields = [f.strip() for f in out.strip().splitlines()[0].split(",")]
-        return fields[1] == "Enabled", fields[2] == "Enabled"
-
-    # ------------------------------------------------------------------ writing
-
-    def run_write(self, argv, binary=None, fail=True):
-        binary = binary or self.smi
-        self.commands.append(" ".join([os.path.basename(binary)] + list(argv)))
-        rc, out, err = self.module.run_command([binary] + list(argv))
-        if rc != 0 and fail:
-            self.fail_midway("%s %s failed (rc=%d): %s" % (os.path.basename(binary), " ".join(argv), rc,
-                                                           (err.strip() or out.strip())), rc=rc, stdout=out, stderr=err)
-        return rc, out, err
-
-    def fail_midway(self, msg, **extra):
-        """A command failed after changes began: report what ran and what the GPUs look like now."""
-        now = [current_layout(gpu) for gpu in self.gather()]
-        self.module.fail_json(msg=msg, commands=self.commands, after=now, **extra)
-
-
-def load_document(module):
-    params = module.params
-    if params["config"] is not None:
-        return params["config"], "config"
-    if params["config_file"]:
-        path = params["config_file"]
-        try:
-            with open(path, "rb") as handle:
-                text = handle.read().decode("utf-8")
-        except (IOError, OSError) as exc:
-            module.fail_json(msg="cannot read config_file %s: %s" % (path, exc))
-        try:
-            return json.loads(text), path
-        except ValueError:
-            pass
-        if not HAS_YAML:
-            module.fail_json(msg=missing_required_lib("PyYAML", reason="to read the YAML config_file %s" % path),
-                             exception=str(YAML_IMPORT_ERROR))
-        try:
-            return yaml.safe_load(text), path
-        except yaml.YAMLError as exc:
-            module.fail_json(msg="config_file %s is not valid YAML: %s" % (path, exc))
-    return {"version": "v1", "mig-configs": {}}, "defaults"
-
-
-def build_document(module):
-    document, source = load_document(module)
-    if module.params["include_defaults"]:
-        if not isinstance(document, dict):
-            module.fail_json(msg="%s: expected a mapping with 'version' and 'mig-configs'" % source)
-        extra = document.get("mig-configs") or {}
-        if not isinstance(extra, dict):
-            module.fail_json(msg="%s: mig-configs must be a mapping of config name to a list of items" % source)
-        merged = merged_configs(extra)
-        merged["version"] = document.get("version", "v1")
-        unexpected = [key for key in document if key not in ("version", "mig-configs")]
-        for key in unexpected:
-            merged[key] = document[key]
-        document = merged
-    return document, source
-
-
-def apply_with_mig_parted(runner, plan, document):
-    """assert, then apply only when needed. Returns (pending GPU indexes, reboot required).
-
-    When apply fails because a GPU reset is not possible (mig-parted: "error resetting all GPUs"),
-    the mode change stays pending on those GPUs: that is reported as a required reboot, as the
-    nvidia-mig-manager service would reboot; any other failure fails the task.
-    """
-    params = runner.module.params
-    config_path = params["config_file"]
-    if params["config"] is not None or params["include_defaults"] or not config_path:
-        config_path = os.path.join(runner.module.tmpdir, "mig-parted-config.yaml")
-        with open(config_path, "w") as handle:
-            handle.write(render_yaml(document))
-    base = ["-f", config_path, "-c", plan.config_name]
-    rc, out, err = runner.module.run_command([runner.mig_parted, "assert"] + base)
-    if rc == 0:
-        return [], False
-    argv = ["apply"] + base
-    if params["hooks_file"]:
-        argv += ["-k", params["hooks_file"]]
-    if not params["gpu_reset"]:
-        argv.append("--skip-reset")
-    rc, out, err = runner.run_write(argv, binary=runner.mig_parted, fail=False)
-    if rc == 0:
-        return [], False
-    changed = set(change.index for change in plan.changes)
-    pending = [current_layout(gpu)["index"] for gpu in runner.gather()
-               if int(gpu["index"]) in changed and gpu["mig"]["current"] != gpu["mig"]["pending"]]
-    if pending and params["gpu_reset"]:
-        runner.module.warn("nvidia-mig-parted could not reset GPU(s) %s: %s" % (
-            ", ".join(str(i) for i in pending), (err.strip() or out.strip())))
-        return pending, True
-    runner.fail_midway("nvidia-mig-parted %s failed (rc=%d): %s" % (" ".join(argv), rc, (err.strip() or out.strip())),
-                       rc=rc, stdout=out, stderr=err)
-    return [], False
-
-
-def apply_with_nvidia_smi(runner, plan):
-    """Per changed GPU: destroy CIs then GIs, set the mode, reset if needed, create GIs + CIs."""
-    pending = []
-    reboot_required = False
-    for change in plan.changes:
-        for argv in clear_commands(change):
-            runner.run_write(argv)
-        if change.mode_change:
-            runner.run_write(mode_command(change))
-            current, pending_mode = runner.mode_of(change.index)
-            wanted = change.after["mig_enabled"]
-            if current != wanted and pending_mode == wanted:
-                if not runner.module.params["gpu_reset"]:
-                    pending.append(change.index)
-                    continue
-                rc, out, err = runner.run_write(["--gpu-reset", "-i", str(change.index)], fail=False)
-                current, pending_mode = runner.mode_of(change.index)
-                if current != wanted:
-                    pending.append(change.index)
-                    reboot_required = True
-                    continue
-            elif current != wanted:
-                runner.fail_midway("GPU %d: MIG mode is %s after nvidia-smi -mig %d" % (
-                    change.index, "enabled" if current else "disabled", int(wanted)))
-        argv = create_command(change)
-        if argv:
-            runner.run_write(argv)
-    return pending, reboot_required
-
-
-FILE_MODE = 0o644
-DIR_MODE = 0o755
-OVERRIDE_TEMPLATE = (
-    "# Managed by gpufleet.sharing.mig_config: the config nvidia-mig-manager.service applies at boot.\n"
-    "[Service]\n"
-    "Environment=\"MIG_PARTED_SELECTED_CONFIG=%s\"\n"
+ARGUMENT_SPEC = dict(
+    config=dict(type="dict"),
+    config_file=dict(type="path"),
+    selected=dict(type="str"),
+    include_defaults=dict(type="bool", default=False),
+    allow_busy=dict(type="bool", default=False),
+    backend=dict(type="str", default="auto", choices=["auto", "nvidia-mig-parted", "nvidia-smi"]),
+    gpu_reset=dict(type="bool", default=True),
+    hooks_file=dict(type="path"),
+    config_dest=dict(type="path"),
+    selected_config_override=dict(type="path"),
 )
 
 
-def read_file_state(path, wanted):
-    """(current text or None, whether content or mode differ)."""
-    try:
-        with open(path, "rb") as handle:
-            current = handle.read().decode("utf-8", "replace")
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-    except (IOError, OSError):
-        return None, True
-    return current, current != wanted or mode != FILE_MODE
+def main() -> None:
+    GpuFleetModule(ARGUMENT_SPEC, mutually_exclusive=[("config", "config_file")],
+                   required_one_of=[("config", "config_file", "include_defaults")]).run(run)
 
 
-def write_file(module, path, text):
-    directory = os.path.dirname(path) or "."
-    try:
-        if not os.path.isdir(directory):
-            os.makedirs(directory, DIR_MODE)
-        handle, temp_path = tempfile.mkstemp(prefix=".mig_config.", dir=directory)
-        with os.fdopen(handle, "wb") as temp:
-            temp.write(text.encode("utf-8"))
-        os.chmod(temp_path, FILE_MODE)
-        module.atomic_move(temp_path, path)
-        os.chmod(path, FILE_MODE)
-    except (IOError, OSError) as exc:
-        module.fail_json(msg="cannot write %s: %s" % (path, exc))
-
-
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            config=dict(type="dict"),
-            config_file=dict(type="path"),
-            selected=dict(type="str"),
-            include_defaults=dict(type="bool", default=False),
-            allow_busy=dict(type="bool", default=False),
-            backend=dict(type="str", default="auto", choices=["auto", "nvidia-mig-parted", "nvidia-smi"]),
-            gpu_reset=dict(type="bool", default=True),
-            hooks_file=dict(type="path"),
-            config_dest=dict(type="path"),
-            selected_config_override=dict(type="path"),
-        ),
-        mutually_exclusive=[("config", "config_file")],
-        required_one_of=[("config", "config_file", "include_defaults")],
-        supports_check_mode=True,
-    )
-    document, source = build_document(module)
-    try:
-        config = parse_config(document, source)
-    except MigPartedError as exc:
-        module.fail_json(msg="invalid mig-parted config: %s" % exc, problems=exc.problems)
+def run(mod: GpuFleetModule) -> None:
+    """Validate everything, refuse busy GPUs, apply, check the result, then write the files."""
+    config = read_config(mod)
     config_yaml = render_yaml(config.as_dict())
+    host = MigHost(mod)
+    gpus = host.gather()
+    plan = plan_or_fail(mod, config, gpus)
+    params = mod.params
+    files = [file_state(path, text, *read_file(path))
+             for path, text in wanted_files(params["config_dest"], params["selected_config_override"],
+                                            plan.config_name, config_yaml)]
+    result = plan_result(plan, files, config_yaml, mod.check_mode, params["config_dest"],
+                         params["selected_config_override"])
+    if mod.diff_mode:
+        result["diff"] = plan_diff(plan, result["changed_gpus"], files)
+    if result["changed"]:
+        busy = busy_problems(gpus, result["changed_gpus"])
+        if busy and not params["allow_busy"]:
+            mod.fail("refusing to reconfigure busy GPUs (set allow_busy=true to override): %s" % "; ".join(busy),
+                     busy=busy, **dict((k, v) for k, v in result.items() if k != "changed"))
+        if plan.changes and not mod.check_mode:
+            apply(mod, host, plan, config, result)
+        if not mod.check_mode:
+            write_files(mod, files)
+    mod.result.update(result)
 
-    runner = MigConfigRunner(module)
-    gpus = runner.gather()
+
+def read_config(mod: GpuFleetModule) -> MigPartedConfig:
+    document, source = read_document(mod)
     try:
-        plan = plan_host(config, module.params["selected"], gpus)
+        if mod.params["include_defaults"]:
+            document = document_with_defaults(document, source)
+        return parse_config(document, source)
+    except DocumentError as exc:
+        mod.fail(str(exc))
     except MigPartedError as exc:
-        module.fail_json(msg="MIG config %s cannot be applied on this host: %s" % (module.params["selected"] or "", exc),
-                         problems=exc.problems, before=[current_layout(gpu) for gpu in gpus])
+        mod.fail("invalid mig-parted config: %s" % exc, problems=exc.problems)
 
-    changes = plan.changes
-    result = dict(
-        changed=bool(changes),
-        selected=plan.config_name,
-        backend="none",
-        changed_gpus=[change.index for change in changes],
-        before=list(plan.before),
-        after=list(plan.after),
-        reset_required=False,
-        reboot_required=False,
-        pending_gpus=[],
-        commands=[],
-        check_mode=module.check_mode,
-        config_yaml=config_yaml,
-    )
-    wanted_files = []
-    if module.params["config_dest"]:
-        wanted_files.append((module.params["config_dest"], config_yaml))
-    if module.params["selected_config_override"]:
-        wanted_files.append((module.params["selected_config_override"], OVERRIDE_TEMPLATE % plan.config_name))
-    file_states = [(path, text) + read_file_state(path, text) for path, text in wanted_files]
-    result["files"] = [dict(path=path, changed=differs) for path, _text, _current, differs in file_states]
-    files_changed = any(differs for _path, _text, _current, differs in file_states)
-    differs_by_path = dict((path, differs) for path, _text, _current, differs in file_states)
-    result["config_dest_changed"] = differs_by_path.get(module.params["config_dest"], False)
-    result["selected_config_override_changed"] = differs_by_path.get(module.params["selected_config_override"], False)
-    result["changed"] = bool(changes) or files_changed
-    if module._diff:
-        gpu_diff = dict(
-            before={"gpus": [layout for layout in plan.before if layout["index"] in result["changed_gpus"]]},
-            after={"gpus": [layout for layout in plan.after if layout["index"] in result["changed_gpus"]]},
-            before_header="MIG state (selected config %s)" % plan.config_name,
-            after_header="MIG state (selected config %s)" % plan.config_name,
-        )
-        result["diff"] = [gpu_diff] + [
-            dict(before=current or "", after=text, before_header=path, after_header=path)
-            for path, text, current, differs in file_states if differs
-        ]
-    if not result["changed"]:
-        module.exit_json(**result)
 
-    busy = busy_problems(gpus, result["changed_gpus"])
-    if busy and not module.params["allow_busy"]:
-        module.fail_json(
-            msg="refusing to reconfigure busy GPUs (set allow_busy=true to override): %s" % "; ".join(busy),
-            busy=busy, **dict((k, v) for k, v in result.items() if k != "changed"))
-    if module.check_mode:
-        module.exit_json(**result)
-    if not changes:
-        for path, text, _current, differs in file_states:
-            if differs:
-                write_file(module, path, text)
-        module.exit_json(**result)
+def plan_or_fail(mod: GpuFleetModule, config: MigPartedConfig, gpus: List[Dict[str, Any]]) -> HostPlan:
+    try:
+        return plan_host(config, mod.params["selected"], gpus)
+    except MigPartedError as exc:
+        mod.fail("MIG config %s cannot be applied on this host: %s" % (mod.params["selected"] or "", exc),
+                 problems=exc.problems, before=[current_layout(gpu) for gpu in gpus])
 
-    if runner.mig_parted:
-        result["backend"] = "nvidia-mig-parted"
-        pending, reboot_required = apply_with_mig_parted(runner, plan, config.as_dict())
-    else:
-        result["backend"] = "nvidia-smi"
-        pending, reboot_required = apply_with_nvidia_smi(runner, plan)
 
-    now = runner.gather()
-    after = [current_layout(gpu) for gpu in now]
-    result.update(after=after, commands=runner.commands)
-    still_pending = set(gpu["index"] for gpu in after
-                        if gpu["index"] in result["changed_gpus"] and gpu["mig_enabled"] != gpu["mig_pending"])
-    pending = sorted(set(pending) | still_pending)
-    result.update(pending_gpus=pending, reset_required=bool(pending), reboot_required=reboot_required)
-    wanted = dict((layout["index"], layout) for layout in plan.after)
-    mismatched = []
-    for layout in after:
-        if layout["index"] not in result["changed_gpus"] or layout["index"] in pending:
-            continue
-        expected = wanted[layout["index"]]
-        if (layout["mig_enabled"], layout["mig_devices"]) != (expected["mig_enabled"], expected["mig_devices"]):
-            mismatched.append("GPU %d: expected MIG %s %s, found MIG %s %s" % (
-                layout["index"], "on" if expected["mig_enabled"] else "off", expected["mig_devices"],
-                "on" if layout["mig_enabled"] else "off", layout["mig_devices"]))
+def apply(mod: GpuFleetModule, host: MigHost, plan: HostPlan, config: MigPartedConfig, result: Dict[str, Any]) -> None:
+    """Run the backend, then read the GPUs again: pending mode changes are reported, anything else
+    that is not as planned fails the task (with the whole result)."""
+    result["backend"], pending, reboot_required = host.apply(plan, config.as_dict())
+    after = [current_layout(gpu) for gpu in host.gather()]
+    changed_gpus = result["changed_gpus"]
+    pending = pending_gpus(after, changed_gpus, pending)
+    result.update(after=after, commands=host.commands, pending_gpus=pending, reset_required=bool(pending),
+                  reboot_required=reboot_required)
+    mismatched = layout_mismatches(plan, after, changed_gpus, pending)
     if mismatched:
-        module.fail_json(msg="MIG layout not as requested after applying: %s" % "; ".join(mismatched), **result)
-    for path, text, _current, differs in file_states:
-        if differs:
-            write_file(module, path, text)
-    if module._diff:
-        result["diff"][0]["after"] = {"gpus": [layout for layout in after if layout["index"] in result["changed_gpus"]]}
-    module.exit_json(**result)
+        mod.fail("MIG layout not as requested after applying: %s" % "; ".join(mismatched), **result)
+    if mod.diff_mode:
+        result["diff"][0]["after"] = gpus_side(after, changed_gpus)
+
+
+def write_files(mod: GpuFleetModule, files: List[FileState]) -> None:
+    for state in files:
+        if state.differs:
+            write_file(mod, state.path, state.text, FILE_MODE, DIR_MODE, ".mig_config.")
 
 
 if __name__ == "__main__":

@@ -3,9 +3,7 @@
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
@@ -57,16 +55,15 @@ options:
       - With this option O(config) may be omitted.
     type: bool
     default: false
-extends_documentation_fragment: []
+extends_documentation_fragment:
+  - gpufleet.sharing.attributes.HOST
 attributes:
   check_mode:
-    support: full
     description: The module never changes anything; check mode returns the same plan.
   diff_mode:
     support: none
     description: Nothing changes, so there is no diff.
   platform:
-    support: full
     platforms: all
     description: Pure computation on the controller; no host access.
 notes:
@@ -175,110 +172,77 @@ problems:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from typing import Optional
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import (
-    MODELS,
-    CatalogError,
-    resolve_model,
-)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import CatalogError, GpuModel, resolve_model
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import (
+    DocumentError,
     MigPartedError,
-    merged_configs,
+    config_with_defaults,
     parse_config,
+    plan_items,
     select_config,
+    untouched_problem,
 )
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import (
-    LayoutError,
-    plan_layout,
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import LayoutError, plan_layout
+from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
+
+ARGUMENT_SPEC = dict(
+    gpu=dict(type='str'),
+    layout=dict(type='dict'),
+    config=dict(type='dict'),
+    name=dict(type='str'),
+    include_default_configs=dict(type='bool', default=False),
 )
 
 
-def _models_for_item(item, requested):
-    """The models an item applies to: the requested one if its filter allows it, else the filter's."""
-    if requested is not None:
-        if not item.device_filters or any(
-                flt.matches(pci) for flt in item.device_filters for pci in requested.pci_device_ids):
-            return [requested]
-        return []
-    models = []
-    for model in MODELS:
-        if any(flt.matches(pci) for flt in item.device_filters for pci in model.pci_device_ids):
-            models.append(model)
-    return models
-
-
-def _plan_config(module, requested):
-    content = module.params['config'] or {'version': 'v1', 'mig-configs': {}}
-    if module.params['include_default_configs']:
-        if not isinstance(content.get('mig-configs'), dict):
-            module.fail_json(msg='config.mig-configs must be a mapping of config name to items')
-        content = dict(content, **merged_configs(content['mig-configs']))
-    try:
-        parsed = parse_config(content, source='config')
-        name, items = select_config(parsed, module.params['name'])
-    except MigPartedError as error:
-        module.fail_json(msg='invalid mig-parted config: %s' % error, problems=error.problems)
-    plans, problems = [], []
-    for position, item in enumerate(items):
-        where = 'mig-configs.%s[%d]' % (name, position)
-        if requested is None and not item.device_filters:
-            problems.append('%s has no device-filter; give the module a gpu to plan it for' % where)
-            continue
-        models = _models_for_item(item, requested)
-        if requested is None and not models:
-            problems.append('%s: no known MIG-capable model has device-filter %s' % (
-                where, ', '.join(str(f) for f in item.device_filters)))
-        for model in models:
-            entry = {'item': position, 'model': model.key, 'mig_enabled': item.mig_enabled,
-                     'devices': item.devices if item.devices == 'all' else list(item.devices), 'plan': None}
-            if item.mig_enabled:
-                try:
-                    entry['plan'] = plan_layout(model, item.layout()).as_dict()
-                except LayoutError as error:
-                    problems.extend('%s on %s: %s' % (where, model.key, p) for p in error.problems)
-                    continue
-            plans.append(entry)
-    if problems:
-        module.fail_json(msg='mig-parted config %s cannot be applied: %s' % (name, '; '.join(problems)),
-                         problems=problems, plans=plans)
-    if requested is not None and not plans:
-        problems.append('no item of mig-parted config %s applies to %s (its device-filters name other GPUs), '
-                        'so nvidia-mig-parted would leave this GPU untouched' % (name, requested.key))
-        module.fail_json(msg=problems[0], problems=problems, plans=plans)
-    module.exit_json(changed=False, name=name, plans=plans)
-
-
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            gpu=dict(type='str'),
-            layout=dict(type='dict'),
-            config=dict(type='dict'),
-            name=dict(type='str'),
-            include_default_configs=dict(type='bool', default=False),
-        ),
+def main() -> None:
+    GpuFleetModule(
+        ARGUMENT_SPEC,
         mutually_exclusive=[('layout', 'config'), ('layout', 'include_default_configs')],
         required_one_of=[('layout', 'config', 'name')],
         required_by={'layout': ('gpu',)},
-        supports_check_mode=True,
-    )
+    ).run(run)
+
+
+def run(mod: GpuFleetModule) -> None:
     requested = None
-    if module.params['gpu'] is not None:
+    if mod.params['gpu'] is not None:
         try:
-            requested = resolve_model(module.params['gpu'])
+            requested = resolve_model(mod.params['gpu'])
         except CatalogError as error:
-            module.fail_json(msg=str(error), problems=[str(error)])
-    if module.params['layout'] is None:
-        if module.params['config'] is None and not module.params['include_default_configs']:
-            module.fail_json(msg='name needs config or include_default_configs=true')
-        _plan_config(module, requested)
+            mod.fail(str(error), problems=[str(error)])
+    if mod.params['layout'] is None:
+        if mod.params['config'] is None and not mod.params['include_default_configs']:
+            mod.fail('name needs config or include_default_configs=true')
+        plan_config(mod, requested)
+        return
     try:
-        plan = plan_layout(requested, module.params['layout'])
+        plan = plan_layout(requested, mod.params['layout'])
     except LayoutError as error:
-        module.fail_json(msg='layout %s is not possible on %s: %s' % (
-            module.jsonify(module.params['layout']), requested.key, error), problems=error.problems)
-    module.exit_json(changed=False, model=requested.as_dict(), plan=plan.as_dict())
+        mod.fail('layout %s is not possible on %s: %s' % (
+            mod.ansible.jsonify(mod.params['layout']), requested.key, error), problems=error.problems)
+    mod.result.update(model=requested.as_dict(), plan=plan.as_dict())
+
+
+def plan_config(mod: GpuFleetModule, requested: Optional[GpuModel]) -> None:
+    """Every item of the named mig-parted config, for ``requested`` or the models its filters name."""
+    try:
+        content = config_with_defaults(mod.params['config'], mod.params['include_default_configs'])
+    except DocumentError as error:
+        mod.fail(str(error))
+    try:
+        name, items = select_config(parse_config(content, source='config'), mod.params['name'])
+    except MigPartedError as error:
+        mod.fail('invalid mig-parted config: %s' % error, problems=error.problems)
+    plans, problems = plan_items(name, items, requested)
+    if problems:
+        mod.fail('mig-parted config %s cannot be applied: %s' % (name, '; '.join(problems)),
+                 problems=problems, plans=plans)
+    if requested is not None and not plans:
+        problem = untouched_problem(name, requested)
+        mod.fail(problem, problems=[problem], plans=plans)
+    mod.result.update(name=name, plans=plans)
 
 
 if __name__ == '__main__':

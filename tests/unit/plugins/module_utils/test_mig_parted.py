@@ -215,21 +215,6 @@ def test_current_layout_counts_profiles_and_ci_profiles():
     assert layout["mig_enabled"] and layout["mig_pending"] and layout["mig_capable"]
 
 
-def test_needs_change_mode_pending_and_layout():
-    want_balanced = mp.DesiredGpu(0, True, {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1})
-    off = mp.current_layout(gpu(0))
-    assert mp.needs_change(off, want_balanced) == {"mode": True, "layout": True}
-    pending = mp.current_layout(gpu(0, current=False, pending=True))
-    assert mp.needs_change(pending, want_balanced)["mode"] is True
-    done = mp.current_layout(gpu(0, current=True, instances=["3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb"]))
-    assert mp.needs_change(done, want_balanced) == {"mode": False, "layout": False}
-    want_off = mp.DesiredGpu(0, False, {})
-    assert mp.needs_change(off, want_off) == {"mode": False, "layout": False}
-    assert mp.needs_change(done, want_off) == {"mode": True, "layout": True}
-    want_empty = mp.DesiredGpu(0, True, {})
-    assert mp.needs_change(done, want_empty) == {"mode": False, "layout": True}
-
-
 def test_desired_layout_after_state():
     current = mp.current_layout(gpu(0, current=True, instances=["7g.40gb"]))
     assert mp.desired_layout(current, None) == current
@@ -237,12 +222,6 @@ def test_desired_layout_after_state():
     assert after["mig_devices"] == {"2g.10gb": 3} and after["uuid"] == "GPU-0000"
     off = mp.desired_layout(current, mp.DesiredGpu(0, False, {}))
     assert off["mig_enabled"] is False and off["mig_devices"] == {}
-
-
-def test_busy_problems_lists_index_uuid_and_pids():
-    gpus = [gpu(0, processes=[{"pid": 42}, {"pid": 7}, {"pid": 42}]), gpu(1, processes=[{"pid": 9}]), gpu(2)]
-    assert mp.busy_problems(gpus, [0, 2]) == ["GPU 0 (GPU-0000) has compute processes running: PIDs 7, 42"]
-    assert mp.busy_problems(gpus, []) == []
 
 
 # ------------------------------------------------------------------ defaults and rendering
@@ -328,58 +307,3 @@ def test_as_dict_renders_single_filter_as_string_and_omits_devices_when_disabled
         {"device-filter": "0x20B010DE", "devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 1}},
         {"devices": [3], "mig-enabled": False},
     ]
-
-
-# ------------------------------------------------------------------ host plan and commands
-
-
-def test_plan_host_validates_every_gpu_and_reports_all_problems():
-    config = mp.parse_config(doc({"x": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]}))
-    gpus = [gpu(0, "0x20B010DE"), gpu(1, "0x233010DE", name="NVIDIA H100 80GB HBM3"), gpu(2, "0x233510DE", name="NVIDIA H200")]
-    with pytest.raises(mp.MigPartedError) as err:
-        mp.plan_host(config, "x", gpus)
-    problems = err.value.problems
-    assert not any(p.startswith("GPU 1 ") for p in problems)  # valid on the H100
-    assert problems[0] == ("GPU 0 (NVIDIA A100-SXM4-40GB, model A100-40GB), config x: "
-                           "7 x 1g.10gb requested but A100-40GB allows at most 4 1g.10gb instances")
-    assert problems[-1].startswith("GPU 2 (NVIDIA H200, model H200), config x: profile '1g.10gb' is not a MIG profile of H200")
-    assert "1g.18gb" in problems[-1]  # the valid profiles are named
-
-
-def test_plan_host_unknown_model_is_an_error_only_when_enabling():
-    config = mp.parse_config(doc({"on": [{"devices": "all", "mig-enabled": True, "mig-devices": {}}],
-                                  "off": [{"devices": "all", "mig-enabled": False}]}))
-    odd = gpu(0, "0x999910DE", name="NVIDIA Future")
-    with pytest.raises(mp.MigPartedError, match=r"GPU 0 \(NVIDIA Future\): unknown MIG-capable GPU model"):
-        mp.plan_host(config, "on", [odd])
-    plan = mp.plan_host(config, "off", [odd])
-    assert plan.changes == ()
-
-
-def test_plan_host_changes_and_commands():
-    config = mp.parse_named_configs(mp.default_configs())
-    balanced = gpu(0, current=True, instances=["3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb"])
-    off = gpu(1)
-    untouched_by_filter = gpu(2, "0x233510DE", name="NVIDIA H200")
-    plan = mp.plan_host(config, "all-1g.5gb", [balanced, off, untouched_by_filter])
-    assert plan.config_name == "all-1g.5gb"
-    assert [c.index for c in plan.changes] == [0, 1]
-    first, second = plan.changes
-    assert (first.mode_change, first.layout_change, first.had_instances) == (False, True, True)
-    assert mp.clear_commands(first) == [["mig", "-i", "0", "-dci"], ["mig", "-i", "0", "-dgi"]]
-    assert mp.create_command(first) == ["mig", "-i", "0", "-cgi", ",".join("1g.5gb:%d" % s for s in range(7)), "-C"]
-    assert (second.mode_change, second.layout_change) == (True, True)
-    assert mp.clear_commands(second) == []
-    assert mp.mode_command(second) == ["-i", "1", "-mig", "1"]
-    assert [layout["index"] for layout in plan.after] == [0, 1, 2]
-    assert plan.after[2] == plan.before[2]
-    disable = mp.plan_host(config, "all-disabled", [balanced])
-    change = disable.changes[0]
-    assert mp.mode_command(change) == ["-i", "0", "-mig", "0"] and mp.create_command(change) == []
-
-
-def test_plan_host_enabled_without_devices_creates_nothing():
-    config = mp.parse_named_configs(mp.default_configs())
-    plan = mp.plan_host(config, "all-enabled", [gpu(0)])
-    assert mp.create_command(plan.changes[0]) == []
-    assert plan.after[0]["mig_enabled"] is True and plan.after[0]["mig_profiles"] == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -426,3 +427,11 @@ def test_mig_parted_other_failure_fails_with_its_message(run_module):
     assert not ok and "error running apply-start hook: exit status 1" in result["msg"]
     assert result["msg"].startswith("nvidia-mig-parted apply -f ")
     assert result["after"][0]["mig_enabled"] is False
+
+
+@pytest.mark.skipif(shutil.which("nvidia-mig-parted") is not None, reason="nvidia-mig-parted is installed here")
+def test_required_mig_parted_missing_fails_before_anything_runs(run_module):
+    host = FakeHost(["H100"])
+    ok, result = run_module(host, include_defaults=True, selected="all-balanced", backend="nvidia-mig-parted")
+    assert not ok and result["msg"].startswith('Failed to find required executable "nvidia-mig-parted"')
+    assert host.mutations == []
