@@ -15,7 +15,8 @@ from gpulab import gpustate
 from gpulab.cluster import faults as faultsmod
 from gpulab.cluster import operator as opmod
 from gpulab.cluster.server import add_nodes
-from gpulab.cluster.store import ApiError, Store
+from gpulab.cluster.errors import ApiError
+from gpulab.cluster.store import Store
 
 FAST = opmod.Settings(resync_seconds=0.2, operand_start_delay=0.05, pod_start_delay=0.02, pod_stop_delay=0.02,
                       default_runtime=0.05, crash_backoff=0.1, mig_apply_delay=0.01, mig_pause_timeout=5)

@@ -26,9 +26,12 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from . import faults as _faults
-from . import selectors as _sel
-from .store import ApiError, ResourceType, Store, WatchEvent, bad_request, parse_rfc3339
+from gpulab.cluster import faults as _faults
+from gpulab.cluster import selectors as _sel
+from gpulab.cluster.errors import ApiError, bad_request, conflict
+from gpulab.cluster.objects import ResourceType, WatchEvent, parse_rfc3339
+from gpulab.cluster.store import Store
+from gpulab.cluster.table import parse_field_selector, parse_label_selector
 
 LOG = logging.getLogger("gpulab.cluster.api")
 
@@ -196,7 +199,6 @@ class Api:
             self.stopping.wait(fault.seconds)
             return Response(0, drop_connection=True)
         if fault.kind == "conflict":
-            from .store import conflict
             return error_response(conflict(route.rt, route.name or ""))
         reasons = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
                    504: "Timeout", 404: "NotFound", 403: "Forbidden", 401: "Unauthorized",
@@ -638,8 +640,8 @@ class Api:
     # ------------------------------------------------------------------ watch
 
     def _watch(self, request: Request, rt: ResourceType, ns: Optional[str]) -> Response:
-        labels = self.store._parse_labels(request.param("labelSelector"))  # noqa: SLF001
-        fields = self.store._parse_fields(rt, request.param("fieldSelector"))  # noqa: SLF001
+        labels = parse_label_selector(request.param("labelSelector"))
+        fields = parse_field_selector(rt, request.param("fieldSelector"))
         timeout = request.param("timeoutSeconds")
         seconds = min(float(timeout), self.max_watch_seconds) if timeout else \
             self.max_watch_seconds

@@ -35,9 +35,10 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import faults as _faults
-from .api import Api, Request
-from .store import ApiError, Store
+from gpulab.cluster import faults as _faults
+from gpulab.cluster.api import Api, Request
+from gpulab.cluster.errors import ApiError
+from gpulab.cluster.store import Store
 
 LOG = logging.getLogger("gpulab.cluster.server")
 
