@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gpulab import gpustate, migparted
-from gpulab.cluster import devices, kubelet, operator, scheduler
+from gpulab.cluster import devices, kubelet, manager, scheduler
+from gpulab.cluster.operator import common as operands
+from gpulab.cluster.operator.migconfig import default_mig_parted_config
 from gpulab.models import load_model
 
 
@@ -89,18 +91,18 @@ def test_spread_pick_prefers_idle_physical_devices():
 
 
 def test_operator_settings_from_env():
-    settings = operator.Settings.from_env({"GPULAB_OPERAND_START_DELAY": "2", "GPULAB_NAMESPACE": "nvidia-gpu-operator"})
+    settings = manager.Settings.from_env({"GPULAB_OPERAND_START_DELAY": "2", "GPULAB_NAMESPACE": "nvidia-gpu-operator"})
     assert settings.operand_start_delay == 2.0 and settings.namespace == "nvidia-gpu-operator"
 
 
 def test_mig_strategy_and_default_config_defaults():
-    assert operator.mig_strategy({}) == "single"
-    assert operator.mig_strategy({"mig": {"strategy": "mixed"}}) == "mixed"
-    assert operator.mig_default_config({}) == "all-disabled"
-    assert operator.mig_default_config({"migManager": {"config": {"default": ""}}}) == ""
+    assert operands.mig_strategy({}) == "single"
+    assert operands.mig_strategy({"mig": {"strategy": "mixed"}}) == "mixed"
+    assert operands.mig_default_config({}) == "all-disabled"
+    assert operands.mig_default_config({"migManager": {"config": {"default": ""}}}) == ""
 
 
-CONFIG = operator.default_mig_parted_config()
+CONFIG = default_mig_parted_config()
 
 
 def test_default_mig_parted_config_is_valid_v1():

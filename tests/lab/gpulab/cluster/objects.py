@@ -105,6 +105,14 @@ class WatchEvent:
     resource_version: int
 
 
+def pod_ready(pod: Obj) -> bool:
+    """Running, not terminating, and its Ready condition True."""
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running" or (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
 # ------------------------------------------------------------------------- time
 
 def now_rfc3339(stamp: float) -> str:
@@ -118,4 +126,4 @@ def parse_rfc3339(text: str) -> float:
 
 
 __all__ = ["Obj", "ResourceType", "WatchEvent", "builtin_resource_types", "now_rfc3339",
-           "parse_rfc3339"]
+           "parse_rfc3339", "pod_ready"]
