@@ -7,7 +7,7 @@ import time
 from typing import Any, Mapping, Optional
 
 from gpulab.cluster import devices as devmod
-from gpulab.cluster.kubelet import ANNOTATION_PREFIX
+from gpulab.cluster.containers import ANNOTATION_PREFIX
 from gpulab.cluster.objects import Obj, now_rfc3339
 
 DEFAULT_NAMESPACE = "gpu-operator"

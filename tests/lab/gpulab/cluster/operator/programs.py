@@ -14,7 +14,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from gpulab.cluster import devices as devmod
 from gpulab.cluster import pluginconfig
-from gpulab.cluster.kubelet import Outcome
+from gpulab.cluster.containers import Outcome
 from gpulab.cluster.objects import Obj
 from gpulab.cluster.operator.common import (OPERANDS, OPERANDS_BY_DS, PLUGIN_CONFIG_LABEL, Operand,
                                             configmap_volume, container_env, log_line)
