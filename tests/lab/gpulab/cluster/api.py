@@ -19,23 +19,20 @@ from __future__ import annotations
 
 import json
 import logging
-import queue
 import threading
-import time
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional
 
 import yaml
 
 from gpulab.cluster import discovery
 from gpulab.cluster import faults as _faults
 from gpulab.cluster import protobuf
-from gpulab.cluster import selectors as _sel
-from gpulab.cluster import tables
+from gpulab.cluster import tables, watch
 from gpulab.cluster.errors import (ApiError, bad_request, conflict, resource_not_found,
                                    unsupported_patch_type)
-from gpulab.cluster.objects import ResourceType, WatchEvent
+from gpulab.cluster.objects import ResourceType
 from gpulab.cluster.store import Store
 from gpulab.cluster.table import parse_field_selector, parse_label_selector
 
@@ -118,10 +115,10 @@ class Metrics:
             self._total = 0
 
 
-def _verb(method: str, route: Route, watch: bool) -> str:
+def _verb(method: str, route: Route, watching: bool) -> str:
     if method == "GET":
         if route.name is None:
-            return "watch" if watch else "list"
+            return "watch" if watching else "list"
         return "get"
     return {"POST": "create", "PUT": "update", "PATCH": "patch",
             "DELETE": "delete" if route.name is not None else "deletecollection"}.get(
@@ -174,8 +171,8 @@ class Api:
             self.metrics.count("get", path)
             return json_response(200, document)
         route = self._route(parts)
-        watch = request.param("watch") in ("true", "1")
-        verb = _verb(request.method, route, watch)
+        watching = request.param("watch") in ("true", "1")
+        verb = _verb(request.method, route, watching)
         resource = route.rt.plural + ("/" + route.subresource if route.subresource else "")
         resource_key = route.rt.key + ("/" + route.subresource if route.subresource else "")
         self.metrics.count(verb, resource_key)
@@ -478,77 +475,16 @@ class Api:
     # ------------------------------------------------------------------ watch
 
     def _watch(self, request: Request, rt: ResourceType, ns: Optional[str]) -> Response:
-        labels = parse_label_selector(request.param("labelSelector"))
-        fields = parse_field_selector(rt, request.param("fieldSelector"))
         timeout = request.param("timeoutSeconds")
         seconds = min(float(timeout), self.max_watch_seconds) if timeout else \
             self.max_watch_seconds
-        events: "queue.Queue[WatchEvent]" = queue.Queue()
-        # watch-list (client-go's WatchListClient): initial state as ADDED events, then a
-        # BOOKMARK annotated "k8s.io/initial-events-end".
-        initial = request.param("sendInitialEvents") == "true"
-        since = None if initial else request.param("resourceVersion")
-        try:
-            replay, unsubscribe, snapshot_rv = self.store.watch(rt.key, ns, since, events.put)
-        except ApiError as exc:
-            if exc.code != 410:
-                raise
-            line = json.dumps({"type": "ERROR", "object": exc.status()}).encode() + b"\n"
-            return Response(200, stream=iter([line]))
-        table = tables.wants_table(request.headers.get("accept", ""))
-        stopping = self.stopping
-
-        def matches(obj: Optional[Dict[str, Any]]) -> bool:
-            return obj is not None and _sel.matches(labels, obj["metadata"].get("labels")) and \
-                _sel.field_matches(fields, obj)
-
-        def translate(event: WatchEvent) -> Optional[Tuple[str, Dict[str, Any]]]:
-            new_ok = matches(event.object)
-            old_ok = matches(event.old_object)
-            if event.type == "ADDED":
-                return ("ADDED", event.object) if new_ok else None
-            if event.type == "DELETED":
-                return ("DELETED", event.object) if old_ok else None
-            if new_ok and old_ok:
-                return "MODIFIED", event.object
-            if new_ok:
-                return "ADDED", event.object
-            if old_ok:
-                return "DELETED", event.object
-            return None
-
-        def encode(kind: str, obj: Dict[str, Any]) -> bytes:
-            if table:
-                obj = tables.table(rt, obj, True, request.param("includeObject", "PartialObjectMetadata"))
-            return json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode() \
-                + b"\n"
-
-        def stream() -> Iterator[bytes]:
-            deadline = time.monotonic() + seconds
-            try:
-                for event in replay:
-                    out = translate(event)
-                    if out:
-                        yield encode(*out)
-                if initial:
-                    bookmark = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {
-                        "resourceVersion": str(snapshot_rv),
-                        "annotations": {"k8s.io/initial-events-end": "true"}}}
-                    yield json.dumps({"type": "BOOKMARK", "object": bookmark}).encode() + b"\n"
-                while not stopping.is_set():
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        return
-                    try:
-                        event = events.get(timeout=min(remaining, 0.5))
-                    except queue.Empty:
-                        continue
-                    out = translate(event)
-                    if out:
-                        yield encode(*out)
-            finally:
-                unsubscribe()
-        return Response(200, stream=stream())
+        include = request.param("includeObject", "PartialObjectMetadata") \
+            if tables.wants_table(request.headers.get("accept", "")) else None
+        wanted = watch.WatchRequest(
+            rt, ns, parse_label_selector(request.param("labelSelector")),
+            parse_field_selector(rt, request.param("fieldSelector")), seconds,
+            request.param("sendInitialEvents") == "true", request.param("resourceVersion"), include)
+        return Response(200, stream=watch.stream(self.store, wanted, self.stopping))
 
 
 __all__ = ["Api", "Metrics", "Request", "Response"]

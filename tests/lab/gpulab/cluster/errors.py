@@ -30,7 +30,7 @@ def qualified(rt: ResourceType) -> str:
     return rt.plural if not rt.group else "%s.%s" % (rt.plural, rt.group)
 
 
-def details(rt: ResourceType, name: str) -> Dict[str, Any]:
+def error_details(rt: ResourceType, name: str) -> Dict[str, Any]:
     body: Dict[str, Any] = {"name": name, "kind": rt.plural}
     if rt.group:
         body["group"] = rt.group
@@ -39,18 +39,18 @@ def details(rt: ResourceType, name: str) -> Dict[str, Any]:
 
 def not_found(rt: ResourceType, name: str) -> ApiError:
     return ApiError(404, "NotFound", '%s "%s" not found' % (qualified(rt), name),
-                    details(rt, name))
+                    error_details(rt, name))
 
 
 def already_exists(rt: ResourceType, name: str) -> ApiError:
     return ApiError(409, "AlreadyExists", '%s "%s" already exists' % (qualified(rt), name),
-                    details(rt, name))
+                    error_details(rt, name))
 
 
 def conflict(rt: ResourceType, name: str, why: str = "the object has been modified; please "
              "apply your changes to the latest version and try again") -> ApiError:
     return ApiError(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": %s'
-                    % (qualified(rt), name, why), details(rt, name))
+                    % (qualified(rt), name, why), error_details(rt, name))
 
 
 def invalid(rt: ResourceType, name: str, causes: List[Tuple[str, str]]) -> ApiError:
@@ -94,4 +94,4 @@ def resource_not_found(what: str = "") -> ApiError:
 
 
 __all__ = ["ApiError", "not_found", "already_exists", "conflict", "invalid", "bad_request",
-           "resource_not_found", "unsupported_patch_type", "qualified", "details"]
+           "resource_not_found", "unsupported_patch_type", "qualified", "error_details"]

@@ -90,8 +90,8 @@ from gpulab.cluster import ownership as _own
 from gpulab.cluster import patch as _patch
 from gpulab.cluster import schema as _schema
 from gpulab.cluster.deletion import Deletion, awaits_kubelet
-from gpulab.cluster.errors import (ApiError, already_exists, bad_request, conflict, details,
-                                   invalid, qualified, resource_not_found,
+from gpulab.cluster.errors import (ApiError, already_exists, bad_request, conflict,
+                                   error_details, invalid, qualified, resource_not_found,
                                    unsupported_patch_type)
 from gpulab.cluster.objects import (Obj, ResourceType, WatchEvent, builtin_resource_types,
                                     now_rfc3339)
@@ -227,7 +227,7 @@ class Store:
             raise ApiError(403, "Forbidden", '%s "%s" is forbidden: unable to create new content '
                            'in namespace %s because it is being terminated'
                            % (qualified(rt), obj["metadata"].get("name", ""), namespace),
-                           details(rt, obj["metadata"].get("name", "")))
+                           error_details(rt, obj["metadata"].get("name", "")))
 
     @staticmethod
     def _generation_bump(rt: ResourceType, old: Obj, new: Obj) -> None:
@@ -442,7 +442,7 @@ class Store:
             if conflicts:
                 message, causes = _own.conflict_message(conflicts, rt.api_version)
                 raise ApiError(409, "Conflict", message,
-                               dict(details(rt, current["metadata"]["name"]), causes=causes))
+                               dict(error_details(rt, current["metadata"]["name"]), causes=causes))
         return _own.released_by_apply(owners, manager, applied, current)
 
     def controller_update(self, key: str, namespace: Optional[str], name: str,
