@@ -100,7 +100,6 @@ def _quantity_ok(value: Any) -> bool:
                                             value) is not None)
 
 
-
 def _extended_resource_problems(cpath: str, limits: Obj, requests: Obj) -> Problems:
     problems: Problems = []
     for rname in set(limits) | set(requests):
@@ -314,6 +313,7 @@ def validate(rt: ResourceType, obj: Obj, old: Optional[Obj]) -> Problems:
 
 # ---------------------------------------------------------------------- defaults
 
+
 def _image_pull_policy(image: str) -> str:
     tail = image.rsplit("/", 1)[-1]
     if "@" in tail:
@@ -351,7 +351,6 @@ def default_pod_spec(spec: Obj) -> None:
                 requests = resources.setdefault("requests", {})
                 for rname, qty in limits.items():
                     requests.setdefault(rname, qty)  # requests default to limits
-
 
 
 def _default_pod(obj: Obj) -> None:
@@ -446,8 +445,8 @@ def _qos_class(spec: Obj) -> str:
     return "Burstable" if any_set else "BestEffort"
 
 
-
 # ------------------------------------------------------------------ normalising
+
 
 def _quantities_to_strings(values: Any) -> None:
     if isinstance(values, dict):
@@ -474,7 +473,6 @@ def stringify_quantities(rt: ResourceType, obj: Obj) -> None:
                     resources = container.get("resources") or {}
                     _quantities_to_strings(resources.get("limits"))
                     _quantities_to_strings(resources.get("requests"))
-
 
 
 def _secret_data(obj: Obj) -> None:

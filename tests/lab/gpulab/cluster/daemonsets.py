@@ -144,13 +144,11 @@ class DaemonSetController:
         except Exception:  # pylint: disable=broad-except
             LOG.exception("cannot create a pod for DaemonSet %s on %s", ds["metadata"]["name"], node)
 
-
     def _delete_pod(self, pod: Obj) -> None:
         try:
             self.store.delete("v1/pods", pod["metadata"]["namespace"], pod["metadata"]["name"])
         except Exception:  # pylint: disable=broad-except
             pass
-
 
     def _update_ds_status(self, ds: Obj, wanted_nodes: Iterable[str], digest: str, pods: List[Obj]) -> None:
         """Status from the pods read at the start of the pass (the next pass catches up)."""

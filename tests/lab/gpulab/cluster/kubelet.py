@@ -53,13 +53,11 @@ class PodRun:
         return [device.id for found in self.allocations.values() for device in found]
 
 
-
 def _node_ip(node: Obj) -> str:
     for address in (node.get("status") or {}).get("addresses") or []:
         if address.get("type") == "InternalIP":
             return str(address.get("address"))
     return "127.0.0.1"
-
 
 
 class Kubelet:
@@ -405,7 +403,6 @@ class Kubelet:
                 if getattr(exc, "code", None) != 404:
                     raise
             run.due = None
-
 
 
 __all__ = ["Kubelet", "PodRun"]

@@ -33,6 +33,14 @@ class PluginInstance:
     started: float = 0.0
 
 
+def _merge(target: Dict[str, str], wanted: Mapping[str, Optional[str]]) -> None:
+    for key, value in wanted.items():
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = value
+
+
 class OperatorContext:
     """Shared state of one operator (see the module docstring); `settings` is the managers'."""
 
@@ -57,13 +65,11 @@ class OperatorContext:
         except Exception:  # pylint: disable=broad-except
             return False
 
-
     def node(self, name: str) -> Optional[Obj]:
         try:
             return self.store.get("v1/nodes", None, name)
         except Exception:  # pylint: disable=broad-except
             return None
-
 
     def configmap_data(self, namespace: str, name: Optional[str]) -> Optional[Dict[str, str]]:
         if not name:
@@ -73,11 +79,9 @@ class OperatorContext:
         except Exception:  # pylint: disable=broad-except
             return None
 
-
     def instance(self, kind: str, uid: str) -> Optional[PluginInstance]:
         with self.lock:
             return self._instances[kind].get(uid)
-
 
     def set_instance(self, kind: str, uid: str, instance: Optional[PluginInstance]) -> None:
         with self.lock:
@@ -85,7 +89,6 @@ class OperatorContext:
                 self._instances[kind].pop(uid, None)
             else:
                 self._instances[kind][uid] = instance
-
 
     def host_state(self, node: str) -> Any:
         """The node's GPU state, re-read only when the file changed."""
@@ -108,44 +111,30 @@ class OperatorContext:
         self._state_cache[node] = (key, state)
         return state
 
-
     def gpu_views(self, node: str) -> List[devmod.GpuView]:
         state = self.host_state(node)
         if state is None or not getattr(state, "powered_on", True):
             return []
         return devmod.gpu_views(state)
 
-
     def driver_version(self, node: str) -> str:
         state = self.host_state(node)
         return state.driver_version if state is not None else ""
-
 
     def is_gpu_node(self, name: str) -> bool:
         state = self.host_state(name)
         return state is not None and bool(state.gpus)
 
-
     def set_labels(self, node: str, wanted: Mapping[str, Optional[str]], annotations: Optional[Mapping[str, Optional[str]]] = None) -> None:
+        """Set node labels (and annotations); a None value removes the key."""
         def mutate(obj: Obj) -> None:
-            labels = obj["metadata"].setdefault("labels", {})
-            for key, value in wanted.items():
-                if value is None:
-                    labels.pop(key, None)
-                else:
-                    labels[key] = value
+            _merge(obj["metadata"].setdefault("labels", {}), wanted)
             if annotations:
-                notes = obj["metadata"].setdefault("annotations", {})
-                for key, value in annotations.items():
-                    if value is None:
-                        notes.pop(key, None)
-                    else:
-                        notes[key] = value
+                _merge(obj["metadata"].setdefault("annotations", {}), annotations)
         try:
             self.store.controller_update("v1/nodes", None, node, mutate)
         except Exception:  # pylint: disable=broad-except
             LOG.exception("cannot label node %s", node)
-
 
     def running_operand_pod(self, node: str, ds_name: str) -> Optional[Obj]:
         pods = self._pass_pods if self._pass_pods is not None else self.store.items("v1/pods", self.namespace)

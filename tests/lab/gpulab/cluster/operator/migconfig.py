@@ -27,7 +27,6 @@ _BALANCED = {
 }
 
 
-
 def default_mig_parted_config() -> Dict[str, Any]:
     """`all-disabled`, `all-enabled`, `all-balanced` and `all-<profile>` for the lab's models.
 

@@ -44,7 +44,6 @@ class OperandProgram:
         del pod, container
         return None
 
-
     def stop(self, pod: Obj) -> None:
         del pod
 
@@ -107,7 +106,7 @@ class PluginProgram(OperandProgram):
         self.context.set_instance(self.operand.key, uid, instance)
         if outcome.ok:
             self.context.store.set_pod_log(pod["metadata"]["namespace"], pod["metadata"]["name"], outcome.log,
-                                            container=container["name"], append=True)
+                                           container=container["name"], append=True)
             return None
         return outcome
 
