@@ -22,11 +22,9 @@ import logging
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from gpulab import gpustate
-from gpulab.cluster import allocation
+from gpulab.cluster import allocation, gpuprocesses
 from gpulab.cluster import devices as devmod
-from gpulab.cluster.containers import (ALLOCATED_ANNOTATION, GPU_PROCESS_ANNOTATION, Outcome, Program,
-                                       Workload)
+from gpulab.cluster.containers import ALLOCATED_ANNOTATION, Outcome, Program, Workload
 from gpulab.cluster.objects import Obj, now_rfc3339
 from gpulab.cluster.podstatus import conditions, container_status
 
@@ -45,7 +43,7 @@ class PodRun:
     restarts: Dict[str, int] = dataclasses.field(default_factory=dict)
     failing: Dict[str, Outcome] = dataclasses.field(default_factory=dict)
     exit_codes: Dict[str, int] = dataclasses.field(default_factory=dict)
-    processes: List[Tuple[str, int]] = dataclasses.field(default_factory=list)
+    processes: List[gpuprocesses.Process] = dataclasses.field(default_factory=list)
     started_at: Optional[str] = None
     pod_ip: str = ""
 
@@ -349,32 +347,13 @@ class Kubelet:
     # ------------------------------------------------------------------ GPU processes
 
     def _hold_gpus(self, pod: Obj, run: PodRun) -> None:
-        annotations = pod["metadata"].get("annotations") or {}
-        if annotations.get(GPU_PROCESS_ANNOTATION, "true").lower() == "false":
-            return
         path = self.state_path_for(run.node)
-        if not path:
-            return
-        seen = set()
-        for name, found in run.allocations.items():
-            for device in found:
-                if device.physical_id in seen:
-                    continue
-                seen.add(device.physical_id)
-                try:
-                    pid = gpustate.add_process(path, device.gpu_index, None, name[:15] or "cuda-app", 512, device.gi_id, device.ci_id)
-                except gpustate.StateError as exc:  # the device vanished (e.g. MIG reconfigured under us)
-                    LOG.warning("kubelet: cannot start a GPU process for %s: %s", run.name, exc)
-                    continue
-                run.processes.append((path, pid))
+        if path and gpuprocesses.wants_gpu_processes(pod):
+            run.processes.extend(gpuprocesses.start(path, run.allocations, run.name))
 
     def _release(self, run: PodRun) -> None:
         if run.processes:
-            for path, pid in run.processes:
-                try:
-                    gpustate.remove_process(path, pid)
-                except gpustate.StateError:
-                    pass
+            gpuprocesses.stop(run.processes)
             run.processes = []
         with self._lock:
             run.allocations = {}
