@@ -4,7 +4,7 @@
   (with ``discovery``, ``tables``, ``watch``, ``protobuf``).
 - ``store``: thread-safe in-memory object store with Kubernetes semantics (the contract for
   controllers is at the top of store.py and in docs/architecture.md, "Virtual cluster store"),
-  built from ``table``, ``admission``, ``deletion``, ``disruption``, ``crds``, ``ownership``,
+  built from ``objecttable``, ``admission``, ``deletion``, ``disruption``, ``crds``, ``ownership``,
   ``podlogs``, ``errors``, ``objects``; ``selectors``, ``patch``, ``schema``.
 - ``manager``: the controller manager (the ordered list of controllers started by the server):
   ``scheduler``, ``kubelet`` (``allocation``, ``containers``, ``podstatus``, ``gpuprocesses``),

@@ -34,7 +34,7 @@ from gpulab.cluster.errors import (ApiError, bad_request, conflict, resource_not
                                    unsupported_patch_type)
 from gpulab.cluster.objects import ResourceType
 from gpulab.cluster.store import Store
-from gpulab.cluster.table import parse_field_selector, parse_label_selector
+from gpulab.cluster.objecttable import parse_field_selector, parse_label_selector
 
 LOG = logging.getLogger("gpulab.cluster.api")
 

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Optional
 from gpulab.cluster.errors import ApiError, conflict
 from gpulab.cluster.objects import Obj, ResourceType, now_rfc3339, parse_rfc3339
 from gpulab.cluster.podlogs import PodLogs
-from gpulab.cluster.table import ObjectTable
+from gpulab.cluster.objecttable import ObjectTable
 
 LOG = logging.getLogger("gpulab.cluster.store")
 

@@ -59,7 +59,7 @@ Invalid 422, BadRequest 400, Forbidden 403, Gone 410, TooManyRequests 429, ...).
   store.record_event(involved_object, reason, message, type="Normal", component="gpulab")
   store.resource(key) -> ResourceType; store.resources(); store.resource_version() -> int
 
-The store proper (types, objects, resourceVersion, watch) is in table.py; what it delegates:
+The store proper (types, objects, resourceVersion, watch) is in objecttable.py; what it delegates:
 admission.py (normalising, defaults, validation), deletion.py (graceful deletion, namespaces,
 garbage collection), disruption.py (PDB status, eviction), crds.py (types served by CRDs),
 ownership.py (server-side apply field managers), podlogs.py (container logs).
@@ -96,7 +96,7 @@ from gpulab.cluster.errors import (ApiError, already_exists, bad_request, confli
 from gpulab.cluster.objects import (Obj, ResourceType, WatchEvent, builtin_resource_types,
                                     now_rfc3339)
 from gpulab.cluster.podlogs import PodLogs
-from gpulab.cluster.table import ObjectTable
+from gpulab.cluster.objecttable import ObjectTable
 
 _PROTECTED_META = ("uid", "resourceVersion", "creationTimestamp", "generation", "deletionTimestamp",
                    "deletionGracePeriodSeconds", "selfLink")
