@@ -419,7 +419,8 @@ def test_watch_streams_changes_with_selectors_and_resume(core, ns, lab):
 
 
 def test_watch_too_old_resource_version_is_410():
-    from gpulab.cluster.store import ApiError, Store
+    from gpulab.cluster.errors import ApiError
+    from gpulab.cluster.store import Store
 
     class SmallStore(Store):
         HISTORY = 3

@@ -7,7 +7,8 @@ import base64
 import pytest
 
 from gpulab.cluster import faults, patch, protobuf, selectors
-from gpulab.cluster.store import ApiError, Store
+from gpulab.cluster.errors import ApiError
+from gpulab.cluster.store import Store
 
 
 # ----------------------------------------------------------------------- selectors

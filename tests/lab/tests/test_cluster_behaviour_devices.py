@@ -7,7 +7,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import pytest
 
 from gpulab import gpustate
-from gpulab.cluster import devices
+from gpulab.cluster import devices, pluginconfig
 
 TS4 = """
 version: v1
@@ -341,8 +341,8 @@ def test_mixed_time_sliced_mig_allocation_ids():
     ],
 )
 def test_invalid_configs_fail_the_plugin(text, fragment):
-    with pytest.raises(devices.PluginConfigError, match=None) as caught:
-        devices.parse_plugin_config(text)
+    with pytest.raises(pluginconfig.PluginConfigError, match=None) as caught:
+        pluginconfig.parse_plugin_config(text)
     assert fragment in str(caught.value)
     result = node(host([("H100-80GB", 1)]), "none", text)
     assert result.plugin_error and fragment in result.plugin_error
@@ -352,13 +352,13 @@ def test_invalid_configs_fail_the_plugin(text, fragment):
 
 def test_devices_field_is_ignored_with_a_warning():
     text = TS4 + "      devices: [0]\n"
-    config = devices.parse_plugin_config(text)
+    config = pluginconfig.parse_plugin_config(text)
     assert config.replicas_for("nvidia.com/gpu") == 4
     assert any("devices" in warning for warning in config.warnings)
 
 
 def test_flags_only_config_means_no_sharing():
-    config = devices.parse_plugin_config("version: v1\nflags:\n  migStrategy: mixed\n")
+    config = pluginconfig.parse_plugin_config("version: v1\nflags:\n  migStrategy: mixed\n")
     assert config.method == "none" and config.flags_mig_strategy == "mixed"
 
 
@@ -381,7 +381,7 @@ CM = {"h100": TS4, "default": TS4_RENAMED}
     ],
 )
 def test_select_plugin_config(name, data, label, default, expected):
-    choice = devices.select_plugin_config(name, data, label, default)
+    choice = pluginconfig.select_plugin_config(name, data, label, default)
     assert (choice.name, choice.error is not None, choice.skipped) == expected
     if choice.name:
         assert choice.text == CM[choice.name]
@@ -475,13 +475,13 @@ def _t4_node(count: int) -> List[devices.GpuView]:
 
 
 def test_spec_t4_example_time_slicing_and_rename():
-    shared = devices.compute_node(_t4_node(4), "none", devices.parse_plugin_config(TS4))
+    shared = devices.compute_node(_t4_node(4), "none", pluginconfig.parse_plugin_config(TS4))
     assert shared.resources == {"nvidia.com/gpu": 16}
     assert shared.labels["nvidia.com/gpu.product"] == "Tesla-T4-SHARED"
     assert shared.labels["nvidia.com/gpu.count"] == "4"
     assert shared.labels["nvidia.com/gpu.replicas"] == "4"
     assert shared.labels["nvidia.com/mig.capable"] == "false"
-    renamed = devices.compute_node(_t4_node(4), "none", devices.parse_plugin_config(TS4_RENAMED))
+    renamed = devices.compute_node(_t4_node(4), "none", pluginconfig.parse_plugin_config(TS4_RENAMED))
     assert renamed.resources == {"nvidia.com/gpu.shared": 16}
     assert renamed.labels["nvidia.com/gpu.product"] == "Tesla-T4"
 

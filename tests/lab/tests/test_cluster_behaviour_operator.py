@@ -13,11 +13,14 @@ import pytest
 
 from gpulab import gpustate
 from gpulab.cluster import faults as faultsmod
-from gpulab.cluster import operator as opmod
+from gpulab.cluster import manager
+from gpulab.cluster.daemonsets import RESTARTED_AT
+from gpulab.cluster.operator.common import MIG_FAILURE_ANNOTATION, PLUGIN_CONFIG_ANNOTATION
 from gpulab.cluster.server import add_nodes
-from gpulab.cluster.store import ApiError, Store
+from gpulab.cluster.errors import ApiError
+from gpulab.cluster.store import Store
 
-FAST = opmod.Settings(resync_seconds=0.2, operand_start_delay=0.05, pod_start_delay=0.02, pod_stop_delay=0.02,
+FAST = manager.Settings(resync_seconds=0.2, operand_start_delay=0.05, pod_start_delay=0.02, pod_stop_delay=0.02,
                       default_runtime=0.05, crash_backoff=0.1, mig_apply_delay=0.01, mig_pause_timeout=5)
 NS = "gpu-operator"
 
@@ -58,7 +61,7 @@ class Lab:
         add_nodes(self.store, hosts)
         self.store.create("v1/namespaces", {"metadata": {"name": NS}})  # as `helm install --create-namespace`
         self.faults = faultsmod.FaultRegistry()
-        self.controllers = opmod.start_controllers(self.store, hosts, settings=FAST, faults=self.faults)
+        self.controllers = manager.start_controllers(self.store, hosts, settings=FAST, faults=self.faults)
 
     def stop(self) -> None:
         self.controllers.stop()
@@ -214,7 +217,7 @@ def test_time_slicing_configmap_edit_needs_a_restart(make_lab):
     wait_for("32 replicas", lambda: lab.allocatable("gpu-a") == {"nvidia.com/gpu": "32"})
     wait_for("GFD", lambda: lab.labels("gpu-a").get("nvidia.com/gpu.replicas") == "4")
     assert lab.labels("gpu-a")["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3-SHARED"
-    wait_for("config annotation", lambda: lab.node("gpu-a")["metadata"]["annotations"].get(opmod.PLUGIN_CONFIG_ANNOTATION) == "any")
+    wait_for("config annotation", lambda: lab.node("gpu-a")["metadata"]["annotations"].get(PLUGIN_CONFIG_ANNOTATION) == "any")
 
     lab.configmap("ts", {"any": TS.format(replicas=3)})
     time.sleep(0.5)
@@ -222,7 +225,7 @@ def test_time_slicing_configmap_edit_needs_a_restart(make_lab):
 
     old = lab.operand_pods("nvidia-device-plugin-daemonset")[0]["metadata"]["uid"]
     lab.store.patch("apps/v1/daemonsets", NS, "nvidia-device-plugin-daemonset",
-                    {"spec": {"template": {"metadata": {"annotations": {opmod.RESTARTED_AT: "2026-11-30T05:00:00Z"}}}}},
+                    {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: "2026-11-30T05:00:00Z"}}}}},
                     "strategic")
     wait_for("24 after rollout restart", lambda: lab.allocatable("gpu-a") == {"nvidia.com/gpu": "24"})
     assert lab.operand_pods("nvidia-device-plugin-daemonset")[0]["metadata"]["uid"] != old
@@ -321,14 +324,14 @@ def test_mig_manager_unknown_config_fails(make_lab):
     wait_for("initial success", lambda: lab.labels("gpu-a").get("nvidia.com/mig.config.state") == "success")
     lab.label("gpu-a", "nvidia.com/mig.config", "all-wrong")
     wait_for("failed", lambda: lab.labels("gpu-a").get("nvidia.com/mig.config.state") == "failed")
-    note = lab.node("gpu-a")["metadata"]["annotations"][opmod.MIG_FAILURE_ANNOTATION]
+    note = lab.node("gpu-a")["metadata"]["annotations"][MIG_FAILURE_ANNOTATION]
     assert "all-wrong" in note
     assert any("all-wrong" in e["message"] for e in lab.events("gpu-a", "MigConfigFailed"))
     assert lab.labels("gpu-a")["nvidia.com/gpu.deploy.device-plugin"] == "true"  # never paused
     # A later good label succeeds and clears the failure note.
     lab.label("gpu-a", "nvidia.com/mig.config", "all-1g.5gb")
     wait_for("success", lambda: lab.labels("gpu-a").get("nvidia.com/mig.config.state") == "success", timeout=15)
-    assert opmod.MIG_FAILURE_ANNOTATION not in (lab.node("gpu-a")["metadata"].get("annotations") or {})
+    assert MIG_FAILURE_ANNOTATION not in (lab.node("gpu-a")["metadata"].get("annotations") or {})
     wait_for("single strategy resources", lambda: lab.allocatable("gpu-a") == {"nvidia.com/gpu": "7"})
     wait_for("GFD single labels", lambda: lab.labels("gpu-a").get("nvidia.com/gpu.product") == "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb")
 
@@ -343,7 +346,7 @@ def test_mig_manager_refuses_a_busy_gpu(make_lab):
     wait_for("GPU process", lambda: gpustate.load(lab.paths["gpu-a"]).gpus[0].processes)
     lab.label("gpu-a", "nvidia.com/mig.config", "all-1g.10gb")
     wait_for("failed", lambda: lab.labels("gpu-a").get("nvidia.com/mig.config.state") == "failed", timeout=15)
-    assert lab.node("gpu-a")["metadata"]["annotations"][opmod.MIG_FAILURE_ANNOTATION]
+    assert lab.node("gpu-a")["metadata"]["annotations"][MIG_FAILURE_ANNOTATION]
     assert gpustate.load(lab.paths["gpu-a"]).gpus[0].gpu_instances == []
     assert lab.phase("server") == "Running"
     # Deleting the workload frees the GPU; a pod restart of the MIG manager retries.

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gpulab import gpustate, migparted
-from gpulab.cluster import devices, kubelet, operator, scheduler
+from gpulab.cluster import allocation, containers, devices, manager, scheduler
+from gpulab.cluster.operator import common as operands
+from gpulab.cluster.operator.migconfig import default_mig_parted_config
 from gpulab.models import load_model
 
 
@@ -76,31 +78,31 @@ def test_fit_error_message_wording():
     (["sleep", "1d"], False),
 ])
 def test_nvidia_smi_list_detection(command, expected):
-    assert kubelet.runs_nvidia_smi_list({"command": command}) is expected
+    assert containers.runs_nvidia_smi_list({"command": command}) is expected
 
 
 def test_spread_pick_prefers_idle_physical_devices():
     gpus = [devices.Device(f"GPU-{g}::{n}", "nvidia.com/gpu", g, "X", f"GPU-{g}", replica=n) for g in range(2) for n in range(2)]
-    picked = kubelet._spread_pick(gpus, set(), 2)  # pylint: disable=protected-access
+    picked = allocation.spread_pick(gpus, set(), 2)
     assert {d.gpu_uuid for d in picked} == {"GPU-0", "GPU-1"}
-    third = kubelet._spread_pick(gpus, {d.id for d in picked}, 1)  # pylint: disable=protected-access
+    third = allocation.spread_pick(gpus, {d.id for d in picked}, 1)
     assert third is not None and third[0].id not in {d.id for d in picked}
-    assert kubelet._spread_pick(gpus, {d.id for d in gpus}, 1) is None  # pylint: disable=protected-access
+    assert allocation.spread_pick(gpus, {d.id for d in gpus}, 1) is None
 
 
 def test_operator_settings_from_env():
-    settings = operator.Settings.from_env({"GPULAB_OPERAND_START_DELAY": "2", "GPULAB_NAMESPACE": "nvidia-gpu-operator"})
+    settings = manager.Settings.from_env({"GPULAB_OPERAND_START_DELAY": "2", "GPULAB_NAMESPACE": "nvidia-gpu-operator"})
     assert settings.operand_start_delay == 2.0 and settings.namespace == "nvidia-gpu-operator"
 
 
 def test_mig_strategy_and_default_config_defaults():
-    assert operator.mig_strategy({}) == "single"
-    assert operator.mig_strategy({"mig": {"strategy": "mixed"}}) == "mixed"
-    assert operator.mig_default_config({}) == "all-disabled"
-    assert operator.mig_default_config({"migManager": {"config": {"default": ""}}}) == ""
+    assert operands.mig_strategy({}) == "single"
+    assert operands.mig_strategy({"mig": {"strategy": "mixed"}}) == "mixed"
+    assert operands.mig_default_config({}) == "all-disabled"
+    assert operands.mig_default_config({"migManager": {"config": {"default": ""}}}) == ""
 
 
-CONFIG = operator.default_mig_parted_config()
+CONFIG = default_mig_parted_config()
 
 
 def test_default_mig_parted_config_is_valid_v1():

@@ -22,9 +22,11 @@ which talk to ``POST /lab/faults`` and ``DELETE /lab/faults`` of the running ser
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import ssl
+import sys
 import threading
 import urllib.parse
 import urllib.request
@@ -193,8 +195,6 @@ def clear_remote(lab_dir: str, fault_id: Optional[int] = None,
 def main(argv: Optional[List[str]] = None) -> int:
     """``python -m gpulab.cluster.faults --dir DIR add|list|clear ...`` (also usable as the body
     of a ``gpulab faults`` subcommand: pass the remaining argv)."""
-    import argparse
-
     parser = argparse.ArgumentParser(prog="python -m gpulab.cluster.faults",
                                      description="Lab-only fault injection into the virtual "
                                                  "cluster started with `gpulab up --cluster`.")
@@ -239,7 +239,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except OSError as exc:
         body = getattr(exc, "read", None)
         detail = body().decode(errors="replace") if callable(body) else str(exc)
-        print("gpulab faults: %s" % detail, file=__import__("sys").stderr)
+        print("gpulab faults: %s" % detail, file=sys.stderr)
         return 1
     return 0
 

@@ -2,126 +2,33 @@
 
 What it models (and what it does not):
 
-* admission and device allocation for extended resources: the device plugin of the node (see
-  ``operator.py``) publishes its devices; each container gets distinct device IDs (a MIG device or a
-  time-slicing replica is never handed out twice), spread over the physical devices the way the
-  plugin's preferred allocation does; `failRequestsGreaterThanOne` refuses requests > 1 (SPECS §9.3);
+* admission and device allocation for extended resources (allocation.py): the device plugin of
+  the node (see ``operator/deviceplugin.py``) publishes its devices;
 * a pod's life: Pending/ContainerCreating -> Running -> Succeeded (or Failed) after a simulated
   runtime; ``restartPolicy: Always`` pods keep running; a failing container crash-loops;
-* what a container prints: a container whose command contains ``nvidia-smi -L`` logs exactly the
-  devices it was allocated, in the real ``-L`` format (SPECS §4.7); other workloads log nothing;
+* what a container does and prints (containers.py: ``Workload``, or the operator's programs);
 * long-running pods holding GPUs show up as compute processes on the simulated GPUs, so that the
   MIG manager and mig-parted see busy GPUs like on real hosts (opt out per pod with an annotation);
 * graceful deletion: terminating pods are stopped and removed (``delete(..., grace 0)``).
 
 Not modelled: images, volumes, probes, init containers (treated as done), cpu/memory enforcement.
-
-Lab-only pod annotations (prefix ``lab.gpufleet.io/``): ``runtime-seconds`` (how long the
-container runs), ``exit-code`` (its exit code), ``gpu-process`` ("false" = hold no GPU process),
-``allocated-devices`` (written by the kubelet: ``container=id,id;container=...``).
+Lab-only pod annotations: see containers.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import logging
-import shlex
 import threading
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Protocol, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from gpulab.cluster import allocation, gpuprocesses
 from gpulab.cluster import devices as devmod
+from gpulab.cluster.containers import ALLOCATED_ANNOTATION, Outcome, Program, Workload
+from gpulab.cluster.objects import Obj, now_rfc3339
+from gpulab.cluster.podstatus import conditions, container_status
 
 LOG = logging.getLogger("gpulab.cluster.kubelet")
-
-ANNOTATION_PREFIX = "lab.gpufleet.io/"
-RUNTIME_ANNOTATION = ANNOTATION_PREFIX + "runtime-seconds"
-EXIT_CODE_ANNOTATION = ANNOTATION_PREFIX + "exit-code"
-GPU_PROCESS_ANNOTATION = ANNOTATION_PREFIX + "gpu-process"
-ALLOCATED_ANNOTATION = ANNOTATION_PREFIX + "allocated-devices"
-
-Obj = Dict[str, Any]
-
-
-def now_rfc3339(stamp: float) -> str:
-    return datetime.datetime.fromtimestamp(stamp, tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclasses.dataclass
-class Outcome:
-    """What a container did when started (or noticed while running)."""
-
-    ok: bool = True
-    log: str = ""
-    message: str = ""  # termination message when not ok
-    exit_code: int = 0
-    runtime: Optional[float] = None  # seconds until it exits by itself; None = runs until stopped
-
-
-class Program(Protocol):
-    """Behaviour of a container. The default one is `Workload`; the operator registers its operands."""
-
-    def start(self, pod: Obj, container: Obj, allocated: List[devmod.Device]) -> Outcome: ...
-
-    def check(self, pod: Obj, container: Obj) -> Optional[Outcome]: ...
-
-    def stop(self, pod: Obj) -> None: ...
-
-
-def container_command(container: Mapping[str, Any]) -> List[str]:
-    words: List[str] = []
-    for part in list(container.get("command") or []) + list(container.get("args") or []):
-        text = str(part)
-        try:
-            words.extend(shlex.split(text))
-        except ValueError:
-            words.extend(text.split())
-    return words
-
-
-def runs_nvidia_smi_list(container: Mapping[str, Any]) -> bool:
-    words = [word.strip(";&|") for word in container_command(container)]
-    for index, word in enumerate(words):
-        if word.rsplit("/", 1)[-1] == "nvidia-smi":
-            following = words[index + 1:index + 3]
-            if "-L" in following or "--list-gpus" in following:
-                return True
-    return False
-
-
-class Workload:
-    """Any user container: `nvidia-smi -L` prints its devices; everything else prints nothing."""
-
-    def __init__(self, default_runtime: float):
-        self.default_runtime = default_runtime
-
-    def start(self, pod: Obj, container: Obj, allocated: List[devmod.Device]) -> Outcome:
-        annotations = pod["metadata"].get("annotations") or {}
-        runtime = self.default_runtime
-        try:
-            runtime = float(annotations.get(RUNTIME_ANNOTATION, runtime))
-        except ValueError:
-            pass
-        try:
-            exit_code = int(annotations.get(EXIT_CODE_ANNOTATION, 0))
-        except ValueError:
-            exit_code = 0
-        log = ""
-        if runs_nvidia_smi_list(container):
-            if allocated:
-                log = devmod.render_smi_list(allocated)
-            else:
-                # A container without NVIDIA devices (SPECS §5 "No devices were found", rc 6).
-                log, exit_code = "No devices were found\n", exit_code or 6
-        long_running = pod["spec"].get("restartPolicy", "Always") == "Always"
-        return Outcome(ok=True, log=log, exit_code=exit_code, runtime=None if long_running else runtime)
-
-    def check(self, pod: Obj, container: Obj) -> Optional[Outcome]:
-        del pod, container
-        return None
-
-    def stop(self, pod: Obj) -> None:
-        del pod
 
 
 @dataclasses.dataclass
@@ -136,7 +43,7 @@ class PodRun:
     restarts: Dict[str, int] = dataclasses.field(default_factory=dict)
     failing: Dict[str, Outcome] = dataclasses.field(default_factory=dict)
     exit_codes: Dict[str, int] = dataclasses.field(default_factory=dict)
-    processes: List[Tuple[str, int]] = dataclasses.field(default_factory=list)
+    processes: List[gpuprocesses.Process] = dataclasses.field(default_factory=list)
     started_at: Optional[str] = None
     pod_ip: str = ""
 
@@ -144,27 +51,11 @@ class PodRun:
         return [device.id for found in self.allocations.values() for device in found]
 
 
-def _requests(container: Mapping[str, Any]) -> Dict[str, int]:
-    """Extended-resource requests of a container (limits are authoritative for them)."""
-    resources = container.get("resources") or {}
-    merged = dict(resources.get("requests") or {})
-    merged.update(resources.get("limits") or {})
-    result: Dict[str, int] = {}
-    for name, quantity in merged.items():
-        if "/" in name and not name.split("/")[0].endswith("kubernetes.io"):
-            try:
-                result[name] = int(float(str(quantity)))
-            except ValueError:
-                continue
-    return result
-
-
-def pod_extended_requests(pod: Mapping[str, Any]) -> Dict[str, int]:
-    total: Dict[str, int] = {}
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        for name, count in _requests(container).items():
-            total[name] = total.get(name, 0) + count
-    return total
+def _node_ip(node: Obj) -> str:
+    for address in (node.get("status") or {}).get("addresses") or []:
+        if address.get("type") == "InternalIP":
+            return str(address.get("address"))
+    return "127.0.0.1"
 
 
 class Kubelet:
@@ -272,56 +163,12 @@ class Kubelet:
         meta = pod["metadata"]
         node_name = node["metadata"]["name"]
         allocatable = (node.get("status") or {}).get("allocatable") or {}
-        published = self.node_devices(node_name)
-        used = self.allocated(node_name)
-        # Extended resources are integers; anything not published by a plugin is checked
-        # against allocatable the way the kubelet's admission predicate does.
-        for resource, wanted in pod_extended_requests(pod).items():
-            have = _int_quantity(allocatable.get(resource, "0"))
-            in_use = sum(1 for device_id in used if self._resource_of(node_name, device_id, published) == resource)
-            if wanted + in_use > have:
-                self._reject(
-                    pod,
-                    f"OutOf{resource}",
-                    f"Pod was rejected: Node didn't have enough resource: {resource}, requested: {wanted}, used: {in_use}, capacity: {have}",
-                )
-                return None
-        allocations: Dict[str, List[devmod.Device]] = {}
-        taken = set(used)
-        for container in pod["spec"].get("containers") or []:
-            picked: List[devmod.Device] = []
-            for resource, wanted in sorted(_requests(container).items()):
-                if wanted <= 0:
-                    continue
-                if published is None or resource not in published.devices:
-                    if resource.startswith("nvidia.com/"):
-                        self._reject(
-                            pod,
-                            "UnexpectedAdmissionError",
-                            f"Allocate failed due to no healthy devices present; cannot allocate unhealthy devices {resource}, which is unexpected",
-                        )
-                        return None
-                    continue
-                if published.max_request(resource) == 1 and wanted > 1:
-                    self._reject(
-                        pod,
-                        "UnexpectedAdmissionError",
-                        "Allocate failed due to rpc error: code = Unknown desc = request for "
-                        f"'{resource}: {wanted}' too large: maximum request size for shared resources is 1, which is unexpected",
-                    )
-                    return None
-                chosen = _spread_pick(published.devices[resource], taken, wanted)
-                if chosen is None:
-                    self._reject(
-                        pod,
-                        "UnexpectedAdmissionError",
-                        f"Allocate failed due to requested number of devices unavailable for {resource}. Requested: {wanted}, Available: "
-                        f"{len([d for d in published.devices[resource] if d.id not in taken])}, which is unexpected",
-                    )
-                    return None
-                taken.update(device.id for device in chosen)
-                picked.extend(chosen)
-            allocations[container["name"]] = picked
+        try:
+            allocations = allocation.allocate(pod, allocatable, self.node_devices(node_name),
+                                              self.allocated(node_name))
+        except allocation.Rejected as rejected:
+            self._reject(pod, rejected.reason, rejected.message)
+            return None
         run = PodRun(uid=meta["uid"], namespace=meta["namespace"], name=meta["name"], node=node_name, allocations=allocations)
         operand = self._is_operand(pod)
         run.due = now + (self.settings.operand_start_delay if operand else self.settings.pod_start_delay)
@@ -340,22 +187,13 @@ class Kubelet:
             status["hostIP"] = host_ip
             status["hostIPs"] = [{"ip": host_ip}]
             status["startTime"] = now_rfc3339(now)
-            status["conditions"] = _conditions(obj, scheduled=True, initialized=True, ready=False, stamp=now)
+            status["conditions"] = conditions(obj, scheduled=True, initialized=True, ready=False, stamp=now)
             status["containerStatuses"] = [
-                _container_status(c, {"waiting": {"reason": "ContainerCreating"}}, ready=False, restarts=0)
+                container_status(c, {"waiting": {"reason": "ContainerCreating"}}, ready=False, restarts=0)
                 for c in obj["spec"].get("containers") or []
             ]
         self.store.controller_update("v1/pods", run.namespace, run.name, mutate)
         return run
-
-    def _resource_of(self, node: str, device_id: str, published: Optional[devmod.NodeDevices]) -> Optional[str]:
-        del node
-        if published is None:
-            return None
-        for resource, found in published.devices.items():
-            if any(device.id == device_id for device in found):
-                return resource
-        return None
 
     def _is_operand(self, pod: Obj) -> bool:
         containers = pod["spec"].get("containers") or []
@@ -408,7 +246,7 @@ class Kubelet:
             status["phase"] = "Running"
             status["podIP"] = run.pod_ip
             status["podIPs"] = [{"ip": run.pod_ip}]
-            status["conditions"] = _conditions(obj, scheduled=True, initialized=True, ready=ready, stamp=self.clock())
+            status["conditions"] = conditions(obj, scheduled=True, initialized=True, ready=ready, stamp=self.clock())
             statuses = []
             for container in obj["spec"].get("containers") or []:
                 name = container["name"]
@@ -419,9 +257,9 @@ class Kubelet:
                     state = {"waiting": {"reason": "CrashLoopBackOff", "message": backoff}}
                     last = {"terminated": {"exitCode": failure.exit_code or 1, "reason": "Error", "message": failure.message,
                                            "startedAt": run.started_at, "finishedAt": run.started_at}}
-                    statuses.append(_container_status(container, state, ready=False, restarts=restarts, last=last))
+                    statuses.append(container_status(container, state, ready=False, restarts=restarts, last=last))
                 else:
-                    statuses.append(_container_status(container, {"running": {"startedAt": run.started_at}}, ready=True, restarts=restarts))
+                    statuses.append(container_status(container, {"running": {"startedAt": run.started_at}}, ready=True, restarts=restarts))
             status["containerStatuses"] = statuses
         self.store.controller_update("v1/pods", run.namespace, run.name, mutate, subresource="status")
 
@@ -494,7 +332,7 @@ class Kubelet:
         def mutate(obj: Obj) -> None:
             status = obj.setdefault("status", {})
             status["phase"] = phase
-            status["conditions"] = _conditions(obj, scheduled=True, initialized=True, ready=False, stamp=now, reason="PodCompleted")
+            status["conditions"] = conditions(obj, scheduled=True, initialized=True, ready=False, stamp=now, reason="PodCompleted")
             statuses = []
             for container in obj["spec"].get("containers") or []:
                 code, message = codes.get(container["name"], (0, ""))
@@ -502,43 +340,20 @@ class Kubelet:
                               "startedAt": run.started_at or finished, "finishedAt": finished}
                 if message:
                     terminated["message"] = message
-                statuses.append(_container_status(container, {"terminated": terminated}, ready=False, restarts=run.restarts.get(container["name"], 0)))
+                statuses.append(container_status(container, {"terminated": terminated}, ready=False, restarts=run.restarts.get(container["name"], 0)))
             status["containerStatuses"] = statuses
         self.store.controller_update("v1/pods", run.namespace, run.name, mutate, subresource="status")
 
     # ------------------------------------------------------------------ GPU processes
 
     def _hold_gpus(self, pod: Obj, run: PodRun) -> None:
-        annotations = pod["metadata"].get("annotations") or {}
-        if annotations.get(GPU_PROCESS_ANNOTATION, "true").lower() == "false":
-            return
         path = self.state_path_for(run.node)
-        if not path:
-            return
-        from gpulab import gpustate  # pylint: disable=import-outside-toplevel
-
-        seen = set()
-        for name, found in run.allocations.items():
-            for device in found:
-                if device.physical_id in seen:
-                    continue
-                seen.add(device.physical_id)
-                try:
-                    pid = gpustate.add_process(path, device.gpu_index, None, name[:15] or "cuda-app", 512, device.gi_id, device.ci_id)
-                except gpustate.StateError as exc:  # the device vanished (e.g. MIG reconfigured under us)
-                    LOG.warning("kubelet: cannot start a GPU process for %s: %s", run.name, exc)
-                    continue
-                run.processes.append((path, pid))
+        if path and gpuprocesses.wants_gpu_processes(pod):
+            run.processes.extend(gpuprocesses.start(path, run.allocations, run.name))
 
     def _release(self, run: PodRun) -> None:
         if run.processes:
-            from gpulab import gpustate  # pylint: disable=import-outside-toplevel
-
-            for path, pid in run.processes:
-                try:
-                    gpustate.remove_process(path, pid)
-                except gpustate.StateError:
-                    pass
+            gpuprocesses.stop(run.processes)
             run.processes = []
         with self._lock:
             run.allocations = {}
@@ -569,75 +384,4 @@ class Kubelet:
             run.due = None
 
 
-def _spread_pick(candidates: Iterable[devmod.Device], taken: Iterable[str], wanted: int) -> Optional[List[devmod.Device]]:
-    """Pick `wanted` free devices, preferring physical devices with the fewest replicas in use."""
-    taken_set = set(taken)
-    pool = list(candidates)
-    usage: Dict[str, int] = {}
-    for device in pool:
-        if device.id in taken_set:
-            usage[device.physical_id] = usage.get(device.physical_id, 0) + 1
-    free = [device for device in pool if device.id not in taken_set]
-    if len(free) < wanted:
-        return None
-    chosen: List[devmod.Device] = []
-    for _round in range(wanted):
-        best = min(free, key=lambda d: (usage.get(d.physical_id, 0), pool.index(d)))
-        chosen.append(best)
-        free.remove(best)
-        usage[best.physical_id] = usage.get(best.physical_id, 0) + 1
-    return chosen
-
-
-def _int_quantity(value: Any) -> int:
-    try:
-        return int(float(str(value)))
-    except ValueError:
-        return 0
-
-
-def _node_ip(node: Obj) -> str:
-    for address in (node.get("status") or {}).get("addresses") or []:
-        if address.get("type") == "InternalIP":
-            return str(address.get("address"))
-    return "127.0.0.1"
-
-
-def _conditions(pod: Obj, scheduled: bool, initialized: bool, ready: bool, stamp: float, reason: Optional[str] = None) -> List[Obj]:
-    """Pod conditions, keeping lastTransitionTime when a condition's status did not change."""
-    previous = {c.get("type"): c for c in (pod.get("status") or {}).get("conditions") or []}
-    wanted = [
-        ("PodReadyToStartContainers", True),
-        ("Initialized", initialized),
-        ("Ready", ready),
-        ("ContainersReady", ready),
-        ("PodScheduled", scheduled),
-    ]
-    result = []
-    for kind, value in wanted:
-        text = "True" if value else "False"
-        old = previous.get(kind)
-        condition = {"type": kind, "status": text, "lastProbeTime": None,
-                     "lastTransitionTime": old["lastTransitionTime"] if old and old.get("status") == text else now_rfc3339(stamp)}
-        if not value and kind in ("Ready", "ContainersReady"):
-            condition["reason"] = reason or "ContainersNotReady"
-        result.append(condition)
-    return result
-
-
-def _container_status(container: Obj, state: Obj, ready: bool, restarts: int, last: Optional[Obj] = None) -> Obj:
-    image = container.get("image", "")
-    running = "running" in state
-    status = {
-        "name": container["name"],
-        "image": image,
-        "imageID": f"{image.split(':')[0]}@sha256:{'0' * 64}" if image else "",
-        "ready": ready,
-        "started": running,
-        "restartCount": restarts,
-        "state": state,
-        "lastState": last or {},
-    }
-    if "waiting" not in state or restarts:
-        status["containerID"] = "containerd://" + format(abs(hash((container["name"], image, restarts))) % (1 << 64), "016x") * 4
-    return status
+__all__ = ["Kubelet", "PodRun"]

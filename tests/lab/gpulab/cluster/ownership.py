@@ -14,6 +14,7 @@ field the chart renders. Simplifications, documented in tests/lab/CLUSTER.md:
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 Path = Tuple[str, ...]
@@ -169,4 +170,48 @@ def conflict_message(conflicts: List[Tuple[str, Path]], api_version: str) -> Tup
     return text, causes
 
 
-__all__ = ["Ownership", "leaf_paths", "changed_paths", "value_at", "remove_at", "conflict_message"]
+def released_by_apply(owners: Ownership, manager: str, applied: Dict[str, Any],
+                      live: Dict[str, Any]) -> Dict[str, Any]:
+    """A copy of `live` without the fields `manager` applied before and applies no more, unless
+    another manager owns them too (what an apply removes)."""
+    base = copy.deepcopy(live)
+    for path in owners.owned_by(manager, "Apply") - leaf_paths(applied):
+        if not owners.owners_of(path, exclude=[(manager, "Apply")]):
+            remove_at(base, path)
+    return base
+
+
+class FieldManagers:
+    """The ownership of every object in the store, by uid."""
+
+    def __init__(self) -> None:
+        self._by_uid: Dict[str, Ownership] = {}
+
+    def of(self, uid: str) -> Ownership:
+        return self._by_uid.get(uid) or Ownership()
+
+    def forget(self, uid: str) -> None:
+        self._by_uid.pop(uid, None)
+
+    def record_update(self, result: Dict[str, Any], old: Optional[Dict[str, Any]],
+                      manager: Optional[str]) -> None:
+        """A create/update/patch by `manager` ("unknown" when None) that produced `result`."""
+        uid = result["metadata"].get("uid")
+        if not uid or result["metadata"].get("resourceVersion") == (old or {}).get(
+                "metadata", {}).get("resourceVersion"):
+            return
+        owners = self._by_uid.setdefault(uid, Ownership())
+        changed, removed = changed_paths(old, result)
+        owners.record_update(manager or "unknown", changed, removed)
+
+    def record_apply(self, uid: str, manager: str, applied: Dict[str, Any],
+                     live: Dict[str, Any], force: bool, before: Optional[Ownership] = None) -> None:
+        """An apply by `manager`; `before`: the ownership the apply started from (None: a
+        fresh object, which the apply owns entirely)."""
+        owners = before.copy() if before is not None else Ownership()
+        owners.record_apply(manager, leaf_paths(applied), live, applied, force)
+        self._by_uid[uid] = owners
+
+
+__all__ = ["FieldManagers", "Ownership", "changed_paths", "conflict_message", "leaf_paths",
+           "released_by_apply", "remove_at", "value_at"]

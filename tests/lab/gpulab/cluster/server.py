@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import argparse
 import base64
+import datetime
 import http.server
-import importlib
+import ipaddress
 import json
 import logging
 import os
@@ -35,13 +36,19 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import faults as _faults
-from .api import Api, Request
-from .store import ApiError, Store
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from gpulab.cluster import faults as _faults
+from gpulab.cluster import manager
+from gpulab.cluster.api import Api, Request
+from gpulab.cluster.errors import ApiError
+from gpulab.cluster.store import Store
 
 LOG = logging.getLogger("gpulab.cluster.server")
 
-CONTROLLER_MODULES = ("kubelet", "scheduler", "operator")
 NODE_STATE_ANNOTATION = "gpulab.io/state-file"
 KUBELET_VERSION = "v1.36.0-gpulab"
 
@@ -223,25 +230,11 @@ class LabServer:
             self._start_controllers()
 
     def _start_controllers(self) -> None:
+        """The controller manager (manager.py): its static list of controllers, in order."""
         context = LabContext(self.dir, self.hosts, self.faults,
                              logging.getLogger("gpulab.cluster.controllers"), self.url)
-        for name in CONTROLLER_MODULES:
-            module_name = "%s.%s" % (__package__, name)
-            try:
-                module = importlib.import_module(module_name)
-            except ModuleNotFoundError as exc:
-                if exc.name == module_name:
-                    LOG.info("controller module %s not present; skipped", module_name)
-                    continue
-                raise
-            start = getattr(module, "start", None)
-            if start is None:
-                LOG.info("controller module %s has no start(store, lab); skipped", module_name)
-                continue
-            handle = start(self.store, context)
-            if handle is not None:
-                self.controllers.append(handle)
-            LOG.info("controller %s started", module_name)
+        self.controllers.append(manager.start(self.store, context))
+        LOG.info("controllers started: %s", ", ".join(name for name, _step in self.controllers[-1].steps))
 
     def serve_in_background(self) -> "LabServer":
         for target in (self.httpd.serve_forever, self._reaper):
@@ -292,13 +285,6 @@ def ensure_pki(pki_dir: str) -> Tuple[str, str, str]:
                                     ("ca.crt", "server.crt", "server.key"))
     if all(os.path.exists(p) for p in (ca_path, cert_path, key_path)):
         return ca_path, cert_path, key_path
-    import datetime
-    import ipaddress
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
     os.makedirs(pki_dir, mode=0o700, exist_ok=True)
     now = datetime.datetime.now(datetime.timezone.utc)
     not_before, not_after = now - datetime.timedelta(hours=1), now + datetime.timedelta(days=365)

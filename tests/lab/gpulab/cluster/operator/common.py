@@ -1,0 +1,111 @@
+"""Names, operands and ClusterPolicy helpers shared by the lab's GPU Operator controllers."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Mapping, Optional
+
+from gpulab.cluster import devices as devmod
+from gpulab.cluster.containers import ANNOTATION_PREFIX
+from gpulab.cluster.objects import Obj, now_rfc3339
+
+DEFAULT_NAMESPACE = "gpu-operator"
+DEFAULT_MIG_CONFIGMAP = "default-mig-parted-config"
+PAUSED = "paused-for-mig-change"
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_STATE_LABEL = "nvidia.com/mig.config.state"
+PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+MIG_FAILURE_ANNOTATION = ANNOTATION_PREFIX + "mig-config-failure"
+PLUGIN_CONFIG_ANNOTATION = ANNOTATION_PREFIX + "device-plugin-config"
+LAST_APPLIED = "nvidia.com/last-applied-hash"
+MANAGED_BY = "app.kubernetes.io/managed-by"
+
+# Operand pods the MIG manager pauses (SPECS §7.4); absent ones are ignored.
+PAUSABLE = ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm", "nvsm")
+
+
+@dataclasses.dataclass(frozen=True)
+class Operand:
+    key: str  # the nvidia.com/gpu.deploy.<key> label
+    ds_name: str
+    container: str
+    image: str
+    spec_key: str  # ClusterPolicy spec section with "enabled" (empty: always on)
+    mig_only: bool = False
+
+
+OPERANDS = (
+    Operand("container-toolkit", "nvidia-container-toolkit-daemonset", "nvidia-container-toolkit-ctr",
+            "nvcr.io/nvidia/k8s/container-toolkit:v1.18.1", "toolkit"),
+    Operand("device-plugin", "nvidia-device-plugin-daemonset", "nvidia-device-plugin",
+            "nvcr.io/nvidia/k8s-device-plugin:v0.18.1", "devicePlugin"),
+    Operand("gpu-feature-discovery", "gpu-feature-discovery", "gpu-feature-discovery",
+            "nvcr.io/nvidia/k8s-device-plugin:v0.18.1", "gfd"),
+    Operand("dcgm-exporter", "nvidia-dcgm-exporter", "nvidia-dcgm-exporter",
+            "nvcr.io/nvidia/k8s/dcgm-exporter:4.4.2-4.7.0-distroless", "dcgmExporter"),
+    Operand("mig-manager", "nvidia-mig-manager", "nvidia-mig-manager",
+            "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.13.1", "migManager", mig_only=True),
+    Operand("operator-validator", "nvidia-operator-validator", "nvidia-operator-validator",
+            "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.10.1", ""),
+    # Runs where GFD reports MPS sharing (nvidia.com/mps.capable=true), next to the device plugin.
+    Operand("mps-control-daemon", "nvidia-device-plugin-mps-control-daemon", "mps-control-daemon-ctr",
+            "nvcr.io/nvidia/k8s-device-plugin:v0.18.1", "devicePlugin"),
+)
+
+
+OPERANDS_BY_DS = {operand.ds_name: operand for operand in OPERANDS}
+OPERANDS_BY_KEY = {operand.key: operand for operand in OPERANDS}
+
+DEPLOY_LABELS = ("driver",) + tuple(o.key for o in OPERANDS if not o.mig_only and o.key != "mps-control-daemon") + ("dcgm", "node-status-exporter")
+
+
+def log_line(message: str, level: str = "info") -> str:
+    return f'time="{now_rfc3339(time.time())}" level={level} msg="{message}"\n'
+
+
+def section(spec: Mapping[str, Any], *path: str) -> Mapping[str, Any]:
+    node: Any = spec
+    for key in path:
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return node if isinstance(node, Mapping) else {}
+
+
+def enabled(spec: Mapping[str, Any], key: str) -> bool:
+    if not key:
+        return True
+    value = section(spec, key).get("enabled", True)
+    return value is not False and str(value).lower() != "false"
+
+
+def mig_strategy(spec: Mapping[str, Any]) -> str:
+    """`spec.mig.strategy`; the chart's default is `single` (SPECS §7.2)."""
+    value = section(spec, "mig").get("strategy") or "single"
+    return value if value in devmod.STRATEGIES else "single"
+
+
+def mig_default_config(spec: Mapping[str, Any]) -> str:
+    """`migManager.config.default`: absent means the CRD default `all-disabled`, "" means none."""
+    config = section(spec, "migManager", "config")
+    if "default" not in config:
+        return "all-disabled"
+    return config.get("default") or ""
+
+
+def container_env(container: Mapping[str, Any], name: str) -> Optional[str]:
+    for entry in container.get("env") or []:
+        if entry.get("name") == name:
+            return entry.get("value")
+    return None
+
+
+def configmap_volume(pod_spec: Mapping[str, Any], volume: str) -> Optional[str]:
+    for entry in pod_spec.get("volumes") or []:
+        if entry.get("name") == volume:
+            return (entry.get("configMap") or {}).get("name")
+    return None
+
+
+def owner_ref(policy: Obj) -> Obj:
+    return {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "name": policy["metadata"]["name"],
+            "uid": policy["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
