@@ -21,6 +21,20 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
+import yaml  # PyYAML ships with ansible-core
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import CatalogError, find_model, resolve_model
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import (
+    MigPartedError,
+    current_layout,
+    desired_layout,
+    desired_state,
+    merged_configs,
+    parse_config as parse_mig_config,
+    select_config,
+)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import LayoutError, plan_layout
+
 GPU_RESOURCE = "nvidia.com/gpu"
 RESOURCE_PREFIX = "nvidia.com/"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
@@ -380,13 +394,6 @@ def node_gpus_from_plan(gpus: Sequence[Mapping[str, Any]], where: str = "node") 
     MIG devices come from the planner (``plan_layout(...).resources("mixed")``), so the layout is
     validated against the model's geometry here too.
     """
-    # Imported here so that the config/render half of this file works without the planner.
-    from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import (  # noqa: E501
-        CatalogError,
-        resolve_model,
-    )
-    from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import LayoutError, plan_layout
-
     problems: List[str] = []
     full = 0
     mig_gpus = 0
@@ -511,17 +518,6 @@ def plan_from_host(gpu_facts: Sequence[Mapping[str, Any]], mig_config: Optional[
     ``mig_config``/``mig_configs``, default named configs included); GPUs the config does not
     touch keep their current layout. Without ``mig_config`` the current layout is the plan.
     """
-    from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import find_model
-    from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import (
-        MigPartedError,
-        current_layout,
-        desired_layout,
-        desired_state,
-        merged_configs,
-        parse_config as parse_mig_config,
-        select_config,
-    )
-
     desired: Dict[int, Any] = {}
     if mig_config:
         try:
@@ -543,22 +539,17 @@ def plan_from_host(gpu_facts: Sequence[Mapping[str, Any]], mig_config: Optional[
     return plan
 
 
-def node_gpus_for(node: str, plan: Any, labels: Mapping[str, str], mig_strategy: str) -> NodeGpus:
-    """The node's GPUs from its plan entry, else from its labels.
+def node_gpus_for(node: str, gpus: Optional[Sequence[Mapping[str, Any]]], labels: Mapping[str, str],
+                  mig_strategy: str) -> NodeGpus:
+    """The node's GPUs from its planned GPU list (``[{model, count, mig, product}]``), else from its labels.
 
-    The plan entry is a GPU list, ``{"gpus": [...]}``, or ``{"gpu_facts": [...], "mig_config": name,
-    "mig_configs": {...}}`` (a host's gpu_facts and mig role variables, see plan_from_host).
+    Turning a host's intent (GPU facts + MIG selection) into that list is ``_fleet_plan.HostPlan``'s job.
     """
     where = "node %r" % node
-    if isinstance(plan, Mapping):
-        if plan.get("gpu_facts"):
-            plan = plan_from_host(plan["gpu_facts"], plan.get("mig_config"), plan.get("mig_configs"), where)
-        else:
-            plan = plan.get("gpus") or []
-    if plan:
-        if isinstance(plan, str) or not isinstance(plan, Sequence) or not all(isinstance(g, Mapping) for g in plan):
+    if gpus:
+        if isinstance(gpus, (str, Mapping)) or not isinstance(gpus, Sequence) or not all(isinstance(g, Mapping) for g in gpus):
             raise SharingError(["%s: the GPU plan must be a list of {model, count, mig, product}" % where])
-        return node_gpus_from_plan(plan, where)
+        return node_gpus_from_plan(gpus, where)
     return node_gpus_from_labels(labels, mig_strategy, where)
 
 
@@ -729,8 +720,6 @@ def parse_rendered_config(name: str, text: str) -> SharingConfig:
 
     Used to verify a cluster without the plan. Raises SharingError naming the key.
     """
-    import yaml  # PyYAML ships with ansible-core; imported here to keep the rest dependency-free
-
     where = "ConfigMap key %r" % name
     try:
         doc = yaml.safe_load(text)

@@ -13,6 +13,7 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils import _module
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import ApplyResult, K8sError, K8sTimeout
 
 
@@ -155,7 +156,9 @@ class ModuleExit(Exception):
 
 def run(module, args, fake, monkeypatch, check_mode=False, diff=False):
     """Run ``module.main()`` in-process against ``fake``; returns (result, failed)."""
-    monkeypatch.setattr(module, "client_from_module", lambda _m: fake)
+    # Modules built on _module.GpuFleetModule get their client there; older ones import it themselves.
+    monkeypatch.setattr(_module, "client_from_module", lambda _m, dry_run=False: fake)
+    monkeypatch.setattr(module, "client_from_module", lambda _m: fake, raising=False)
 
     def exit_json(self, **kwargs):
         raise ModuleExit(kwargs, False)
