@@ -146,32 +146,10 @@ def _bool(raw: Mapping[str, Any], key: str, default: bool, where: str, problems:
     return default
 
 
-def parse_config(raw: Mapping[str, Any]) -> SharingConfig:
-    """Validate one user config; raises SharingError naming the config and the field."""
-    problems: List[str] = []
-    name = raw.get("name")
-    if not isinstance(name, str) or not name:
-        raise SharingError(["a sharing config has no name"])
-    where = "sharing config %r" % name
-    if len(name) > 63 or not _LABEL_VALUE_RE.match(name):
-        problems.append(
-            "%s: name must be a valid label value (<= 63 chars of letters, digits, '-', '_', '.', "
-            "starting and ending with a letter or digit) because nodes select it with the label %s"
-            % (where, CONFIG_LABEL)
-        )
-    strategy = raw.get("strategy", "time-slicing")
-    if strategy not in STRATEGIES:
-        problems.append("%s: strategy must be one of %s, got %r" % (where, ", ".join(STRATEGIES), strategy))
-    version = raw.get("version", "v1")
-    if version != "v1":
-        problems.append("%s: version must be v1 (the only device-plugin config version), got %r" % (where, version))
-    mig_strategy = raw.get("mig_strategy")
-    if mig_strategy is not None and mig_strategy not in MIG_STRATEGIES:
-        problems.append("%s: mig_strategy must be one of %s, got %r" % (where, ", ".join(MIG_STRATEGIES), mig_strategy))
-
+def _parse_resources(raw_resources: Sequence[Any], strategy: str, where: str, problems: List[str]) -> List[SharedResource]:
+    """The shared resources of one config; problems are appended (named by config, index and resource)."""
     resources: List[SharedResource] = []
     seen = set()
-    raw_resources = raw.get("resources") or []
     if strategy in ("time-slicing", "mps") and not raw_resources:
         problems.append("%s: resources is required and must not be empty for strategy %s" % (where, strategy))
     if strategy == "none" and raw_resources:
@@ -206,6 +184,33 @@ def parse_config(raw: Mapping[str, Any]) -> SharingConfig:
             problems.append("%s: replicas must be >= 2, got %d" % (item_where, replicas))
         resources.append(SharedResource(rname, replicas))
 
+    return resources
+
+
+def parse_config(raw: Mapping[str, Any]) -> SharingConfig:
+    """Validate one user config; raises SharingError naming the config and the field."""
+    problems: List[str] = []
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise SharingError(["a sharing config has no name"])
+    where = "sharing config %r" % name
+    if len(name) > 63 or not _LABEL_VALUE_RE.match(name):
+        problems.append(
+            "%s: name must be a valid label value (<= 63 chars of letters, digits, '-', '_', '.', "
+            "starting and ending with a letter or digit) because nodes select it with the label %s"
+            % (where, CONFIG_LABEL)
+        )
+    strategy = raw.get("strategy", "time-slicing")
+    if strategy not in STRATEGIES:
+        problems.append("%s: strategy must be one of %s, got %r" % (where, ", ".join(STRATEGIES), strategy))
+    version = raw.get("version", "v1")
+    if version != "v1":
+        problems.append("%s: version must be v1 (the only device-plugin config version), got %r" % (where, version))
+    mig_strategy = raw.get("mig_strategy")
+    if mig_strategy is not None and mig_strategy not in MIG_STRATEGIES:
+        problems.append("%s: mig_strategy must be one of %s, got %r" % (where, ", ".join(MIG_STRATEGIES), mig_strategy))
+
+    resources = _parse_resources(raw.get("resources") or [], strategy, where, problems)
     rename = _bool(raw, "rename_by_default", False, where, problems)
     fail_gt1_default = strategy == "mps"
     fail_gt1 = _bool(raw, "fail_requests_greater_than_one", fail_gt1_default, where, problems)
@@ -388,6 +393,20 @@ def _model_mig_resources(model: Any) -> FrozenSet[str]:
     return frozenset(names)
 
 
+def _mig_resources(model: Any, model_name: Any, layout: Mapping[str, int], where: str,
+                   problems: List[str]) -> Optional[Dict[str, int]]:
+    """Mixed-strategy resources of one MIG layout (None, with the problem noted, when it is invalid)."""
+    if model is None:
+        problems.append("%s: a MIG layout needs the GPU model" % where)
+        return None
+    try:
+        return plan_layout(model, dict(layout)).resources("mixed")
+    except LayoutError as exc:
+        detail = "; ".join(getattr(exc, "problems", None) or [str(exc)])
+        problems.append("%s: MIG layout %s is invalid for %s: %s" % (where, dict(layout), model_name, detail))
+        return None
+
+
 def node_gpus_from_plan(gpus: Sequence[Mapping[str, Any]], where: str = "node") -> NodeGpus:
     """Build NodeGpus from planned GPUs: ``[{model, count=1, mig: {profile: n} | None, product}]``.
 
@@ -408,31 +427,22 @@ def node_gpus_from_plan(gpus: Sequence[Mapping[str, Any]], where: str = "node") 
             problems.append("%s: count must be an integer >= 1, got %r" % (gwhere, count))
             continue
         model_name = gpu.get("model")
-        model = None
-        if model_name:
-            try:
-                model = resolve_model(str(model_name), gpu.get("pci_device_id"))
-            except CatalogError as exc:
-                problems.append("%s: unknown GPU model %r (%s)" % (gwhere, model_name, exc))
-                continue
+        try:
+            model = resolve_model(str(model_name), gpu.get("pci_device_id")) if model_name else None
+        except CatalogError as exc:
+            problems.append("%s: unknown GPU model %r (%s)" % (gwhere, model_name, exc))
+            continue
+        if model is not None:
             key = getattr(model, "key", None) or str(model_name)
-            if key not in models:
-                models.append(key)
+            models.extend([key] if key not in models else [])
             known.update(_model_mig_resources(model))
         if gpu.get("product"):
             products.add(sanitize_product(str(gpu["product"])))
-        layout = gpu.get("mig")
-        if not layout:
+        if not gpu.get("mig"):
             full += count
             continue
-        if model is None:
-            problems.append("%s: a MIG layout needs the GPU model" % gwhere)
-            continue
-        try:
-            resources = plan_layout(model, dict(layout)).resources("mixed")
-        except LayoutError as exc:
-            detail = "; ".join(getattr(exc, "problems", None) or [str(exc)])
-            problems.append("%s: MIG layout %s is invalid for %s: %s" % (gwhere, dict(layout), model_name, detail))
+        resources = _mig_resources(model, model_name, gpu["mig"], gwhere, problems)
+        if resources is None:
             continue
         mig_gpus += count
         for rname, n in resources.items():
