@@ -324,3 +324,78 @@ def removal_problems(plan: FleetPlan, cluster: ClusterView, configs: Sequence[st
             problems.append("node %r uses config %r (label %s, ConfigMap %s), which this run would remove; "
                             "select the node in a config or keep %r" % (name, label, CONFIG_LABEL, cluster.configmap, label))
     return problems
+
+
+# --------------------------------------------------------------------------------------------
+# What writing the plan changes (gpu_sharing)
+
+
+def _yaml_block(mapping: Mapping[str, Any]) -> str:
+    """Readable, stable text for a diff: one 'key: value' block per entry."""
+    lines: List[str] = []
+    for key in sorted(mapping):
+        value = mapping[key]
+        if isinstance(value, str) and "\n" in value:
+            lines.append("%s: |" % key)
+            lines.extend("  " + line for line in value.rstrip("\n").split("\n"))
+        else:
+            lines.append("%s: %s" % (key, value))
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def diff_entry(what: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> Dict[str, Any]:
+    return {"before_header": what, "after_header": what, "before": _yaml_block(before), "after": _yaml_block(after)}
+
+
+@dataclass(frozen=True)
+class SharingChanges:
+    """What writing ``rendered`` as the ConfigMap, the assignments as labels and the default changes."""
+
+    configmap_action: str  # created | updated | unchanged
+    changed_keys: Tuple[str, ...]
+    labels_changed: Dict[str, Dict[str, Optional[str]]]
+    device_plugin_before: Dict[str, Any]
+    device_plugin_after: Dict[str, Any]
+    cluster_policy_patch: Dict[str, Any]
+    restart_nodes: Tuple[str, ...]
+
+    def diff(self, configmap: str, ours: Mapping[str, str], rendered: Mapping[str, str], fleet: FleetPlan,
+             cluster: ClusterView, policy_name: str) -> List[Dict[str, Any]]:
+        """Three diffs: ConfigMap data, node labels, ClusterPolicy spec.devicePlugin.config."""
+        return [
+            diff_entry("ConfigMap %s data" % configmap, ours, rendered),
+            diff_entry("node labels %s" % CONFIG_LABEL,
+                       {n: cluster.nodes[n].get(CONFIG_LABEL) for n in sorted(fleet.assignments)}, fleet.assignments),
+            diff_entry("ClusterPolicy %s spec.devicePlugin.config" % policy_name,
+                       self.device_plugin_before, self.device_plugin_after),
+        ]
+
+
+def sharing_changes(fleet: FleetPlan, cluster: ClusterView, dp_config: Mapping[str, Any], configmap_name: str,
+                    ours: Optional[Mapping[str, str]], rendered: Mapping[str, str], live_data: Mapping[str, str],
+                    restart: str) -> SharingChanges:
+    """``ours``: our ConfigMap's data (None: absent); ``live_data``: what the plugins load now.
+
+    Restarts (``restart`` changed): nodes whose config in force changes, by name or content.
+    """
+    changed_keys = tuple(sorted(k for k in set(rendered) | set(live_data) if rendered.get(k) != live_data.get(k)))
+    labels_changed = {n: {"before": cluster.nodes[n].get(CONFIG_LABEL), "after": c}
+                      for n, c in sorted(fleet.assignments.items()) if cluster.nodes[n].get(CONFIG_LABEL) != c}
+    wanted = {"name": configmap_name}
+    if fleet.default_config != cluster.default_config:
+        wanted["default"] = fleet.default_config or ""
+    patch = {k: v for k, v in wanted.items() if (dp_config.get(k) or "") != (v or "")}
+    action = "created" if ours is None else ("updated" if dict(ours) != dict(rendered) else "unchanged")
+    restart_nodes = tuple(sorted(
+        n for n, node in fleet.nodes.items()
+        if restart == "always" or (restart == "changed" and (
+            node.config != node.config_before or (node.config and node.config in changed_keys)))))
+    return SharingChanges(
+        configmap_action=action,
+        changed_keys=changed_keys,
+        labels_changed=labels_changed,
+        device_plugin_before={k: dp_config.get(k) for k in ("name", "default")},
+        device_plugin_after={k: wanted.get(k, dp_config.get(k)) for k in ("name", "default")},
+        cluster_policy_patch={"spec": {"devicePlugin": {"config": patch}}} if patch else {},
+        restart_nodes=restart_nodes,
+    )

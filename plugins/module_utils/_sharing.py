@@ -42,6 +42,20 @@ CONFIG_LABEL = "nvidia.com/device-plugin.config"
 STRATEGIES = ("none", "time-slicing", "mps")
 MIG_STRATEGIES = ("none", "single", "mixed")
 
+# One config as a module option (gpu_sharing ``configs[]``; documented there).
+CONFIG_ARGSPEC: Dict[str, Any] = dict(
+    name=dict(type="str", required=True),
+    strategy=dict(type="str", choices=["time-slicing", "mps", "none"], default="time-slicing"),
+    resources=dict(type="list", elements="dict", default=[],
+                   options=dict(name=dict(type="str", required=True), replicas=dict(type="int", required=True))),
+    rename_by_default=dict(type="bool", default=False),
+    fail_requests_greater_than_one=dict(type="bool"),
+    mig_strategy=dict(type="str", choices=["none", "single", "mixed"]),
+    version=dict(type="str", default="v1"),
+    nodes=dict(type="list", elements="str", default=[]),
+    node_selector=dict(type="raw"),
+)
+
 # Kubernetes label value (the config name is used as the node label value) and ConfigMap key rules.
 _LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _MIG_RESOURCE_RE = re.compile(r"^nvidia\.com/mig-[0-9]+g\.[0-9]+gb([-.][a-z.]+)?$")

@@ -251,7 +251,7 @@ wait:
 """
 
 import copy
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan import (
     NODE_PLANS_ARGSPEC,
@@ -262,31 +262,20 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan impor
     plan_fleet,
     read_intent,
     removal_problems,
+    sharing_changes,
 )
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sTimeout
+from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import read_cluster_policy, wait_until_advertised
 from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
+    CONFIG_ARGSPEC,
     CONFIG_LABEL,
     SharingError,
     parse_configs,
     render_configmap_data,
 )
-from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import compare_node
 
-_RESOURCE_SPEC = dict(name=dict(type="str", required=True), replicas=dict(type="int", required=True))
-_CONFIG_SPEC = dict(
-    name=dict(type="str", required=True),
-    strategy=dict(type="str", choices=["time-slicing", "mps", "none"], default="time-slicing"),
-    resources=dict(type="list", elements="dict", options=_RESOURCE_SPEC, default=[]),
-    rename_by_default=dict(type="bool", default=False),
-    fail_requests_greater_than_one=dict(type="bool"),
-    mig_strategy=dict(type="str", choices=["none", "single", "mixed"]),
-    version=dict(type="str", default="v1"),
-    nodes=dict(type="list", elements="str", default=[]),
-    node_selector=dict(type="raw"),
-)
 ARGUMENT_SPEC = dict(
-    configs=dict(type="list", elements="dict", options=_CONFIG_SPEC, default=[]),
+    configs=dict(type="list", elements="dict", options=CONFIG_ARGSPEC, default=[]),
     node_configs=dict(type="dict", default={}),
     default_config=dict(type="str"),
     configmap_name=dict(type="str", default="gpufleet-device-plugin-config"),
@@ -300,37 +289,6 @@ ARGUMENT_SPEC = dict(
     wait_interval=dict(type="float", default=2.0),
     **NODE_PLANS_ARGSPEC,
 )
-
-
-def _yaml_block(mapping: Mapping[str, Any]) -> str:
-    """Readable, stable text for the diff: one 'key: value' block per entry."""
-    lines: List[str] = []
-    for key in sorted(mapping):
-        value = mapping[key]
-        if isinstance(value, str) and "\n" in value:
-            lines.append("%s: |" % key)
-            lines.extend("  " + line for line in value.rstrip("\n").split("\n"))
-        else:
-            lines.append("%s: %s" % (key, value))
-    return "\n".join(lines) + ("\n" if lines else "")
-
-
-def _diff_entry(what: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> Dict[str, Any]:
-    return {"before_header": what, "after_header": what, "before": _yaml_block(before), "after": _yaml_block(after)}
-
-
-def cluster_policy(mod: GpuFleetModule) -> Dict[str, Any]:
-    name = mod.params["cluster_policy_name"]
-    if name:
-        policy = mod.k8s.get("ClusterPolicy", name)
-        if policy is None:
-            mod.fail("ClusterPolicy %s not found: install the GPU Operator first (gpufleet.sharing.gpu_operator)" % name)
-        return policy
-    policies = mod.k8s.list("ClusterPolicy")
-    if len(policies) != 1:
-        mod.fail("found %d ClusterPolicies (%s); set cluster_policy_name" % (
-            len(policies), ", ".join(p["metadata"]["name"] for p in policies) or "none: install the GPU Operator first"))
-    return policies[0]
 
 
 def read_configmaps(mod: GpuFleetModule, in_use: Optional[str]) -> tuple:
@@ -365,12 +323,8 @@ def plan(mod: GpuFleetModule, configs: Mapping[str, Any], plans: Mapping[str, An
     return cluster, fleet
 
 
-def restart_pods(mod: GpuFleetModule, fleet: FleetPlan, changed_keys: List[str]) -> Dict[str, List[str]]:
-    """The device-plugin/GFD pods to delete: on nodes whose config in force changes (name or content)."""
-    if mod.params["restart"] == "never":
-        return {}
-    nodes = {n for n, node in fleet.nodes.items() if mod.params["restart"] == "always" or node.config != node.config_before
-             or (node.config and node.config in changed_keys)}
+def restart_pods(mod: GpuFleetModule, nodes: Sequence[str]) -> Dict[str, List[str]]:
+    """The device-plugin/GFD pods on ``nodes`` (they load the config only when they start)."""
     pods: Dict[str, List[str]] = {}
     for selector in mod.params["restart_selectors"] if nodes else []:
         for pod in mod.k8s.list("Pod", namespace=mod.params["namespace"], label_selector=selector):
@@ -397,7 +351,7 @@ def apply_plan(mod: GpuFleetModule) -> None:
         mod.fail("invalid sharing configs: %s" % exc, problems=exc.problems)
     rendered = render_configmap_data(configs)
     mod.result["rendered"] = rendered
-    policy = cluster_policy(mod)
+    policy = read_cluster_policy(mod.k8s, p["cluster_policy_name"], required=True)
     dp_config = ((policy.get("spec") or {}).get("devicePlugin") or {}).get("config") or {}
     if not configs and dp_config.get("name") != p["configmap_name"] and p["default_config"] is None:
         # Nothing declared and the ClusterPolicy does not use our ConfigMap: leave the cluster alone.
@@ -405,32 +359,20 @@ def apply_plan(mod: GpuFleetModule) -> None:
         return
     live_cm, ours, live_data = read_configmaps(mod, dp_config.get("name"))
     cluster, fleet = plan(mod, configs, plans, rendered, policy, live_data)
-    changed_keys = sorted(k for k in set(rendered) | set(live_data) if rendered.get(k) != live_data.get(k))
-    labels_changed = {n: {"before": cluster.nodes[n].get(CONFIG_LABEL), "after": c}
-                      for n, c in sorted(fleet.assignments.items()) if cluster.nodes[n].get(CONFIG_LABEL) != c}
-    wanted_dp = {"name": p["configmap_name"]}
-    if fleet.default_config != cluster.default_config:
-        wanted_dp["default"] = fleet.default_config or ""
-    patch_config = {k: v for k, v in wanted_dp.items() if (dp_config.get(k) or "") != (v or "")}
-    cp_patch = {"spec": {"devicePlugin": {"config": patch_config}}} if patch_config else {}
-    cm_action = "created" if live_cm is None else ("updated" if ours != rendered else "unchanged")
-    pods = restart_pods(mod, fleet, changed_keys)
-    mod.result.update(configmap={"name": p["configmap_name"], "namespace": p["namespace"], "action": cm_action,
-                                 "changed_keys": changed_keys},
-                      labels_changed=labels_changed, cluster_policy_patch=cp_patch, restarted=pods,
-                      changed=bool(cm_action != "unchanged" or labels_changed or cp_patch or pods))
+    change = sharing_changes(fleet, cluster, dp_config, p["configmap_name"], None if live_cm is None else ours,
+                             rendered, live_data, p["restart"])
+    pods = restart_pods(mod, change.restart_nodes)
+    mod.result.update(configmap={"name": p["configmap_name"], "namespace": p["namespace"],
+                                 "action": change.configmap_action, "changed_keys": list(change.changed_keys)},
+                      labels_changed=change.labels_changed, cluster_policy_patch=change.cluster_policy_patch,
+                      restarted=pods, changed=bool(change.configmap_action != "unchanged" or change.labels_changed
+                                                   or change.cluster_policy_patch or pods))
     if mod.diff_mode:
-        mod.result["diff"] = [
-            _diff_entry("ConfigMap %s/%s data" % (p["namespace"], p["configmap_name"]), ours, rendered),
-            _diff_entry("node labels %s" % CONFIG_LABEL,
-                        {n: cluster.nodes[n].get(CONFIG_LABEL) for n in sorted(fleet.assignments)}, fleet.assignments),
-            _diff_entry("ClusterPolicy %s spec.devicePlugin.config" % policy["metadata"]["name"],
-                        {k: dp_config.get(k) for k in ("name", "default")},
-                        {k: wanted_dp.get(k, dp_config.get(k)) for k in ("name", "default")}),
-        ]
+        mod.result["diff"] = change.diff("%s/%s" % (p["namespace"], p["configmap_name"]), ours, rendered, fleet, cluster,
+                                         policy["metadata"]["name"])
     if not mod.check_mode:
-        write(mod, rendered if cm_action != "unchanged" else None, policy["metadata"]["name"], cp_patch,
-              labels_changed, pods)
+        write(mod, rendered if change.configmap_action != "unchanged" else None, policy["metadata"]["name"],
+              change.cluster_policy_patch, change.labels_changed, pods)
         if p["wait"] and fleet.expectations:
             wait(mod, fleet)
 
@@ -457,41 +399,15 @@ def write(mod: GpuFleetModule, data: Optional[Mapping[str, str]], policy_name: s
 
 
 def wait(mod: GpuFleetModule, fleet: FleetPlan) -> None:
-    """Until every node in scope advertises its expectation (one node list per poll)."""
-    k8s, expectations, timeout = mod.k8s, fleet.expectations, mod.params["wait_timeout"]
-    progress_log: List[str] = []
-    last: Dict[str, str] = {}
-    start = k8s.now()
-    info = {"nodes": sorted(expectations), "timeout": timeout,
-            "waiting_for": "capacity, allocatable and GFD labels as planned (see expected)"}
+    """Until every node in scope advertises its expectation; on timeout fail naming what is missing."""
+    timeout = mod.params["wait_timeout"]
+    info, missing = wait_until_advertised(mod.k8s, fleet.expectations, timeout, mod.params["wait_interval"],
+                                          lambda line: mod.log("gpu_sharing: " + line))
     mod.result["wait"] = info
-
-    def probe() -> tuple:
-        live = {n["metadata"]["name"]: n for n in k8s.list("Node")}
-        missing = {}
-        for name, exp in expectations.items():
-            failed = [c.message for c in compare_node(exp, live.get(name)) if not c.ok]
-            if failed:
-                missing[name] = failed
-        return not missing, missing
-
-    def progress(_what: str, elapsed: float, detail: Mapping[str, List[str]]) -> None:
-        summary = "; ".join("%s %s" % (n, m[0]) + (" (+%d)" % (len(m) - 1) if len(m) > 1 else "")
-                            for n, m in sorted(detail.items()))
-        if summary != last.get("summary"):
-            last["summary"] = summary
-            progress_log.append("%.0fs: waiting for %d node(s): %s" % (elapsed, len(detail), summary))
-            mod.log("gpu_sharing: " + progress_log[-1])
-
-    try:
-        k8s.wait_for("nodes to advertise the planned sharing", probe, timeout=timeout,
-                     interval=mod.params["wait_interval"], progress=progress)
-    except K8sTimeout as exc:
-        info.update(waited=round(exc.elapsed, 1), progress=progress_log, not_ready=exc.detail)
-        lines = ["%s: %s" % (n, "; ".join(m)) for n, m in sorted((exc.detail or {}).items())]
+    if missing:
+        lines = ["%s: %s" % (n, "; ".join(m)) for n, m in sorted(missing.items())]
         mod.fail("timed out after %ds waiting for %d node(s) to advertise the planned sharing (the changes were "
-                 "applied): %s" % (timeout, len(exc.detail or {}), " | ".join(lines)))
-    info.update(waited=round(k8s.now() - start, 1), progress=progress_log)
+                 "applied): %s" % (timeout, len(missing), " | ".join(lines)))
 
 
 def main() -> None:

@@ -245,10 +245,8 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan impor
 from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
     ExpectedNode,
-    SharingConfig,
     SharingError,
     parse_configs,
-    parse_rendered_config,
     parse_selector,
 )
 from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import (
@@ -260,7 +258,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import (
     render_table,
     user_checks,
 )
-from ansible_collections.gpufleet.sharing.plugins.module_utils._verify_pods import PodRun
+from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import PodRun, read_cluster_configs, read_cluster_policy
 
 ARGUMENT_SPEC = dict(
     nodes=dict(type="list", elements="str", default=[]),
@@ -299,44 +297,11 @@ ARGUMENT_SPEC = dict(
 NodeList = List[Dict[str, Any]]
 
 
-def cluster_policy(mod: GpuFleetModule) -> Optional[Dict[str, Any]]:
-    """The named ClusterPolicy, else the cluster's only one, else None."""
-    name = mod.params["cluster_policy_name"]
-    if name:
-        policy = mod.k8s.get("ClusterPolicy", name)
-        if policy is None:
-            mod.fail("ClusterPolicy %s not found" % name)
-        return policy
-    policies = mod.k8s.list("ClusterPolicy")
-    if len(policies) > 1:
-        mod.fail("found %d ClusterPolicies; set cluster_policy_name" % len(policies))
-    return policies[0] if policies else None
-
-
-def cluster_configs(mod: GpuFleetModule, configmap: Optional[str]) -> Tuple[Dict[str, SharingConfig], List[Check]]:
-    """Without a plan: the configs in the ConfigMap the ClusterPolicy names (problems become checks)."""
-    configs: Dict[str, SharingConfig] = {}
-    checks: List[Check] = []
-    if not configmap:
-        return configs, checks
-    namespace = mod.params["operator_namespace"]
-    cm = mod.k8s.get("ConfigMap", configmap, namespace)
-    for key, text in sorted(((cm or {}).get("data") or {}).items()):
-        try:
-            configs[key] = parse_rendered_config(key, text)
-        except SharingError as exc:
-            checks.append(Check("(cluster)", "plan", key, "valid config", "invalid", False, str(exc)))
-    if cm is None:
-        checks.append(Check("(cluster)", "plan", configmap, "ConfigMap exists", "absent", False,
-                            "ConfigMap %s/%s named by the ClusterPolicy does not exist" % (namespace, configmap)))
-    return configs, checks
-
-
 def read(mod: GpuFleetModule) -> Tuple[Intent, ClusterView, NodeList, List[Check]]:
     """The intent (the plan given, else the cluster's configs) and the cluster as it is."""
     p = mod.params
     nodes = mod.k8s.list("Node")
-    policy = cluster_policy(mod)
+    policy = read_cluster_policy(mod.k8s, p["cluster_policy_name"], required=False)
     cluster = ClusterView.read(nodes, policy)
     try:
         selector = parse_selector(p["node_selector"], "node_selector")
@@ -346,7 +311,7 @@ def read(mod: GpuFleetModule) -> Tuple[Intent, ClusterView, NodeList, List[Check
         mod.fail("invalid sharing plan: %s" % exc, problems=exc.problems)
     checks: List[Check] = []
     if configs is None:
-        configs, checks = cluster_configs(mod, cluster.configmap)
+        configs, checks = read_cluster_configs(mod.k8s, cluster.configmap, p["operator_namespace"])
     intent = Intent(configs, p["default_config"] if raw_configs is not None else None, plans, p["mig_strategy"],
                     tuple(p["nodes"]), selector, SCOPE_FLEET)
     return intent, cluster, nodes, checks

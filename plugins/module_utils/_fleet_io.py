@@ -1,9 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Verification pods: create them in parallel, collect their logs, judge them, always clean up.
+"""Acting on the fleet plan in the cluster: wait until nodes advertise it, run verification pods.
 
-I/O through ``_k8s.K8sClient``; what a pod must show is ``_verify``'s (pure) job. Used by gpu_verify.
+I/O through ``_k8s.K8sClient``; what a node or a pod must show is ``_fleet_plan``'s and ``_verify``'s
+(pure) job. Used by gpu_sharing (wait) and gpu_verify (pods).
 """
 
 from __future__ import annotations
@@ -12,19 +13,92 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import BUILTIN_TYPES, K8sClient, K8sError
-from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import ExpectedNode
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import BUILTIN_TYPES, K8sClient, K8sError, K8sTimeout
+from ansible_collections.gpufleet.sharing.plugins.module_utils._module import ModuleFailure
+from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import ExpectedNode, SharingConfig, SharingError, parse_rendered_config
 from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import (
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
     RUN_ID_LABEL,
     Check,
+    compare_node,
     pending_reason,
     pod_check,
     pod_manifest,
     pod_name,
     pods_for,
 )
+
+
+def read_cluster_policy(k8s: K8sClient, name: Optional[str], required: bool) -> Optional[Dict[str, Any]]:
+    """The named ClusterPolicy, else the cluster's only one; None when there is none and it is not required."""
+    if name:
+        policy = k8s.get("ClusterPolicy", name)
+        if policy is None:
+            raise ModuleFailure("ClusterPolicy %s not found: install the GPU Operator first (gpufleet.sharing.gpu_operator)" % name)
+        return policy
+    policies = k8s.list("ClusterPolicy")
+    if len(policies) > 1 or (required and not policies):
+        raise ModuleFailure("found %d ClusterPolicies (%s); set cluster_policy_name" % (
+            len(policies), ", ".join(p["metadata"]["name"] for p in policies) or "none: install the GPU Operator first"))
+    return policies[0] if policies else None
+
+
+def read_cluster_configs(k8s: K8sClient, configmap: Optional[str], namespace: str) -> Tuple[Dict[str, SharingConfig], List[Check]]:
+    """The sharing configs in force: those in the ConfigMap the ClusterPolicy names (problems become checks)."""
+    configs: Dict[str, SharingConfig] = {}
+    checks: List[Check] = []
+    if not configmap:
+        return configs, checks
+    cm = k8s.get("ConfigMap", configmap, namespace)
+    for key, text in sorted(((cm or {}).get("data") or {}).items()):
+        try:
+            configs[key] = parse_rendered_config(key, text)
+        except SharingError as exc:
+            checks.append(Check("(cluster)", "plan", key, "valid config", "invalid", False, str(exc)))
+    if cm is None:
+        checks.append(Check("(cluster)", "plan", configmap, "ConfigMap exists", "absent", False,
+                            "ConfigMap %s/%s named by the ClusterPolicy does not exist" % (namespace, configmap)))
+    return configs, checks
+
+
+def wait_until_advertised(k8s: K8sClient, expectations: Mapping[str, ExpectedNode], timeout: float, interval: float,
+                          log: Callable[[str], None]) -> Tuple[Dict[str, Any], Dict[str, List[str]]]:
+    """Poll (one node list per poll) until every node advertises its expectation.
+
+    Returns what was waited on (nodes, timeout, waited, progress: one line per change in what is
+    missing) and, on timeout, node -> what is still missing (empty when every node matched).
+    """
+    progress_log: List[str] = []
+    last = [""]
+    start = k8s.now()
+    info: Dict[str, Any] = {"nodes": sorted(expectations), "timeout": timeout,
+                            "waiting_for": "capacity, allocatable and GFD labels as planned (see expected)"}
+
+    def probe() -> Tuple[bool, Dict[str, List[str]]]:
+        live = {n["metadata"]["name"]: n for n in k8s.list("Node")}
+        missing = {}
+        for name, exp in expectations.items():
+            failed = [c.message for c in compare_node(exp, live.get(name)) if not c.ok]
+            if failed:
+                missing[name] = failed
+        return not missing, missing
+
+    def progress(_what: str, elapsed: float, detail: Mapping[str, List[str]]) -> None:
+        summary = "; ".join("%s %s" % (n, m[0]) + (" (+%d)" % (len(m) - 1) if len(m) > 1 else "")
+                            for n, m in sorted(detail.items()))
+        if summary != last[0]:
+            last[0] = summary
+            progress_log.append("%.0fs: waiting for %d node(s): %s" % (elapsed, len(detail), summary))
+            log(progress_log[-1])
+
+    try:
+        k8s.wait_for("nodes to advertise the planned sharing", probe, timeout=timeout, interval=interval, progress=progress)
+    except K8sTimeout as exc:
+        info.update(waited=round(exc.elapsed, 1), progress=progress_log, not_ready=exc.detail)
+        return info, dict(exc.detail or {})
+    info.update(waited=round(k8s.now() - start, 1), progress=progress_log)
+    return info, {}
 
 
 def read_pod_log(k8s: K8sClient, name: str, namespace: str) -> Tuple[Optional[str], Optional[str]]:
