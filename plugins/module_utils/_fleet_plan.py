@@ -21,7 +21,7 @@ host's planned GPUs, or its ``gpu_facts`` and MIG selection, from which each GPU
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
@@ -125,10 +125,12 @@ def host_plans(node_plans: Sequence[Mapping[str, Any]], node_gpus: Mapping[str, 
     plans: Dict[str, HostPlan] = {}
     pairs = [(str(e.get("node")), e) for e in node_plans or ()] + list((node_gpus or {}).items())
     for node, entry in pairs:
+        kept = plans[node].sharing_config if node in plans else None
         try:
-            plans[node] = host_plan(node, entry)
+            plan = host_plan(node, entry)
         except SharingError as exc:
-            plans[node] = HostPlan(node=node, problems=tuple(exc.problems))
+            plan = HostPlan(node=node, problems=tuple(exc.problems))
+        plans[node] = plan if plan.sharing_config or not kept else replace(plan, sharing_config=kept)
     return plans
 
 
