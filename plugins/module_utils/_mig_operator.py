@@ -24,22 +24,21 @@ CORDON_MARKER_VALUE = "mig-reconfiguration"
 class MigOperatorError(ValueError):
     """Invalid input; ``problems`` lists everything found."""
 
-    def __init__(self, problems):
-        # type: (List[str]) -> None
+    def __init__(self, problems: List[str]) -> None:
         super(MigOperatorError, self).__init__("; ".join(problems))
         self.problems = problems
 
 
-def merge_host_configs(configs=None, configs_by_host=None):
-    # type: (Optional[Mapping[str, Any]], Optional[Mapping[str, Mapping[str, Any]]]) -> Dict[str, Any]
+def merge_host_configs(configs: Optional[Mapping[str, Any]] = None,
+                       configs_by_host: Optional[Mapping[str, Mapping[str, Any]]] = None) -> Dict[str, Any]:
     """One mapping name -> items from the common ``configs`` and every host's own ``mig_configs``.
 
     All nodes read the same ConfigMap, so a name must mean the same layout everywhere: the same
     name with different items (from two hosts, or a host and the common configs) is an error."""
-    merged = {}  # type: Dict[str, Any]
-    origin = {}  # type: Dict[str, str]
-    problems = []  # type: List[str]
-    sources = [("configs", configs or {})]  # type: List[Tuple[str, Mapping[str, Any]]]
+    merged: Dict[str, Any] = {}
+    origin: Dict[str, str] = {}
+    problems: List[str] = []
+    sources: List[Tuple[str, Mapping[str, Any]]] = [("configs", configs or {})]
     for host in sorted(configs_by_host or {}):
         sources.append(("host %s" % host, (configs_by_host or {})[host] or {}))
     for source, named in sources:
@@ -59,8 +58,7 @@ def merge_host_configs(configs=None, configs_by_host=None):
     return merged
 
 
-def missing_selections(available, selected_by_host):
-    # type: (Mapping[str, Any], Mapping[str, Optional[str]]) -> List[str]
+def missing_selections(available: Mapping[str, Any], selected_by_host: Mapping[str, Optional[str]]) -> List[str]:
     """Problems for hosts whose selected config is not in the ConfigMap."""
     problems = []
     for host in sorted(selected_by_host):
@@ -73,20 +71,17 @@ def missing_selections(available, selected_by_host):
     return problems
 
 
-def node_mig_status(node):
-    # type: (Mapping[str, Any]) -> Tuple[Optional[str], Optional[str]]
+def node_mig_status(node: Mapping[str, Any]) -> Tuple[Optional[str], Optional[str]]:
     labels = (node.get("metadata") or {}).get("labels") or {}
     return labels.get(MIG_CONFIG_LABEL), labels.get(MIG_STATE_LABEL)
 
 
-def node_is_configured(node, config):
-    # type: (Mapping[str, Any], str) -> bool
+def node_is_configured(node: Mapping[str, Any], config: str) -> bool:
     """Nothing to do: the node asks for ``config`` and the MIG manager reported success."""
     return node_mig_status(node) == (config, "success")
 
 
-def failure_reason(node, events):
-    # type: (Mapping[str, Any], List[Mapping[str, Any]]) -> str
+def failure_reason(node: Mapping[str, Any], events: List[Mapping[str, Any]]) -> str:
     """The MIG manager's explanation of a failed state: node annotations about MIG, then the most
     recent events on the node that mention MIG."""
     parts = []
