@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) gpufleet.sharing contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""GPU Operator: Helm values from the plan, values diff, readiness diagnosis (pure, no I/O).
+"""GPU Operator: Helm values from the plan, the release plan, values diff, readiness (pure, no I/O).
 
 Values follow SPECS §7.2: ``mig.strategy``, ``migManager.enabled``, ``migManager.config.name``,
 ``driver.enabled``, ``toolkit.enabled``, ``devicePlugin.config.{name,default}``. ClusterPolicy
@@ -11,7 +11,9 @@ Values follow SPECS §7.2: ``mig.strategy``, ``migManager.enabled``, ``migManage
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import HelmError, same_version, split_chart_field
 
 MIG_STRATEGIES = ("none", "single", "mixed")
 PSA_LABELS = {
@@ -23,7 +25,7 @@ class ValuesError(ValueError):
     """The requested values contradict each other; ``problems`` lists every contradiction."""
 
     def __init__(self, problems: List[str]) -> None:
-        super(ValuesError, self).__init__("; ".join(problems))
+        super().__init__("; ".join(problems))
         self.problems = problems
 
 
@@ -203,3 +205,74 @@ def diagnose_operands(policy: Optional[Dict[str, Any]], daemonsets: List[Dict[st
         node = (pod.get("spec") or {}).get("nodeName") or "(unscheduled)"
         lines.append("Pod %s on %s: %s" % ((pod.get("metadata") or {}).get("name"), node, _pod_problem(pod)))
     return lines
+
+
+def release_info(entry: Optional[Mapping[str, Any]], chart_name: Optional[str] = None) -> Dict[str, Any]:
+    """The module's view of a `helm list` entry ({} when there is no release)."""
+    if not entry:
+        return {}
+    try:
+        name, version = split_chart_field(entry.get("chart", ""), chart_name)
+    except HelmError:
+        name, version = entry.get("chart"), None
+    revision = entry.get("revision")
+    try:
+        revision = int(revision)
+    except (TypeError, ValueError):
+        pass
+    return {"name": entry.get("name"), "namespace": entry.get("namespace"), "revision": revision,
+            "status": entry.get("status"), "chart": name, "chart_version": version,
+            "app_version": entry.get("app_version")}
+
+
+def pending_problem(entry: Optional[Mapping[str, Any]], release: str) -> Optional[str]:
+    """A release in a pending-* status must not be touched: why, or None."""
+    if entry is not None and str(entry.get("status", "")).startswith("pending"):
+        return ("release %s is %s: another helm operation is in progress or was interrupted; resolve it "
+                "(helm rollback or wait) before running again" % (release, entry.get("status")))
+    return None
+
+
+def release_action(entry: Optional[Mapping[str, Any]], chart_name: str, wanted_version: str,
+                   before_values: Any, values: Any) -> str:
+    """installed (no release), upgraded (other chart, version or values, or not deployed) or unchanged."""
+    if entry is None:
+        return "installed"
+    info = release_info(entry, chart_name)
+    if (info.get("chart") != chart_name or not same_version(info.get("chart_version"), wanted_version)
+            or before_values != values or entry.get("status") != "deployed"):
+        return "upgraded"
+    return "unchanged"
+
+
+def release_state(info: Mapping[str, Any], values: Any) -> Dict[str, Any]:
+    """What the diff shows of a release: chart, version and user-supplied values ({} when absent)."""
+    if not info:
+        return {}
+    return {"chart": info.get("chart"), "chart_version": info.get("chart_version"), "values": values}
+
+
+def policy_not_ready(policy: Optional[Dict[str, Any]]) -> Optional[str]:
+    """Why the ClusterPolicy is not ready yet (its state, absent, no status), or None when ready."""
+    state = cluster_policy_state(policy)
+    if state == "ready":
+        return None
+    return state or ("absent" if policy is None else "no status")
+
+
+ROLLING_PREFIX = "ready, but "
+
+
+def rollout_state(daemonsets: List[Dict[str, Any]]) -> Tuple[bool, str]:
+    """(done, detail) of a ready ClusterPolicy's operands: "ready" or "ready, but <what rolls>"."""
+    rolling = daemonsets_not_rolled_out(daemonsets)
+    return not rolling, "ready" if not rolling else ROLLING_PREFIX + "; ".join(rolling)
+
+
+def timeout_report(diagnosis: List[str], last_detail: Any) -> Tuple[List[str], str]:
+    """(diagnosis, summary) after the wait timed out: the operand diagnosis plus what was still
+    rolling out; the summary leaves out the ClusterPolicy line unless it is all there is."""
+    lines = list(diagnosis)
+    if str(last_detail).startswith(ROLLING_PREFIX):
+        lines.extend(str(last_detail)[len(ROLLING_PREFIX):].split("; "))
+    return lines, " | ".join(lines[1:]) or lines[0]

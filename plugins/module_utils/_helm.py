@@ -3,6 +3,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Helm CLI: argv builders and output parsers (pure; the module runs the commands).
 
+``Helm`` puts the two together over a command runner the module passes in (its ``run_command``):
+one call per step (version, release, values, chart, CRDs, repositories), the output parsed, a
+failing command raised as ``HelmFailed``.
+
 Rules kept here so they are unit-tested:
 - argv lists only, never a shell string;
 - values always go through a file (``-f``), never ``--set``; secrets never in argv: the API token
@@ -15,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 MIN_HELM_VERSION = (3, 12, 0)
 
@@ -60,7 +64,7 @@ def repo_of(chart_ref: str) -> Optional[str]:
     return chart_ref.split("/", 1)[0]
 
 
-class HelmCommand(object):
+class HelmCommand:
     """Builds helm argv lists with the connection flags every call needs."""
 
     def __init__(self, binary: str = "helm", kubeconfig: Optional[str] = None, context: Optional[str] = None) -> None:
@@ -219,3 +223,62 @@ def normalize_version(version: Optional[str]) -> Optional[str]:
 
 def same_version(first: Optional[str], second: Optional[str]) -> bool:
     return normalize_version(first) == normalize_version(second)
+
+
+class HelmFailed(HelmError):
+    """A helm command exited with an unexpected code; ``argv`` holds no secret (see above)."""
+
+    def __init__(self, what: str, argv: List[str], rc: int, output: str) -> None:
+        super().__init__("helm %s failed (rc=%d): %s" % (what, rc, output.strip()))
+        self.argv = argv
+        self.rc = rc
+
+
+# run(argv, stdin) -> (rc, stdout, stderr)
+CommandRunner = Callable[[List[str], Optional[str]], Tuple[int, str, str]]
+
+
+class Helm:
+    """The helm steps of a release, over ``run`` (which executes one argv with optional stdin)."""
+
+    def __init__(self, command: HelmCommand, run: CommandRunner) -> None:
+        self.command = command
+        self._run = run
+
+    def call(self, argv: List[str], what: str, data: Optional[str] = None, ok_rcs: Sequence[int] = (0,)) -> str:
+        rc, out, err = self._run(argv, data)
+        if rc not in ok_rcs:
+            raise HelmFailed(what, argv, rc, err or out)
+        return out
+
+    def version(self) -> Tuple[int, int, int]:
+        """The helm version; HelmError when it is too old."""
+        version = parse_helm_version(self.call(self.command.version(), "version"))
+        check_helm_version(version)
+        return version
+
+    def release(self, namespace: str, release: str) -> Optional[Dict[str, Any]]:
+        return parse_release_list(self.call(self.command.list_releases(namespace, release), "list"), release)
+
+    def values(self, release: str, namespace: str) -> Dict[str, Any]:
+        return parse_values(self.call(self.command.get_values(release, namespace), "get values"))
+
+    def chart_metadata(self, chart_ref: str, version: Optional[str]) -> Dict[str, Any]:
+        """Chart.yaml of the chart; HelmError when ``version`` is given and is not the chart's."""
+        meta = parse_chart_metadata(self.call(self.command.show_chart(chart_ref, version), "show chart"))
+        if version and not same_version(version, meta["version"]):
+            raise HelmError("chart_version %s does not match the chart %s, which is version %s"
+                            % (version, chart_ref, meta["version"]))
+        return meta
+
+    def crds_text(self, chart_ref: str, version: Optional[str]) -> str:
+        return self.call(self.command.show_crds(chart_ref, version), "show crds")
+
+    def repositories(self) -> Dict[str, Any]:
+        """Configured repositories, name -> URL (none configured: helm exits 1)."""
+        out = self.call(self.command.repo_list(), "repo list", ok_rcs=(0, 1))
+        try:
+            repos = json.loads(out) if out.strip().startswith("[") else []
+        except ValueError:
+            repos = []
+        return dict((r.get("name"), r.get("url")) for r in repos if isinstance(r, dict))
