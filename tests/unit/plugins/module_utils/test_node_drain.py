@@ -4,7 +4,7 @@ import pytest
 from ansible_collections.gpufleet.sharing.plugins.module_utils import _mig_operator as migop
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils._node_drain import (
-    DrainError, Drainer, classify_pods, pod_key)
+    DrainError, Drainer, blocking_message, classify_pods, planned_annotations, pod_key, pod_ready)
 
 
 def pod(name, owner_kind="ReplicaSet", volumes=None, annotations=None, phase="Running", deleting=False, uid=None):
@@ -47,8 +47,9 @@ def test_non_controller_owner_counts_as_unmanaged():
 class FakeK8s(object):
     """Enough of K8sClient for the Drainer: evict answers from a script, pods vanish when evicted."""
 
-    def __init__(self, refusals):
+    def __init__(self, refusals, dry_run=False):
         self.refusals = dict(refusals)  # pod name -> number of 429s before success
+        self.dry_run = dry_run
         self.live = {}
         self.now_value = 0.0
         self.evictions = []
@@ -126,6 +127,30 @@ def test_check_blocking():
         Drainer(FakeK8s({}), "n").check_blocking([{"pod": "ns/x", "reason": "why"}])
 
 
+def test_dry_run_drainer_evicts_once_and_waits_for_nothing():
+    k8s = FakeK8s({"a": 100}, dry_run=True)
+    pods = [pod("b"), pod("a")]
+    k8s.live = dict((p["metadata"]["name"], p) for p in pods)
+    drainer = Drainer(k8s, "n", timeout=30, interval=1)
+    planned = drainer.evict_all(pods)
+    assert [e["pod"] for e in planned] == ["ns/a", "ns/b"]  # the budget's refusal is no error here
+    assert k8s.evictions == ["a", "b"] and k8s.now_value == 0.0
+    assert drainer.evicted == []  # nothing was evicted
+    with pytest.raises(DrainError, match="eviction of ns/broken from n failed: boom"):
+        Drainer(FakeK8s({}, dry_run=True), "n").evict_all([pod("broken")])
+
+
+def test_blocking_message_annotations_and_ready():
+    assert blocking_message("cannot drain node n", [{"pod": "ns/a", "reason": "r1"}, {"pod": "ns/b", "reason": "r2"}]) \
+        == "cannot drain node n: ns/a r1; ns/b r2"
+    assert planned_annotations({"a": "1", "b": "2"}, {"a": None, "c": 3}) == {"b": "2", "c": "3"}
+    assert planned_annotations({"a": "1"}, None) == {"a": "1"}
+    ready = {"metadata": {}, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+    assert pod_ready(ready)
+    assert not pod_ready(dict(ready, metadata={"deletionTimestamp": "x"}))
+    assert not pod_ready(dict(ready, status={"phase": "Pending"}))
+
+
 # -- _mig_operator ---------------------------------------------------------------------------------
 
 ITEMS_A = [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.20gb": 2}}]
@@ -163,3 +188,34 @@ def test_node_status_and_reason():
     assert migop.failure_reason(node, events) == (
         "lab.gpufleet.io/mig-config-failure=GPU 0 busy; event MigConfigFailed: GPU 0 busy")
     assert "gave no reason" in migop.failure_reason({"metadata": {}}, [])
+
+
+def test_operator_config_document_and_configmap():
+    document = migop.operator_config_document({}, {"h1": {"halves": ITEMS_A}}, include_default_configs=False)
+    assert document == {"version": "v1", "mig-configs": {"halves": ITEMS_A}}
+    with_defaults = migop.operator_config_document(None, {"h1": {"halves": ITEMS_A}}, include_default_configs=True)
+    assert "all-disabled" in with_defaults["mig-configs"] and with_defaults["mig-configs"]["halves"] == ITEMS_A
+    with pytest.raises(migop.MigOperatorError):
+        migop.operator_config_document({}, {"h1": {"x": ITEMS_A}, "h2": {"x": ITEMS_B}}, True)
+    body = migop.config_map_body("cm", "ns", "text")
+    assert body["data"] == {"config.yaml": "text"} and body["metadata"]["namespace"] == "ns"
+    assert body["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "gpufleet.sharing"}
+
+
+def test_policy_config_name_and_undefined_config():
+    assert migop.policy_config_name(None) is None
+    assert migop.policy_config_name({"spec": {"migManager": {"config": {"name": "cm"}}}}) == "cm"
+    assert migop.undefined_config({"mig-configs": {"a": []}}, "a", "ns/cm") is None
+    assert migop.undefined_config({"mig-configs": {"b": [], "a": []}}, "c", "ns/cm") == (
+        "MIG config 'c' is not defined in ConfigMap ns/cm (key config.yaml); it defines: a, b")
+    assert migop.undefined_config("text", "c", "ns/cm") == "MIG config 'c' is not defined in ConfigMap ns/cm (key config.yaml)"
+
+
+def test_cordon_marker_and_relabel_step():
+    assert not migop.cordoned_by_us({"metadata": {}})
+    assert migop.cordoned_by_us({"metadata": {"annotations": {migop.CORDON_MARKER: migop.CORDON_MARKER_VALUE}}})
+    assert migop.relabel_step("a", "pending", "a") == "wait"
+    assert migop.relabel_step("a", "rebooting", "a") == "wait"
+    assert migop.relabel_step("a", "failed", "a") == "restart"
+    assert migop.relabel_step("a", None, "a") == "restart"
+    assert migop.relabel_step("b", "success", "a") == "relabel"

@@ -10,6 +10,7 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils import _module
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient
 from ansible_collections.gpufleet.sharing.plugins.modules import gpu_operator
 
@@ -107,8 +108,8 @@ def env(tmp_path, monkeypatch):
     state_path.write_text(json.dumps(state))
     monkeypatch.setenv("FAKE_HELM_STATE", str(state_path))
     cluster = Cluster()
-    monkeypatch.setattr(gpu_operator, "client_from_module",
-                        lambda module: K8sClient(cluster, sleep=lambda s: None))
+    monkeypatch.setattr(_module, "client_from_module",
+                        lambda module, dry_run=False: K8sClient(cluster, sleep=lambda s: None, dry_run=dry_run))
 
     class Env(object):
         binary = str(helm)
