@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Mapping, Sequence
 DOCUMENTATION = r"""
 name: node_plans
 short_description: The per-host plans of the fleet (GPUs, MIG selection, sharing config) from the inventory
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Builds the O(gpufleet.sharing.gpu_sharing#module:node_plans) option of M(gpufleet.sharing.gpu_sharing)
     and M(gpufleet.sharing.gpu_verify) from the variables of the given hosts, in one place (the
