@@ -251,13 +251,14 @@ wait:
 """
 
 import copy
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan import (
     NODE_PLANS_ARGSPEC,
     SCOPE_GOVERNED,
     ClusterView,
     FleetPlan,
+    HostPlan,
     Intent,
     plan_fleet,
     read_intent,
@@ -269,6 +270,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._module import Gp
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
     CONFIG_ARGSPEC,
     CONFIG_LABEL,
+    SharingConfig,
     SharingError,
     parse_configs,
     render_configmap_data,
@@ -291,7 +293,7 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def read_configmaps(mod: GpuFleetModule, in_use: Optional[str]) -> tuple:
+def read_configmaps(mod: GpuFleetModule, in_use: Optional[str]) -> Tuple[Optional[Dict[str, Any]], Dict[str, str], Dict[str, str]]:
     """Our ConfigMap's data, and the data of the one the ClusterPolicy names now (what the plugins load)."""
     namespace, cm_name = mod.params["namespace"], mod.params["configmap_name"]
     live_cm = mod.k8s.get("ConfigMap", cm_name, namespace)
@@ -303,8 +305,8 @@ def read_configmaps(mod: GpuFleetModule, in_use: Optional[str]) -> tuple:
     return live_cm, ours, {}
 
 
-def plan(mod: GpuFleetModule, configs: Mapping[str, Any], plans: Mapping[str, Any], rendered: Mapping[str, str],
-         policy: Mapping[str, Any], live_data: Mapping[str, str]) -> tuple:
+def plan(mod: GpuFleetModule, configs: Mapping[str, SharingConfig], plans: Mapping[str, HostPlan],
+         rendered: Mapping[str, str], policy: Mapping[str, Any], live_data: Mapping[str, str]) -> Tuple[ClusterView, FleetPlan]:
     """Read the nodes, plan the fleet, refuse with every problem at once."""
     p = mod.params
     cluster = ClusterView.read(mod.k8s.list("Node"), policy, list(live_data))
