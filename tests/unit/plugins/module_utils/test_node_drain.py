@@ -1,4 +1,7 @@
 """Unit tests for _node_drain.classify_pods, the Drainer (fake client) and _mig_operator."""
+
+from __future__ import annotations
+
 import pytest
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils import _mig_operator as migop
@@ -44,7 +47,7 @@ def test_non_controller_owner_counts_as_unmanaged():
     assert classify_pods([unmanaged])[2][0]["pod"] == "ns/x"
 
 
-class FakeK8s(object):
+class FakeK8s:
     """Enough of K8sClient for the Drainer: evict answers from a script, pods vanish when evicted."""
 
     def __init__(self, refusals, dry_run=False):
