@@ -520,8 +520,8 @@ def test_creates_into_a_dry_run_namespace_are_answered_by_the_client():
     # other namespaces and real writes still go to the server
     client.create(dict(CM, metadata={"name": "c", "namespace": "other"}))
     client.create(dict(CM, metadata={"name": "d", "namespace": "ns"}), dry_run=False)
-    assert [c["path"] for c in dyn.calls[3:]] == ["/api/v1/namespaces/other/configmaps",
-                                                   "/api/v1/namespaces/ns/configmaps"]
+    assert [c["path"] for c in dyn.calls[3:]] == [
+        "/api/v1/namespaces/other/configmaps", "/api/v1/namespaces/ns/configmaps"]
 
 
 def test_real_namespace_create_is_not_remembered():
