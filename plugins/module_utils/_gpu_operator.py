@@ -1,7 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) gpufleet.sharing contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""GPU Operator: Helm values from the plan, the release plan, values diff, readiness (pure, no I/O).
+"""GPU Operator: Helm values from the plan, the release plan, values diff, readiness.
+
+Pure (no I/O) except ``wait_operator_ready``, which polls through the K8sClient it is given.
 
 Values follow SPECS §7.2: ``mig.strategy``, ``migManager.enabled``, ``migManager.config.name``,
 ``driver.enabled``, ``toolkit.enabled``, ``devicePlugin.config.{name,default}``. ClusterPolicy
@@ -11,9 +13,10 @@ Values follow SPECS §7.2: ``mig.strategy``, ``migManager.enabled``, ``migManage
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import HelmError, same_version, split_chart_field
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError, K8sTimeout
 
 MIG_STRATEGIES = ("none", "single", "mixed")
 PSA_LABELS = {
@@ -276,3 +279,51 @@ def timeout_report(diagnosis: List[str], last_detail: Any) -> Tuple[List[str], s
     if str(last_detail).startswith(ROLLING_PREFIX):
         lines.extend(str(last_detail)[len(ROLLING_PREFIX):].split("; "))
     return lines, " | ".join(lines[1:]) or lines[0]
+
+
+class NotReady(Exception):
+    """The ClusterPolicy (or its operands) did not become ready in time."""
+
+    def __init__(self, message: str, diagnosis: List[str], state: Any, waited: float) -> None:
+        super().__init__(message)
+        self.diagnosis = diagnosis
+        self.state = state
+        self.waited = waited
+
+
+def diagnose(k8s: K8sClient, policy_name: str, namespace: str) -> List[str]:
+    """diagnose_operands on the live objects (a failure to read them is the diagnosis)."""
+    try:
+        policy = k8s.get("ClusterPolicy", policy_name)
+        daemonsets = k8s.list("DaemonSet", namespace=namespace)
+        pods = k8s.list("Pod", namespace=namespace)
+    except K8sError as exc:
+        return ["cannot collect the diagnosis: %s" % exc]
+    return diagnose_operands(policy, daemonsets, pods)
+
+
+def wait_operator_ready(k8s: K8sClient, policy_name: str, namespace: str, timeout: float, interval: float,
+                        log: Callable[[str], None]) -> Tuple[str, float]:
+    """Wait until the ClusterPolicy is ready and its operand DaemonSets are rolled out; returns
+    (state, seconds waited). Raises NotReady with the diagnosis on timeout."""
+    seen: List[str] = []
+
+    def probe() -> Tuple[bool, str]:
+        not_ready = policy_not_ready(k8s.get("ClusterPolicy", policy_name))
+        if not_ready is not None:
+            return False, not_ready
+        return rollout_state(k8s.list("DaemonSet", namespace=namespace))
+
+    def progress(what: str, elapsed: float, detail: Any) -> None:
+        if not seen or seen[-1] != detail:
+            seen.append(detail)
+            log("gpu_operator: waiting for %s: %s after %.0fs" % (what, detail, elapsed))
+
+    start = k8s.now()
+    try:
+        state = k8s.wait_for("ClusterPolicy %s to be ready" % policy_name, probe, timeout=timeout, interval=interval,
+                             progress=progress)
+    except K8sTimeout as exc:
+        diagnosis, summary = timeout_report(diagnose(k8s, policy_name, namespace), exc.detail)
+        raise NotReady("%s. Not ready: %s" % (exc, summary), diagnosis, exc.detail, round(exc.elapsed, 1)) from exc
+    return state, round(k8s.now() - start, 1)

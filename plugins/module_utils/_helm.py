@@ -4,8 +4,9 @@
 """Helm CLI: argv builders and output parsers (pure; the module runs the commands).
 
 ``Helm`` puts the two together over a command runner the module passes in (its ``run_command``):
-one call per step (version, release, values, chart, CRDs, repositories), the output parsed, a
-failing command raised as ``HelmFailed``.
+one call per step (version, release, values, chart, CRDs, repositories, upgrade), the output parsed,
+a failing command raised as ``HelmFailed``. It and ``find_helm`` are the only parts that touch the
+file system (the binary, local charts, the private values file).
 
 Rules kept here so they are unit-tested:
 - argv lists only, never a shell string;
@@ -19,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 MIN_HELM_VERSION = (3, 12, 0)
@@ -264,7 +266,13 @@ class Helm:
         return parse_values(self.call(self.command.get_values(release, namespace), "get values"))
 
     def chart_metadata(self, chart_ref: str, version: Optional[str]) -> Dict[str, Any]:
-        """Chart.yaml of the chart; HelmError when ``version`` is given and is not the chart's."""
+        """Chart.yaml of the chart. HelmError when a repository chart has no pinned ``version``, a
+        local chart does not exist, or ``version`` is given and is not the chart's."""
+        if not is_local_chart(chart_ref) and not version:
+            raise HelmError("chart_version is required for the repository chart %s: pin the version you mean "
+                            "(for example v25.10.1)" % chart_ref)
+        if is_local_chart(chart_ref) and not os.path.exists(chart_ref):
+            raise HelmError("chart_ref %s: no such chart directory or archive" % chart_ref)
         meta = parse_chart_metadata(self.call(self.command.show_chart(chart_ref, version), "show chart"))
         if version and not same_version(version, meta["version"]):
             raise HelmError("chart_version %s does not match the chart %s, which is version %s"
@@ -282,3 +290,40 @@ class Helm:
         except ValueError:
             repos = []
         return dict((r.get("name"), r.get("url")) for r in repos if isinstance(r, dict))
+
+    def sync_repository(self, name: str, url: str, username: Optional[str], password: Optional[str],
+                        dry_run: bool = False) -> bool:
+        """Add the repository ``name`` (or correct its URL) and refresh it. With ``dry_run`` nothing
+        is changed; False then says that the repository would have to be added first."""
+        if self.repositories().get(name) != url:
+            if dry_run:
+                return False
+            self.call(self.command.repo_add(name, url, username, with_password=bool(password)), "repo add",
+                      data=password)
+        if not dry_run:
+            self.call(self.command.repo_update([name]), "repo update")
+        return True
+
+    def upgrade_install(self, release: str, chart_ref: str, namespace: str, values: Dict[str, Any],
+                        version: Optional[str], tmpdir: Optional[str] = None) -> None:
+        """`helm upgrade --install` with ``values`` in a private file (mode 0600, removed afterwards)."""
+        handle, path = tempfile.mkstemp(prefix="gpu-operator-values-", suffix=".yaml", dir=tmpdir)
+        try:
+            with os.fdopen(handle, "w") as stream:
+                json.dump(values, stream, indent=2, sort_keys=True)  # JSON is YAML
+            self.call(self.command.upgrade_install(release, chart_ref, namespace, path, version), "upgrade --install")
+        finally:
+            os.unlink(path)
+
+
+def find_helm(binary: str, search: Callable[[str], str]) -> str:
+    """The helm executable: a path must be executable; a name is looked up with ``search`` (which
+    raises ValueError when it finds nothing). HelmError otherwise."""
+    if os.path.sep in binary:
+        if not os.access(binary, os.X_OK):
+            raise HelmError("helm_binary %s is not an executable file" % binary)
+        return binary
+    try:
+        return search(binary)
+    except ValueError as exc:
+        raise HelmError(str(exc)) from exc

@@ -6,11 +6,15 @@
 The GPU Operator's MIG manager applies the config named by the node label
 ``nvidia.com/mig.config`` from the ConfigMap ``migManager.config.name`` (key ``config.yaml``) and
 reports ``nvidia.com/mig.config.state`` = pending | rebooting | success | failed (SPECS §7.2, §7.4).
+
+Pure (no I/O) except ``wait_mig_config``, which polls through the K8sClient it is given.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import merged_configs, parse_config
 
@@ -149,3 +153,39 @@ def relabel_step(previous: Optional[str], state: Optional[str], config: str) -> 
     if previous == config:
         return "wait" if state in ("pending", "rebooting") else "restart"
     return "relabel"
+
+
+class MigConfigFailed(Exception):
+    """The MIG manager reported ``failed``; ``reason`` is its explanation (see failure_reason)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def wait_mig_config(k8s: K8sClient, node_name: str, config: str, timeout: float, interval: float,
+                    progress: Callable[[str, float, Any], None], history: List[Dict[str, Any]]) -> None:
+    """Wait until the MIG manager reports ``success`` for ``config`` on the node.
+
+    ``history`` (the caller's list, so that it is reported even on failure) gets each state seen,
+    with the seconds elapsed. Raises MigConfigFailed (state ``failed``), K8sError (the node is gone,
+    or someone else changed its MIG label) or K8sTimeout (detail: the last state)."""
+    start = k8s.now()
+
+    def probe() -> Tuple[bool, Any]:
+        live = k8s.get("Node", node_name)
+        if live is None:
+            raise K8sError("node %s disappeared while waiting for its MIG change" % node_name)
+        wanted, state = node_mig_status(live)
+        if not history or history[-1]["state"] != state:
+            history.append({"state": state, "elapsed": round(k8s.now() - start, 1)})
+        if wanted != config:
+            raise K8sError("the label %s on %s was changed to %r by someone else while waiting"
+                           % (MIG_CONFIG_LABEL, node_name, wanted))
+        if state == "failed":
+            reason = failure_reason(live, k8s.events_for("Node", node_name))
+            raise MigConfigFailed("the MIG manager failed to apply %r on %s: %s. The node stays cordoned; "
+                                  "fix the cause and run again" % (config, node_name, reason), reason)
+        return state == "success", state or "no state yet"
+
+    k8s.wait_for("MIG config %s on %s" % (config, node_name), probe, timeout, interval, progress)

@@ -248,19 +248,16 @@ diagnosis:
   elements: str
 """
 
-import json
-import os
-import tempfile
 from typing import Any, Dict, List
 
 from ansible.module_utils.common.process import get_bin_path
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator import (
-    PSA_LABELS, ValuesError, build_values, cluster_policy_state, crd_documents, diagnose_operands, pending_problem,
-    policy_not_ready, release_action, release_info, release_state, rollout_state, timeout_report, values_changes)
+    PSA_LABELS, NotReady, ValuesError, build_values, cluster_policy_state, crd_documents, pending_problem,
+    release_action, release_info, release_state, values_changes, wait_operator_ready)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import (
-    Helm, HelmCommand, HelmError, HelmFailed, helm_environment, is_local_chart, repo_of)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError, K8sTimeout
+    Helm, HelmCommand, HelmError, HelmFailed, find_helm, helm_environment, repo_of)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
 
 try:
@@ -321,18 +318,6 @@ def run(mod: GpuFleetModule) -> None:
         mod.fail(str(exc))
 
 
-def helm_path(mod: GpuFleetModule) -> str:
-    binary = mod.params["helm_binary"]
-    if os.path.sep in binary:
-        if not os.access(binary, os.X_OK):
-            mod.fail("helm_binary %s is not an executable file" % binary)
-        return binary
-    try:
-        return get_bin_path(binary)
-    except ValueError as exc:
-        mod.fail(str(exc))
-
-
 class GpuOperator:
     """The release (helm) and the cluster objects around it (namespace, CRDs, readiness)."""
 
@@ -340,7 +325,8 @@ class GpuOperator:
         self.mod = mod
         self.params = params = mod.params
         env = helm_environment(params["host"], params["api_key"], params["ca_cert"], params["validate_certs"])
-        self.helm = Helm(HelmCommand(helm_path(mod), params["kubeconfig"], params["context"]),
+        self.helm = Helm(HelmCommand(find_helm(params["helm_binary"], get_bin_path), params["kubeconfig"],
+                                     params["context"]),
                          lambda argv, data: mod.ansible.run_command(argv, data=data, environ_update=env,
                                                                     binary_data=False))
 
@@ -367,7 +353,7 @@ class GpuOperator:
         except ValuesError as exc:
             self.mod.fail("invalid values: %s" % exc, problems=exc.problems)
         self.ensure_repo()
-        meta = self.chart_metadata()
+        meta = self.helm.chart_metadata(params["chart_ref"], params["chart_version"])
         wanted_version = params["chart_version"] or meta["version"]
         crds = self.chart_crds() if params["apply_crds"] else []
         entry = self.helm.release(params["namespace"], params["release_name"])
@@ -383,11 +369,12 @@ class GpuOperator:
                                 {"chart": meta["name"], "chart_version": wanted_version, "values": values},
                                 changed=action != "unchanged")
         if action != "unchanged" and not self.mod.check_mode:
-            self.upgrade(values)
+            self.helm.upgrade_install(params["release_name"], params["chart_ref"], params["namespace"], values,
+                                      params["chart_version"], self.mod.ansible.tmpdir)
             result["release"] = release_info(self.helm.release(params["namespace"], params["release_name"]),
                                              meta["name"])
         if params["wait"] and not self.mod.check_mode:
-            self.wait_ready()
+            self.wait_ready(k8s)
             return
         try:
             result["cluster_policy_state"] = cluster_policy_state(k8s.get("ClusterPolicy", params["cluster_policy_name"]))
@@ -401,25 +388,10 @@ class GpuOperator:
         name = repo_of(chart_ref)
         if name is None:
             self.mod.fail("repo_url is set but chart_ref %r does not name a repository chart (repo/chart)" % chart_ref)
-        if self.helm.repositories().get(name) != url:
-            if self.mod.check_mode:
-                self.mod.warn("helm repository %s (%s) would be added; chart details come from the current cache"
-                              % (name, url))
-                return
-            password = self.params["repo_password"]
-            self.helm.call(self.helm.command.repo_add(name, url, self.params["repo_username"],
-                                                      with_password=bool(password)), "repo add", data=password)
-        if not self.mod.check_mode:
-            self.helm.call(self.helm.command.repo_update([name]), "repo update")
-
-    def chart_metadata(self) -> Dict[str, Any]:
-        chart_ref, version = self.params["chart_ref"], self.params["chart_version"]
-        if not is_local_chart(chart_ref) and not version:
-            self.mod.fail("chart_version is required for the repository chart %s: pin the version you mean "
-                          "(for example v25.10.1)" % chart_ref)
-        if is_local_chart(chart_ref) and not os.path.exists(chart_ref):
-            self.mod.fail("chart_ref %s: no such chart directory or archive" % chart_ref)
-        return self.helm.chart_metadata(chart_ref, version)
+        if not self.helm.sync_repository(name, url, self.params["repo_username"], self.params["repo_password"],
+                                         dry_run=self.mod.check_mode):
+            self.mod.warn("helm repository %s (%s) would be added; chart details come from the current cache"
+                          % (name, url))
 
     def chart_crds(self) -> List[Dict[str, Any]]:
         text = self.helm.crds_text(self.params["chart_ref"], self.params["chart_version"])
@@ -450,53 +422,13 @@ class GpuOperator:
                 self.mod.changes.mark()
         self.mod.result["crds"] = report
 
-    def upgrade(self, values: Dict[str, Any]) -> None:
-        params = self.params
-        handle, path = tempfile.mkstemp(prefix="gpu-operator-values-", suffix=".yaml",
-                                        dir=self.mod.ansible.tmpdir)  # mkstemp: mode 0600
+    def wait_ready(self, k8s: K8sClient) -> None:
         try:
-            with os.fdopen(handle, "w") as stream:
-                json.dump(values, stream, indent=2, sort_keys=True)  # JSON is YAML
-            self.helm.call(self.helm.command.upgrade_install(params["release_name"], params["chart_ref"],
-                                                             params["namespace"], path, params["chart_version"]),
-                           "upgrade --install")
-        finally:
-            os.unlink(path)
-
-    def wait_ready(self) -> None:
-        k8s, name = self.mod.k8s, self.params["cluster_policy_name"]
-        seen: List[str] = []
-
-        def probe():
-            not_ready = policy_not_ready(k8s.get("ClusterPolicy", name))
-            if not_ready is not None:
-                return False, not_ready
-            return rollout_state(k8s.list("DaemonSet", namespace=self.params["namespace"]))
-
-        def progress(what: str, elapsed: float, detail: Any) -> None:
-            if not seen or seen[-1] != detail:
-                seen.append(detail)
-                self.mod.log("gpu_operator: waiting for %s: %s after %.0fs" % (what, detail, elapsed))
-
-        start = k8s.now()
-        try:
-            state = k8s.wait_for("ClusterPolicy %s to be ready" % name, probe, timeout=self.params["wait_timeout"],
-                                 interval=self.params["wait_interval"], progress=progress)
-        except K8sTimeout as exc:
-            diagnosis, summary = timeout_report(self.diagnose(), exc.detail)
-            self.mod.fail("%s. Not ready: %s" % (exc, summary), diagnosis=diagnosis,
-                          cluster_policy_state=exc.detail, waited=round(exc.elapsed, 1))
-        self.mod.result.update(cluster_policy_state=state, waited=round(k8s.now() - start, 1))
-
-    def diagnose(self) -> List[str]:
-        k8s, namespace = self.mod.k8s, self.params["namespace"]
-        try:
-            policy = k8s.get("ClusterPolicy", self.params["cluster_policy_name"])
-            daemonsets = k8s.list("DaemonSet", namespace=namespace)
-            pods = k8s.list("Pod", namespace=namespace)
-        except K8sError as exc:
-            return ["cannot collect the diagnosis: %s" % exc]
-        return diagnose_operands(policy, daemonsets, pods)
+            state, waited = wait_operator_ready(k8s, self.params["cluster_policy_name"], self.params["namespace"],
+                                                self.params["wait_timeout"], self.params["wait_interval"], self.mod.log)
+        except NotReady as exc:
+            self.mod.fail(str(exc), diagnosis=exc.diagnosis, cluster_policy_state=exc.state, waited=exc.waited)
+        self.mod.result.update(cluster_policy_state=state, waited=waited)
 
 
 if __name__ == "__main__":

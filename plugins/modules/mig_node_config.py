@@ -156,10 +156,10 @@ reason:
 
 from typing import Any, Dict, List, Optional
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sError, K8sTimeout
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sTimeout
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_operator import (
-    CONFIG_KEY, CORDON_MARKER, CORDON_MARKER_VALUE, MIG_CONFIG_LABEL, MIG_STATE_LABEL, cordoned_by_us,
-    failure_reason, node_is_configured, node_mig_status, relabel_step, undefined_config)
+    CONFIG_KEY, CORDON_MARKER, CORDON_MARKER_VALUE, MIG_CONFIG_LABEL, MIG_STATE_LABEL, MigConfigFailed,
+    cordoned_by_us, node_is_configured, node_mig_status, relabel_step, undefined_config, wait_mig_config)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._node_drain import (
     DrainError, Drainer, blocking_message, pod_key)
@@ -322,27 +322,12 @@ class MigNodeConfig:
     def wait_success(self) -> None:
         history: List[Dict[str, Any]] = []
         self.mod.result["state_history"] = history
-        start = self.k8s.now()
-
-        def probe():
-            live = self.k8s.get("Node", self.node_name)
-            if live is None:
-                raise K8sError("node %s disappeared while waiting for its MIG change" % self.node_name)
-            wanted, state = node_mig_status(live)
-            if not history or history[-1]["state"] != state:
-                history.append({"state": state, "elapsed": round(self.k8s.now() - start, 1)})
-            if wanted != self.config:
-                raise K8sError("the label %s on %s was changed to %r by someone else while waiting"
-                               % (MIG_CONFIG_LABEL, self.node_name, wanted))
-            if state == "failed":
-                self.mod.result["reason"] = reason = failure_reason(live, self.k8s.events_for("Node", self.node_name))
-                self.mod.fail("the MIG manager failed to apply %r on %s: %s. The node stays cordoned; "
-                              "fix the cause and run again" % (self.config, self.node_name, reason))
-            return state == "success", state or "no state yet"
-
         try:
-            self.k8s.wait_for("MIG config %s on %s" % (self.config, self.node_name), probe, self.params["timeout"],
-                              self.params["poll_interval"], self.log)
+            wait_mig_config(self.k8s, self.node_name, self.config, self.params["timeout"],
+                            self.params["poll_interval"], self.log, history)
+        except MigConfigFailed as exc:
+            self.mod.result["reason"] = exc.reason
+            self.mod.fail(str(exc))
         except K8sTimeout as exc:
             self.mod.result["state"] = exc.detail
             self.mod.fail("%s. The node stays cordoned." % exc)

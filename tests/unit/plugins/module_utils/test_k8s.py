@@ -3,6 +3,9 @@
 The transport is a fake DynamicClient (no network); the real HTTP path is covered by the lab tests
 in tests/lab/tests/test_cluster_modules_operator*.py.
 """
+
+from __future__ import annotations
+
 import copy
 import json
 
@@ -22,12 +25,12 @@ class FakeApiException(_k8s._ApiException):
                                 "reason": reason or "Reason", "code": status})
 
 
-class FakeResponse(object):
+class FakeResponse:
     def __init__(self, payload):
         self.data = json.dumps(payload).encode()
 
 
-class FakeDynamic(object):
+class FakeDynamic:
     """Scripted server: a queue of responses (dict payload or exception) per call, plus a log."""
 
     def __init__(self, script=None, handler=None):
@@ -339,7 +342,7 @@ def test_events_for_sorted():
 
 # -- waits ----------------------------------------------------------------------------------------
 
-class FakeClock(object):
+class FakeClock:
     def __init__(self):
         self.now = 0.0
 
@@ -410,7 +413,7 @@ def test_auth_argspec_marks_secret_no_log():
     assert _k8s.K8S_AUTH_ARGSPEC["api_key"]["no_log"] is True
 
 
-class FailingModule(object):
+class FailingModule:
     def __init__(self, params=None):
         self.params = params or {}
 
@@ -436,7 +439,7 @@ def test_bad_kubeconfig_is_a_clean_failure(tmp_path):
     assert exited.value.args[0]["msg"].startswith("cannot load Kubernetes client configuration from %s" % broken)
 
 
-class TextResponse(object):
+class TextResponse:
     def __init__(self, text):
         self.data = text.encode()
 
@@ -444,7 +447,7 @@ class TextResponse(object):
 def test_pod_log_is_text_and_retried():
     calls = []
 
-    class Dyn(object):
+    class Dyn:
         def request(self, method, path, body=None, **kwargs):
             calls.append((path, dict(kwargs.get("query_params") or [])))
             if len(calls) == 1:
@@ -517,8 +520,8 @@ def test_creates_into_a_dry_run_namespace_are_answered_by_the_client():
     # other namespaces and real writes still go to the server
     client.create(dict(CM, metadata={"name": "c", "namespace": "other"}))
     client.create(dict(CM, metadata={"name": "d", "namespace": "ns"}), dry_run=False)
-    assert [c["path"] for c in dyn.calls[3:]] == ["/api/v1/namespaces/other/configmaps",
-                                                   "/api/v1/namespaces/ns/configmaps"]
+    assert [c["path"] for c in dyn.calls[3:]] == [
+        "/api/v1/namespaces/other/configmaps", "/api/v1/namespaces/ns/configmaps"]
 
 
 def test_real_namespace_create_is_not_remembered():

@@ -1,4 +1,7 @@
 """Unit tests for _node_drain.classify_pods, the Drainer (fake client) and _mig_operator."""
+
+from __future__ import annotations
+
 import pytest
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils import _mig_operator as migop
@@ -44,7 +47,7 @@ def test_non_controller_owner_counts_as_unmanaged():
     assert classify_pods([unmanaged])[2][0]["pod"] == "ns/x"
 
 
-class FakeK8s(object):
+class FakeK8s:
     """Enough of K8sClient for the Drainer: evict answers from a script, pods vanish when evicted."""
 
     def __init__(self, refusals, dry_run=False):
@@ -219,3 +222,50 @@ def test_cordon_marker_and_relabel_step():
     assert migop.relabel_step("a", "failed", "a") == "restart"
     assert migop.relabel_step("a", None, "a") == "restart"
     assert migop.relabel_step("b", "success", "a") == "relabel"
+
+
+class NodeSequence:
+    """A client whose Node GETs return the given objects one after the other (time moves 1s a poll)."""
+
+    def __init__(self, nodes, events=None):
+        self.nodes = list(nodes)
+        self.events = events or []
+        self.clock = 0.0
+
+    def now(self):
+        return self.clock
+
+    def get(self, kind, name, namespace=None):
+        return self.nodes.pop(0)
+
+    def events_for(self, kind, name, namespace=None):
+        return self.events
+
+    def wait_for(self, what, probe, timeout, interval=2.0, progress=None):
+        while True:
+            done, detail = probe()
+            if done:
+                return detail
+            self.clock += 1.0
+
+
+def mig_node(config, state, annotations=None):
+    return {"metadata": {"labels": {migop.MIG_CONFIG_LABEL: config, migop.MIG_STATE_LABEL: state},
+                         "annotations": annotations or {}}}
+
+
+def test_wait_mig_config_history_failure_and_interference():
+    history = []
+    k8s = NodeSequence([mig_node("a", None), mig_node("a", "pending"), mig_node("a", "pending"), mig_node("a", "success")])
+    migop.wait_mig_config(k8s, "n", "a", 60, 1, None, history)
+    assert history == [{"state": None, "elapsed": 0.0}, {"state": "pending", "elapsed": 1.0},
+                       {"state": "success", "elapsed": 3.0}]
+    failing = NodeSequence([mig_node("a", "failed", {"example.com/mig-failure": "busy"})])
+    with pytest.raises(migop.MigConfigFailed) as err:
+        migop.wait_mig_config(failing, "n", "a", 60, 1, None, [])
+    assert err.value.reason == "example.com/mig-failure=busy"
+    assert str(err.value).startswith("the MIG manager failed to apply 'a' on n: example.com/mig-failure=busy.")
+    with pytest.raises(K8sError, match="changed to 'b' by someone else"):
+        migop.wait_mig_config(NodeSequence([mig_node("b", "success")]), "n", "a", 60, 1, None, [])
+    with pytest.raises(K8sError, match="node n disappeared"):
+        migop.wait_mig_config(NodeSequence([None]), "n", "a", 60, 1, None, [])

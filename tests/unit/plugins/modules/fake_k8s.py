@@ -13,13 +13,14 @@ import json
 
 import pytest
 
+from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils import _module
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import ApplyResult, K8sError, K8sTimeout
 
 
-class FakeK8s(object):
+class FakeK8s:
     def __init__(self):
         self.objects = {}  # (kind, namespace, name) -> obj
         self.writes = []
@@ -168,7 +169,7 @@ class FakeK8s(object):
 
 class ModuleExit(Exception):
     def __init__(self, result, failed):
-        super(ModuleExit, self).__init__(result.get("msg"))
+        super().__init__(result.get("msg"))
         self.result = result
         self.failed = failed
 
@@ -192,7 +193,6 @@ def run(module, args, fake, monkeypatch, check_mode=False, diff=False):
         kwargs["msg"] = msg
         raise ModuleExit(kwargs, True)
 
-    from ansible.module_utils import basic
     monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
     monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
     payload = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)

@@ -1,6 +1,9 @@
 """node_maintenance and mig_node_config in process, over the real K8sClient and a small in-memory
 API (nodes, pods, eviction, configmaps). The lab tests cover the same modules against the lab's
 API server with PodDisruptionBudgets and the MIG manager."""
+
+from __future__ import annotations
+
 import copy
 import json
 
@@ -13,7 +16,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sCl
 from ansible_collections.gpufleet.sharing.plugins.modules import mig_node_config, node_maintenance
 
 
-class Api(object):
+class Api:
     """Objects by REST path; PUT checks resourceVersion; eviction deletes the pod (or answers 429).
     Writes with dryRun=All are recorded in ``dry_writes`` and change nothing."""
 
@@ -38,7 +41,7 @@ class Api(object):
         return exc
 
     def request(self, method, path, body=None, **kwargs):
-        class Response(object):
+        class Response:
             def __init__(self, data):
                 self.data = json.dumps(data).encode()
         query = dict(kwargs.get("query_params") or [])
