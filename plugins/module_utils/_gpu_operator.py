@@ -1,7 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) gpufleet.sharing contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""GPU Operator: Helm values from the plan, values diff, readiness diagnosis (pure, no I/O).
+"""GPU Operator: Helm values from the plan, the release plan, values diff, readiness.
+
+Pure (no I/O) except ``wait_operator_ready``, which polls through the K8sClient it is given.
 
 Values follow SPECS §7.2: ``mig.strategy``, ``migManager.enabled``, ``migManager.config.name``,
 ``driver.enabled``, ``toolkit.enabled``, ``devicePlugin.config.{name,default}``. ClusterPolicy
@@ -11,7 +13,10 @@ Values follow SPECS §7.2: ``mig.strategy``, ``migManager.enabled``, ``migManage
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import HelmError, same_version, split_chart_field
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError, K8sTimeout
 
 MIG_STRATEGIES = ("none", "single", "mixed")
 PSA_LABELS = {
@@ -22,15 +27,13 @@ PSA_LABELS = {
 class ValuesError(ValueError):
     """The requested values contradict each other; ``problems`` lists every contradiction."""
 
-    def __init__(self, problems):
-        # type: (List[str]) -> None
-        super(ValuesError, self).__init__("; ".join(problems))
+    def __init__(self, problems: List[str]) -> None:
+        super().__init__("; ".join(problems))
         self.problems = problems
 
 
-def _get_path(tree, path):
-    # type: (Dict[str, Any], Tuple[str, ...]) -> Tuple[bool, Any]
-    node = tree  # type: Any
+def _get_path(tree: Dict[str, Any], path: Tuple[str, ...]) -> Tuple[bool, Any]:
+    node: Any = tree
     for key in path:
         if not isinstance(node, dict) or key not in node:
             return False, None
@@ -38,8 +41,7 @@ def _get_path(tree, path):
     return True, node
 
 
-def _set_path(tree, path, value):
-    # type: (Dict[str, Any], Tuple[str, ...], Any) -> None
+def _set_path(tree: Dict[str, Any], path: Tuple[str, ...], value: Any) -> None:
     node = tree
     for key in path[:-1]:
         child = node.get(key)
@@ -50,9 +52,10 @@ def _set_path(tree, path, value):
     node[path[-1]] = value
 
 
-def build_values(values=None, mig_strategy=None, mig_manager_enabled=None, mig_manager_config=None,
-                 driver_enabled=None, toolkit_enabled=None, device_plugin_config=None):
-    # type: (Optional[Dict[str, Any]], Optional[str], Optional[bool], Optional[str], Optional[bool], Optional[bool], Optional[Dict[str, Any]]) -> Dict[str, Any]
+def build_values(values: Optional[Dict[str, Any]] = None, mig_strategy: Optional[str] = None,
+                 mig_manager_enabled: Optional[bool] = None, mig_manager_config: Optional[str] = None,
+                 driver_enabled: Optional[bool] = None, toolkit_enabled: Optional[bool] = None,
+                 device_plugin_config: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Helm values: free-form ``values`` plus the typed settings of the plan.
 
     A typed setting (not None) is written at its values path. If ``values`` already holds a
@@ -60,8 +63,8 @@ def build_values(values=None, mig_strategy=None, mig_manager_enabled=None, mig_m
     result = copy.deepcopy(values) if values else {}
     if not isinstance(result, dict):
         raise ValuesError(["values must be a mapping, got %s" % type(values).__name__])
-    problems = []  # type: List[str]
-    wanted = []  # type: List[Tuple[Tuple[str, ...], Any, str]]
+    problems: List[str] = []
+    wanted: List[Tuple[Tuple[str, ...], Any, str]] = []
     if mig_strategy is not None:
         if mig_strategy not in MIG_STRATEGIES:
             problems.append("mig_strategy must be one of %s, got %r" % ("/".join(MIG_STRATEGIES), mig_strategy))
@@ -98,11 +101,10 @@ def build_values(values=None, mig_strategy=None, mig_manager_enabled=None, mig_m
     return result
 
 
-def values_changes(before, after, prefix=""):
-    # type: (Any, Any, str) -> List[str]
+def values_changes(before: Any, after: Any, prefix: str = "") -> List[str]:
     """Human-readable list of changed value paths: "mig.strategy: 'single' -> 'mixed'"."""
     if isinstance(before, dict) and isinstance(after, dict):
-        lines = []  # type: List[str]
+        lines: List[str] = []
         for key in sorted(set(before) | set(after), key=str):
             path = "%s.%s" % (prefix, key) if prefix else str(key)
             if key not in before:
@@ -117,8 +119,7 @@ def values_changes(before, after, prefix=""):
     return []
 
 
-def crd_documents(documents):
-    # type: (List[Any]) -> List[Dict[str, Any]]
+def crd_documents(documents: List[Any]) -> List[Dict[str, Any]]:
     """CustomResourceDefinitions among parsed YAML documents (`helm show crds` output)."""
     crds = []
     for doc in documents:
@@ -129,15 +130,13 @@ def crd_documents(documents):
     return crds
 
 
-def cluster_policy_state(policy):
-    # type: (Optional[Dict[str, Any]]) -> Optional[str]
+def cluster_policy_state(policy: Optional[Dict[str, Any]]) -> Optional[str]:
     if not policy:
         return None
     return (policy.get("status") or {}).get("state")
 
 
-def daemonsets_not_rolled_out(daemonsets):
-    # type: (List[Dict[str, Any]]) -> List[str]
+def daemonsets_not_rolled_out(daemonsets: List[Dict[str, Any]]) -> List[str]:
     """DaemonSets whose latest spec is not yet running everywhere: the controller has not seen the
     latest generation, or fewer pods are updated or ready than desired. An upgrade changes the
     ClusterPolicy, the operator then changes its DaemonSets: a ClusterPolicy that still says
@@ -156,16 +155,14 @@ def daemonsets_not_rolled_out(daemonsets):
     return problems
 
 
-def _pod_ready(pod):
-    # type: (Dict[str, Any]) -> bool
+def _pod_ready(pod: Dict[str, Any]) -> bool:
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Ready":
             return condition.get("status") == "True"
     return False
 
 
-def _pod_problem(pod):
-    # type: (Dict[str, Any]) -> str
+def _pod_problem(pod: Dict[str, Any]) -> str:
     status = pod.get("status") or {}
     reasons = []
     for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
@@ -184,11 +181,11 @@ def _pod_problem(pod):
     return "; ".join(reasons)
 
 
-def diagnose_operands(policy, daemonsets, pods):
-    # type: (Optional[Dict[str, Any]], List[Dict[str, Any]], List[Dict[str, Any]]) -> List[str]
+def diagnose_operands(policy: Optional[Dict[str, Any]], daemonsets: List[Dict[str, Any]],
+                      pods: List[Dict[str, Any]]) -> List[str]:
     """Why the ClusterPolicy is not ready: the state, daemonsets short of ready pods, and for each
     not-ready pod its node and container reasons. Lines are stable (sorted) for reports."""
-    lines = []  # type: List[str]
+    lines: List[str] = []
     if policy is None:
         lines.append("ClusterPolicy does not exist (is the operator running and clusterPolicy.deployCR on?)")
     else:
@@ -211,3 +208,122 @@ def diagnose_operands(policy, daemonsets, pods):
         node = (pod.get("spec") or {}).get("nodeName") or "(unscheduled)"
         lines.append("Pod %s on %s: %s" % ((pod.get("metadata") or {}).get("name"), node, _pod_problem(pod)))
     return lines
+
+
+def release_info(entry: Optional[Mapping[str, Any]], chart_name: Optional[str] = None) -> Dict[str, Any]:
+    """The module's view of a `helm list` entry ({} when there is no release)."""
+    if not entry:
+        return {}
+    try:
+        name, version = split_chart_field(entry.get("chart", ""), chart_name)
+    except HelmError:
+        name, version = entry.get("chart"), None
+    revision = entry.get("revision")
+    try:
+        revision = int(revision)
+    except (TypeError, ValueError):
+        pass
+    return {"name": entry.get("name"), "namespace": entry.get("namespace"), "revision": revision,
+            "status": entry.get("status"), "chart": name, "chart_version": version,
+            "app_version": entry.get("app_version")}
+
+
+def pending_problem(entry: Optional[Mapping[str, Any]], release: str) -> Optional[str]:
+    """A release in a pending-* status must not be touched: why, or None."""
+    if entry is not None and str(entry.get("status", "")).startswith("pending"):
+        return ("release %s is %s: another helm operation is in progress or was interrupted; resolve it "
+                "(helm rollback or wait) before running again" % (release, entry.get("status")))
+    return None
+
+
+def release_action(entry: Optional[Mapping[str, Any]], chart_name: str, wanted_version: str,
+                   before_values: Any, values: Any) -> str:
+    """installed (no release), upgraded (other chart, version or values, or not deployed) or unchanged."""
+    if entry is None:
+        return "installed"
+    info = release_info(entry, chart_name)
+    if (info.get("chart") != chart_name or not same_version(info.get("chart_version"), wanted_version)
+            or before_values != values or entry.get("status") != "deployed"):
+        return "upgraded"
+    return "unchanged"
+
+
+def release_state(info: Mapping[str, Any], values: Any) -> Dict[str, Any]:
+    """What the diff shows of a release: chart, version and user-supplied values ({} when absent)."""
+    if not info:
+        return {}
+    return {"chart": info.get("chart"), "chart_version": info.get("chart_version"), "values": values}
+
+
+def policy_not_ready(policy: Optional[Dict[str, Any]]) -> Optional[str]:
+    """Why the ClusterPolicy is not ready yet (its state, absent, no status), or None when ready."""
+    state = cluster_policy_state(policy)
+    if state == "ready":
+        return None
+    return state or ("absent" if policy is None else "no status")
+
+
+ROLLING_PREFIX = "ready, but "
+
+
+def rollout_state(daemonsets: List[Dict[str, Any]]) -> Tuple[bool, str]:
+    """(done, detail) of a ready ClusterPolicy's operands: "ready" or "ready, but <what rolls>"."""
+    rolling = daemonsets_not_rolled_out(daemonsets)
+    return not rolling, "ready" if not rolling else ROLLING_PREFIX + "; ".join(rolling)
+
+
+def timeout_report(diagnosis: List[str], last_detail: Any) -> Tuple[List[str], str]:
+    """(diagnosis, summary) after the wait timed out: the operand diagnosis plus what was still
+    rolling out; the summary leaves out the ClusterPolicy line unless it is all there is."""
+    lines = list(diagnosis)
+    if str(last_detail).startswith(ROLLING_PREFIX):
+        lines.extend(str(last_detail)[len(ROLLING_PREFIX):].split("; "))
+    return lines, " | ".join(lines[1:]) or lines[0]
+
+
+class NotReady(Exception):
+    """The ClusterPolicy (or its operands) did not become ready in time."""
+
+    def __init__(self, message: str, diagnosis: List[str], state: Any, waited: float) -> None:
+        super().__init__(message)
+        self.diagnosis = diagnosis
+        self.state = state
+        self.waited = waited
+
+
+def diagnose(k8s: K8sClient, policy_name: str, namespace: str) -> List[str]:
+    """diagnose_operands on the live objects (a failure to read them is the diagnosis)."""
+    try:
+        policy = k8s.get("ClusterPolicy", policy_name)
+        daemonsets = k8s.list("DaemonSet", namespace=namespace)
+        pods = k8s.list("Pod", namespace=namespace)
+    except K8sError as exc:
+        return ["cannot collect the diagnosis: %s" % exc]
+    return diagnose_operands(policy, daemonsets, pods)
+
+
+def wait_operator_ready(k8s: K8sClient, policy_name: str, namespace: str, timeout: float, interval: float,
+                        log: Callable[[str], None]) -> Tuple[str, float]:
+    """Wait until the ClusterPolicy is ready and its operand DaemonSets are rolled out; returns
+    (state, seconds waited). Raises NotReady with the diagnosis on timeout."""
+    seen: List[str] = []
+
+    def probe() -> Tuple[bool, str]:
+        not_ready = policy_not_ready(k8s.get("ClusterPolicy", policy_name))
+        if not_ready is not None:
+            return False, not_ready
+        return rollout_state(k8s.list("DaemonSet", namespace=namespace))
+
+    def progress(what: str, elapsed: float, detail: Any) -> None:
+        if not seen or seen[-1] != detail:
+            seen.append(detail)
+            log("gpu_operator: waiting for %s: %s after %.0fs" % (what, detail, elapsed))
+
+    start = k8s.now()
+    try:
+        state = k8s.wait_for("ClusterPolicy %s to be ready" % policy_name, probe, timeout=timeout, interval=interval,
+                             progress=progress)
+    except K8sTimeout as exc:
+        diagnosis, summary = timeout_report(diagnose(k8s, policy_name, namespace), exc.detail)
+        raise NotReady("%s. Not ready: %s" % (exc, summary), diagnosis, exc.detail, round(exc.elapsed, 1)) from exc
+    return state, round(k8s.now() - start, 1)

@@ -5,31 +5,38 @@
 
 Stable API (also documented in docs/architecture.md, section "_k8s API")::
 
-    from ..module_utils._k8s import (
+    from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import (
         K8S_AUTH_ARGSPEC, K8sClient, K8sError, K8sTimeout, ResourceType, client_from_module)
 
     argument_spec.update(K8S_AUTH_ARGSPEC)     # kubeconfig, context, host, api_key (no_log),
                                                # validate_certs, ca_cert, client_cert, client_key,
                                                # request_timeout
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    k8s = client_from_module(module)           # fails the module cleanly (missing lib, bad kubeconfig)
+    k8s = client_from_module(module, dry_run=module.check_mode)   # fails the module cleanly
+                                               # (missing lib, bad kubeconfig); modules built on
+                                               # _module.GpuFleetModule get this as ``mod.k8s``
 
     k8s.get("Node", "gpu-a")                   # dict, or None on 404
     k8s.list("Pod", namespace="ns", label_selector="app=x", field_selector="spec.nodeName=gpu-a")
-    k8s.create(body, dry_run=False)            # kind/apiVersion taken from the body
-    k8s.replace(body, dry_run=False)           # PUT; body carries metadata.resourceVersion
+    k8s.create(body)                           # kind/apiVersion taken from the body
+    k8s.replace(body)                          # PUT; body carries metadata.resourceVersion
     k8s.patch("Node", "gpu-a", {"metadata": {"labels": {"a": "b"}}}, patch_type="merge")
     k8s.delete("ConfigMap", "cm", namespace="ns")                # True if deleted, False if absent
-    k8s.apply(body, dry_run=False, compare="exact")              # -> ApplyResult(action, before, after)
+    k8s.apply(body, compare="exact")           # -> ApplyResult(action, before, after)
     k8s.update("Node", "gpu-a", mutate)        # read-modify-write, re-read and retry on 409
     k8s.set_node_labels("gpu-a", {"k": "v", "gone": None}) / set_node_annotations(...)
     k8s.set_unschedulable("gpu-a", True)       # cordon / uncordon
-    k8s.evict("pod", "ns", dry_run=False)      # policy/v1 Eviction; K8sError(status=429) on PDB
+    k8s.evict("pod", "ns")                     # policy/v1 Eviction; K8sError(status=429) on PDB
     k8s.events_for("Node", "gpu-a")            # events whose involvedObject matches
     k8s.pod_log("pod", "ns", container=None, tail_lines=None)  # text
     k8s.wait_for("what", probe, timeout=300, interval=2, progress=callback)
     k8s.now()                                  # monotonic clock used by wait_for
     k8s.request_count                          # HTTP requests sent (retries included)
+
+Dry run: ``k8s.dry_run`` (set by ``connect``/``client_from_module(..., dry_run=...)``) applies to
+every write; each write method also takes ``dry_run=`` (None, the default, means the client's
+setting). Creates into a namespace that was itself only created by a dry run are answered by the
+client (see K8sClient).
 
 Kinds are named by string ("Node", "ConfigMap", "ClusterPolicy", ... see BUILTIN_TYPES) or by a
 ResourceType for anything else. Objects are plain dicts as the API server returns them.
@@ -47,7 +54,7 @@ import os
 import random
 import time
 import traceback
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 try:
     from kubernetes import client as _k8s_client_mod
@@ -55,7 +62,7 @@ try:
     from kubernetes.dynamic import DynamicClient as _DynamicClient
     from kubernetes.client.rest import ApiException as _ApiException
     HAS_KUBERNETES = True
-    KUBERNETES_IMPORT_ERROR = None  # type: Optional[str]
+    KUBERNETES_IMPORT_ERROR: Optional[str] = None
 except ImportError:  # pragma: no cover - exercised through missing_required_lib
     HAS_KUBERNETES = False
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
@@ -74,7 +81,7 @@ from ansible.module_utils.basic import env_fallback, missing_required_lib
 
 FIELD_MANAGER = "gpufleet.sharing"
 
-K8S_AUTH_ARGSPEC = dict(
+K8S_AUTH_ARGSPEC: Dict[str, Dict[str, Any]] = dict(
     kubeconfig=dict(type="path", fallback=(env_fallback, ["K8S_AUTH_KUBECONFIG"])),
     context=dict(type="str", fallback=(env_fallback, ["K8S_AUTH_CONTEXT"])),
     host=dict(type="str", fallback=(env_fallback, ["K8S_AUTH_HOST"])),
@@ -84,7 +91,7 @@ K8S_AUTH_ARGSPEC = dict(
     client_cert=dict(type="path", aliases=["cert_file"], fallback=(env_fallback, ["K8S_AUTH_CERT_FILE"])),
     client_key=dict(type="path", aliases=["key_file"], no_log=False, fallback=(env_fallback, ["K8S_AUTH_KEY_FILE"])),
     request_timeout=dict(type="float", default=30.0),
-)  # type: Dict[str, Dict[str, Any]]
+)
 
 RETRY_STATUSES = frozenset([500, 502, 503, 504])
 IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
@@ -93,9 +100,9 @@ IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 class K8sError(Exception):
     """An API call failed. ``status`` is the HTTP status (None for transport errors)."""
 
-    def __init__(self, message, status=None, reason=None, body=None, method=None, path=None):
-        # type: (str, Optional[int], Optional[str], Optional[Dict[str, Any]], Optional[str], Optional[str]) -> None
-        super(K8sError, self).__init__(message)
+    def __init__(self, message: str, status: Optional[int] = None, reason: Optional[str] = None,
+                 body: Optional[Dict[str, Any]] = None, method: Optional[str] = None, path: Optional[str] = None) -> None:
+        super().__init__(message)
         self.message = message
         self.status = status
         self.reason = reason
@@ -110,22 +117,20 @@ class K8sError(Exception):
 class K8sTimeout(K8sError):
     """wait_for ran out of time; ``detail`` is the last thing the probe reported."""
 
-    def __init__(self, what, elapsed, detail):
-        # type: (str, float, Any) -> None
-        super(K8sTimeout, self).__init__(
+    def __init__(self, what: str, elapsed: float, detail: Any) -> None:
+        super().__init__(
             "timed out after %.0fs waiting for %s; last state: %s" % (elapsed, what, _short(detail)))
         self.what = what
         self.elapsed = elapsed
         self.detail = detail
 
 
-class ResourceType(object):
+class ResourceType:
     """One API resource: apiVersion, kind, plural and scope."""
 
     __slots__ = ("api_version", "kind", "plural", "namespaced")
 
-    def __init__(self, api_version, kind, plural, namespaced):
-        # type: (str, str, str, bool) -> None
+    def __init__(self, api_version: str, kind: str, plural: str, namespaced: bool) -> None:
         self.api_version = api_version
         self.kind = kind
         self.plural = plural
@@ -134,8 +139,7 @@ class ResourceType(object):
     def __repr__(self):
         return "ResourceType(%r, %r, %r, %r)" % (self.api_version, self.kind, self.plural, self.namespaced)
 
-    def path(self, name=None, namespace=None, subresource=None):
-        # type: (Optional[str], Optional[str], Optional[str]) -> str
+    def path(self, name: Optional[str] = None, namespace: Optional[str] = None, subresource: Optional[str] = None) -> str:
         """REST path of the collection, or of one object (and a subresource of it)."""
         base = "/api/v1" if self.api_version == "v1" else "/apis/" + self.api_version
         if self.namespaced:
@@ -152,7 +156,7 @@ class ResourceType(object):
         return path
 
 
-BUILTIN_TYPES = dict((rt.kind, rt) for rt in [
+BUILTIN_TYPES: Dict[str, ResourceType] = dict((rt.kind, rt) for rt in [
     ResourceType("v1", "Namespace", "namespaces", False),
     ResourceType("v1", "Node", "nodes", False),
     ResourceType("v1", "ConfigMap", "configmaps", True),
@@ -168,35 +172,32 @@ BUILTIN_TYPES = dict((rt.kind, rt) for rt in [
     ResourceType("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", True),
     ResourceType("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False),
     ResourceType("nvidia.com/v1", "ClusterPolicy", "clusterpolicies", False),
-])  # type: Dict[str, ResourceType]
+])
 
 KindRef = Union[str, ResourceType]
 Obj = Dict[str, Any]
 Mutator = Callable[[Dict[str, Any]], Optional[Dict[str, Any]]]
 
 
-class ApplyResult(object):
+class ApplyResult:
     """Outcome of K8sClient.apply: action is created, updated or unchanged."""
 
     __slots__ = ("action", "before", "after")
 
-    def __init__(self, action, before, after):
-        # type: (str, Optional[Dict[str, Any]], Optional[Dict[str, Any]]) -> None
+    def __init__(self, action: str, before: Optional[Dict[str, Any]], after: Optional[Dict[str, Any]]) -> None:
         self.action = action
         self.before = before
         self.after = after
 
     @property
-    def changed(self):
-        # type: () -> bool
+    def changed(self) -> bool:
         return self.action != "unchanged"
 
 
 # ---------------------------------------------------------------------------------------------
 # pure helpers (unit-tested)
 
-def is_subset(wanted, actual):
-    # type: (Any, Any) -> bool
+def is_subset(wanted: Any, actual: Any) -> bool:
     """True when every key of ``wanted`` is in ``actual`` with an equal value. Dicts recurse;
     lists must have the same length and match element-wise (so server-side defaults inside list
     items, e.g. in a CRD's versions, do not count as a difference); scalars compare exactly."""
@@ -211,8 +212,7 @@ def is_subset(wanted, actual):
     return wanted == actual
 
 
-def desired_differs(desired, live, compare="exact"):
-    # type: (Dict[str, Any], Dict[str, Any], str) -> bool
+def desired_differs(desired: Dict[str, Any], live: Dict[str, Any], compare: str = "exact") -> bool:
     """Would apply() change ``live`` to reach ``desired``?
 
     metadata.labels / metadata.annotations of ``desired`` must be present in live (extra live
@@ -237,8 +237,7 @@ def desired_differs(desired, live, compare="exact"):
     return False
 
 
-def merge_desired(desired, live):
-    # type: (Dict[str, Any], Dict[str, Any]) -> Dict[str, Any]
+def merge_desired(desired: Dict[str, Any], live: Dict[str, Any]) -> Dict[str, Any]:
     """The object apply() PUTs: live metadata (resourceVersion kept) with desired labels and
     annotations merged in; other desired top-level fields replace the live ones wholesale."""
     merged = copy.deepcopy(live)
@@ -257,10 +256,9 @@ def merge_desired(desired, live):
     return merged
 
 
-def status_message(body, fallback):
-    # type: (Any, str) -> Tuple[str, Optional[str], Optional[Dict[str, Any]]]
+def status_message(body: Any, fallback: str) -> Tuple[str, Optional[str], Optional[Dict[str, Any]]]:
     """(message, reason, parsed body) from a Kubernetes Status response body."""
-    parsed = None  # type: Optional[Dict[str, Any]]
+    parsed: Optional[Dict[str, Any]] = None
     if isinstance(body, bytes):
         body = body.decode("utf-8", "replace")
     if isinstance(body, str) and body.strip():
@@ -277,21 +275,18 @@ def status_message(body, fallback):
     return fallback, None, None
 
 
-def backoff_delay(attempt, base=0.25, cap=8.0, jitter=0.2):
-    # type: (int, float, float, float) -> float
+def backoff_delay(attempt: int, base: float = 0.25, cap: float = 8.0, jitter: float = 0.2) -> float:
     """Exponential backoff with a little jitter; attempt counts from 0."""
     delay = min(cap, base * (2 ** attempt))
     return delay * (1.0 + random.uniform(-jitter, jitter))
 
 
-def _short(detail):
-    # type: (Any) -> str
+def _short(detail: Any) -> str:
     text = detail if isinstance(detail, str) else json.dumps(detail, sort_keys=True, default=str)
     return text if len(text) <= 600 else text[:600] + "..."
 
 
-def resource_type_of(kind, api_version=None):
-    # type: (KindRef, Optional[str]) -> ResourceType
+def resource_type_of(kind: KindRef, api_version: Optional[str] = None) -> ResourceType:
     """Resolve a kind name (optionally checked against an apiVersion) or pass a ResourceType."""
     if isinstance(kind, ResourceType):
         return kind
@@ -303,8 +298,14 @@ def resource_type_of(kind, api_version=None):
     return known
 
 
-def label_selector(labels):
-    # type: (Dict[str, Optional[str]]) -> str
+def _as_created_in(body: Dict[str, Any], namespace: str) -> Dict[str, Any]:
+    """What a dry-run create into a namespace that exists only as a dry run answers: the object as sent."""
+    created = copy.deepcopy(body)
+    created.setdefault("metadata", {})["namespace"] = namespace
+    return created
+
+
+def label_selector(labels: Dict[str, Optional[str]]) -> str:
     """{"a": "b", "c": None} -> "a=b,c" (None means: the label exists)."""
     return ",".join(key if value is None else "%s=%s" % (key, value) for key, value in sorted(labels.items()))
 
@@ -312,16 +313,15 @@ def label_selector(labels):
 # ---------------------------------------------------------------------------------------------
 # connection
 
-class _NoDiscovery(object):
+class _NoDiscovery:
     """DynamicClient discoverer that never talks to the server: we use a static resource table."""
 
     def __init__(self, client, cache_file):  # pylint: disable=unused-argument
         self.client = client
 
 
-def build_configuration(kubeconfig=None, context=None, host=None, api_key=None, validate_certs=None,
-                        ca_cert=None, client_cert=None, client_key=None, **_ignored):
-    # type: (...) -> Any
+def build_configuration(kubeconfig=None, context=None, host=None, api_key=None, validate_certs=None, ca_cert=None,
+                        client_cert=None, client_key=None, **_ignored) -> Any:
     """A kubernetes.client.Configuration from module-style parameters.
 
     Order: explicit kubeconfig/context; else host (+api_key) alone; else in-cluster service account
@@ -364,14 +364,15 @@ def build_configuration(kubeconfig=None, context=None, host=None, api_key=None, 
     return configuration
 
 
-def client_from_module(module, **client_options):
-    # type: (Any, Any) -> K8sClient
-    """K8sClient from the K8S_AUTH_ARGSPEC parameters of an AnsibleModule; fails the module cleanly."""
+def client_from_module(module: Any, dry_run: bool = False, **client_options: Any) -> K8sClient:
+    """K8sClient from the K8S_AUTH_ARGSPEC parameters of an AnsibleModule; fails the module cleanly.
+
+    ``dry_run=True`` (a module in check mode) makes every write a server-side dry run."""
     if not HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     params = dict((key, module.params.get(key)) for key in K8S_AUTH_ARGSPEC)
     try:
-        return K8sClient.connect(params, **client_options)
+        return K8sClient.connect(params, dry_run=dry_run, **client_options)
     except K8sError as exc:
         module.fail_json(msg=str(exc))
     raise AssertionError("unreachable")  # fail_json exits
@@ -380,13 +381,25 @@ def client_from_module(module, **client_options):
 # ---------------------------------------------------------------------------------------------
 # the client
 
-class K8sClient(object):
-    """Typed helpers over the Kubernetes REST API; objects are dicts."""
+class K8sClient:
+    """Typed helpers over the Kubernetes REST API; objects are dicts.
 
-    def __init__(self, dynamic_client, request_timeout=30.0, retries=5, conflict_retries=5,
-                 backoff_base=0.25, sleep=time.sleep, clock=time.monotonic):
-        # type: (Any, float, int, int, float, Callable[[float], None], Callable[[], float]) -> None
+    ``dry_run`` is the client's setting for every write (create, replace, patch, delete, evict and
+    what is built on them) whose call does not pass ``dry_run`` itself: True sends them all as
+    server-side dry runs (``dryRun=All``), which is how modules run in check mode.
+
+    A Namespace created by a dry run does not exist, so the server cannot dry-run a create inside
+    it (404). The client remembers such namespaces and answers creates into them itself, with the
+    object as sent; reads and other writes go to the server, which answers them as for any missing
+    namespace."""
+
+    def __init__(self, dynamic_client: Any, request_timeout: float = 30.0, retries: int = 5,
+                 conflict_retries: int = 5, backoff_base: float = 0.25,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+                 dry_run: bool = False) -> None:
         self._dynamic = dynamic_client
+        self.dry_run = bool(dry_run)
+        self.dry_run_namespaces: Set[str] = set()
         self.request_timeout = request_timeout
         self.retries = retries
         self.conflict_retries = conflict_retries
@@ -397,22 +410,22 @@ class K8sClient(object):
         self.retry_count = 0
 
     @classmethod
-    def connect(cls, params, **options):
-        # type: (Dict[str, Any], Any) -> K8sClient
+    def connect(cls, params: Dict[str, Any], dry_run: bool = False, **options: Any) -> K8sClient:
+        """A client for module-style connection ``params`` (see K8S_AUTH_ARGSPEC)."""
         configuration = build_configuration(**params)
         api_client = _k8s_client_mod.ApiClient(configuration)
         dynamic = _DynamicClient(api_client, discoverer=_NoDiscovery)
         timeout = params.get("request_timeout") or 30.0
-        return cls(dynamic, request_timeout=timeout, **options)
+        return cls(dynamic, request_timeout=timeout, dry_run=dry_run, **options)
 
     # -- transport -----------------------------------------------------------------------------
 
-    def _send_once(self, method, path, body, query, content_type, raw=False):
-        # type: (str, str, Any, List[Tuple[str, Any]], Optional[str], bool) -> Any
+    def _send_once(self, method: str, path: str, body: Any, query: List[Tuple[str, Any]],
+                   content_type: Optional[str], raw: bool = False) -> Any:
         """One HTTP request; returns the decoded JSON body (the text with raw=True).
         Raises _ApiException / urllib3 errors."""
-        kwargs = {"query_params": list(query), "serialize": False,
-                  "_request_timeout": self.request_timeout}  # type: Dict[str, Any]
+        kwargs: Dict[str, Any] = {"query_params": list(query), "serialize": False,
+                                  "_request_timeout": self.request_timeout}
         if content_type:
             kwargs["content_type"] = content_type
         response = self._dynamic.request(method, path, body=body, **kwargs)
@@ -425,8 +438,8 @@ class K8sClient(object):
             return json.loads(data) if data.strip() else {}
         return data
 
-    def request(self, method, path, body=None, query=None, content_type=None, retry_429=True, raw=False):
-        # type: (str, str, Any, Optional[List[Tuple[str, Any]]], Optional[str], bool, bool) -> Any
+    def request(self, method: str, path: str, body: Any = None, query: Optional[List[Tuple[str, Any]]] = None,
+                content_type: Optional[str] = None, retry_429: bool = True, raw: bool = False) -> Any:
         """Send a request with bounded retries on 5xx, 429 (unless retry_429 is False) and
         transport errors/timeouts. Raises K8sError with the Status message otherwise.
         raw=True returns the body as text (pod logs) instead of decoded JSON."""
@@ -459,8 +472,7 @@ class K8sClient(object):
             attempt += 1
 
     @staticmethod
-    def _retry_after(exc):
-        # type: (Any) -> Optional[float]
+    def _retry_after(exc: Any) -> Optional[float]:
         headers = getattr(exc, "headers", None) or {}
         try:
             value = headers.get("Retry-After")
@@ -471,9 +483,12 @@ class K8sClient(object):
         except (TypeError, ValueError):
             return None
 
+    def _dry(self, dry_run: Optional[bool]) -> bool:
+        """The dry-run setting of one write: the call's own, else the client's."""
+        return self.dry_run if dry_run is None else bool(dry_run)
+
     @staticmethod
-    def _write_query(dry_run):
-        # type: (bool) -> List[Tuple[str, Any]]
+    def _write_query(dry_run: bool) -> List[Tuple[str, Any]]:
         query = [("fieldManager", FIELD_MANAGER)]
         if dry_run:
             query.append(("dryRun", "All"))
@@ -481,8 +496,7 @@ class K8sClient(object):
 
     # -- CRUD ----------------------------------------------------------------------------------
 
-    def get(self, kind, name, namespace=None):
-        # type: (KindRef, str, Optional[str]) -> Optional[Dict[str, Any]]
+    def get(self, kind: KindRef, name: str, namespace: Optional[str] = None) -> Optional[Dict[str, Any]]:
         rtype = resource_type_of(kind)
         try:
             return self.request("GET", rtype.path(name, namespace))
@@ -491,14 +505,14 @@ class K8sClient(object):
                 return None
             raise
 
-    def list(self, kind, namespace=None, label_selector=None, field_selector=None, page_size=500):
-        # type: (KindRef, Optional[str], Optional[str], Optional[str], int) -> List[Dict[str, Any]]
+    def list(self, kind: KindRef, namespace: Optional[str] = None, label_selector: Optional[str] = None,
+             field_selector: Optional[str] = None, page_size: int = 500) -> List[Dict[str, Any]]:
         """All items (pages followed). namespace=None lists across namespaces."""
         rtype = resource_type_of(kind)
-        items = []  # type: List[Dict[str, Any]]
-        token = None  # type: Optional[str]
+        items: List[Dict[str, Any]] = []
+        token: Optional[str] = None
         while True:
-            query = [("limit", page_size)]  # type: List[Tuple[str, Any]]
+            query: List[Tuple[str, Any]] = [("limit", page_size)]
             if label_selector:
                 query.append(("labelSelector", label_selector))
             if field_selector:
@@ -515,21 +529,26 @@ class K8sClient(object):
             if not token:
                 return items
 
-    def create(self, body, dry_run=False, namespace=None):
-        # type: (Dict[str, Any], bool, Optional[str]) -> Dict[str, Any]
+    def create(self, body: Dict[str, Any], dry_run: Optional[bool] = None, namespace: Optional[str] = None) -> Dict[str, Any]:
+        dry = self._dry(dry_run)
         rtype = resource_type_of(body.get("kind", ""), body.get("apiVersion"))
-        namespace = namespace or (body.get("metadata") or {}).get("namespace")
+        meta = body.get("metadata") or {}
+        namespace = namespace or meta.get("namespace")
         if rtype.namespaced and not namespace:
-            raise K8sError("%s %s: a namespace is required" % (rtype.kind, (body.get("metadata") or {}).get("name")))
-        return self.request("POST", rtype.path(namespace=namespace if rtype.namespaced else None),
-                            body=body, query=self._write_query(dry_run))
+            raise K8sError("%s %s: a namespace is required" % (rtype.kind, meta.get("name")))
+        if dry and rtype.namespaced and namespace in self.dry_run_namespaces:
+            return _as_created_in(body, namespace)
+        created = self.request("POST", rtype.path(namespace=namespace if rtype.namespaced else None),
+                               body=body, query=self._write_query(dry))
+        if dry and rtype is BUILTIN_TYPES["Namespace"] and meta.get("name"):
+            self.dry_run_namespaces.add(meta["name"])
+        return created
 
-    def replace(self, body, dry_run=False):
-        # type: (Dict[str, Any], bool) -> Dict[str, Any]
+    def replace(self, body: Dict[str, Any], dry_run: Optional[bool] = None) -> Dict[str, Any]:
         rtype = resource_type_of(body.get("kind", ""), body.get("apiVersion"))
         meta = body.get("metadata") or {}
         return self.request("PUT", rtype.path(meta.get("name"), meta.get("namespace")),
-                            body=body, query=self._write_query(dry_run))
+                            body=body, query=self._write_query(self._dry(dry_run)))
 
     PATCH_TYPES = {
         "merge": "application/merge-patch+json",
@@ -537,8 +556,8 @@ class K8sClient(object):
         "json": "application/json-patch+json",
     }
 
-    def patch(self, kind, name, patch, namespace=None, patch_type="merge", dry_run=False, subresource=None):
-        # type: (KindRef, str, Any, Optional[str], str, bool, Optional[str]) -> Dict[str, Any]
+    def patch(self, kind: KindRef, name: str, patch: Any, namespace: Optional[str] = None,
+              patch_type: str = "merge", dry_run: Optional[bool] = None, subresource: Optional[str] = None) -> Dict[str, Any]:
         """merge (RFC 7386), strategic (built-in kinds only) or json (RFC 6902, a list of ops)."""
         if patch_type not in self.PATCH_TYPES:
             raise K8sError("patch_type must be one of %s, got %r" % (", ".join(sorted(self.PATCH_TYPES)), patch_type))
@@ -546,21 +565,21 @@ class K8sClient(object):
             raise K8sError("a json patch is a list of operations")
         rtype = resource_type_of(kind)
         return self.request("PATCH", rtype.path(name, namespace, subresource), body=patch,
-                            query=self._write_query(dry_run), content_type=self.PATCH_TYPES[patch_type])
+                            query=self._write_query(self._dry(dry_run)), content_type=self.PATCH_TYPES[patch_type])
 
-    def delete(self, kind, name, namespace=None, dry_run=False, propagation_policy="Background",
-               grace_period_seconds=None):
-        # type: (KindRef, str, Optional[str], bool, Optional[str], Optional[int]) -> bool
+    def delete(self, kind: KindRef, name: str, namespace: Optional[str] = None, dry_run: Optional[bool] = None,
+               propagation_policy: Optional[str] = "Background", grace_period_seconds: Optional[int] = None) -> bool:
         """True when the delete was accepted, False when the object did not exist."""
+        dry = self._dry(dry_run)
         rtype = resource_type_of(kind)
-        body = {"apiVersion": "v1", "kind": "DeleteOptions"}  # type: Dict[str, Any]
+        body: Dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if propagation_policy:
             body["propagationPolicy"] = propagation_policy
         if grace_period_seconds is not None:
             body["gracePeriodSeconds"] = grace_period_seconds
-        if dry_run:
+        if dry:
             body["dryRun"] = ["All"]
-        query = [("dryRun", "All")] if dry_run else []
+        query = [("dryRun", "All")] if dry else []
         try:
             self.request("DELETE", rtype.path(name, namespace), body=body, query=query)
         except K8sError as exc:
@@ -571,8 +590,7 @@ class K8sClient(object):
 
     # -- higher level --------------------------------------------------------------------------
 
-    def apply(self, body, dry_run=False, compare="exact"):
-        # type: (Dict[str, Any], bool, str) -> ApplyResult
+    def apply(self, body: Dict[str, Any], dry_run: Optional[bool] = None, compare: str = "exact") -> ApplyResult:
         """Create ``body`` or bring the live object to it (see desired_differs / merge_desired).
 
         Idempotent: no request that writes when nothing differs. In dry_run the server validates
@@ -604,8 +622,8 @@ class K8sClient(object):
         raise K8sError("%s %s: still conflicting after %d attempts (someone else keeps changing it)"
                        % (rtype.kind, name, self.conflict_retries + 1), status=409)
 
-    def update(self, kind, name, mutate, namespace=None, dry_run=False):
-        # type: (KindRef, str, Mutator, Optional[str], bool) -> Tuple[bool, Optional[Obj], Optional[Obj]]
+    def update(self, kind: KindRef, name: str, mutate: Mutator, namespace: Optional[str] = None,
+               dry_run: Optional[bool] = None) -> Tuple[bool, Optional[Obj], Optional[Obj]]:
         """Read-modify-write with optimistic locking.
 
         ``mutate(copy_of_live)`` returns the new object, or None when nothing has to change.
@@ -630,8 +648,8 @@ class K8sClient(object):
         raise K8sError("%s %s: still conflicting after %d attempts" % (rtype.kind, name, self.conflict_retries + 1),
                        status=409)
 
-    def _set_metadata_map(self, kind, name, section, values, namespace=None, dry_run=False):
-        # type: (KindRef, str, str, Dict[str, Optional[str]], Optional[str], bool) -> Tuple[bool, Dict[str, Any]]
+    def _set_metadata_map(self, kind: KindRef, name: str, section: str, values: Dict[str, Optional[str]],
+                          namespace: Optional[str] = None, dry_run: Optional[bool] = None) -> Tuple[bool, Dict[str, Any]]:
         def mutate(obj):
             current = (obj.get("metadata") or {}).get(section) or {}
             wanted = dict(current)
@@ -647,21 +665,18 @@ class K8sClient(object):
         changed, _before, after = self.update(kind, name, mutate, namespace=namespace, dry_run=dry_run)
         return changed, after or {}
 
-    def set_node_labels(self, node, labels, dry_run=False):
-        # type: (str, Dict[str, Optional[str]], bool) -> Tuple[bool, Dict[str, Any]]
+    def set_node_labels(self, node: str, labels: Dict[str, Optional[str]], dry_run: Optional[bool] = None) -> Tuple[bool, Dict[str, Any]]:
         """Set (value) or remove (None) node labels. Returns (changed, node)."""
         return self._set_metadata_map("Node", node, "labels", labels, dry_run=dry_run)
 
-    def set_node_annotations(self, node, annotations, dry_run=False):
-        # type: (str, Dict[str, Optional[str]], bool) -> Tuple[bool, Dict[str, Any]]
+    def set_node_annotations(self, node: str, annotations: Dict[str, Optional[str]], dry_run: Optional[bool] = None) -> Tuple[bool, Dict[str, Any]]:
         return self._set_metadata_map("Node", node, "annotations", annotations, dry_run=dry_run)
 
-    def set_labels(self, kind, name, labels, namespace=None, dry_run=False):
-        # type: (KindRef, str, Dict[str, Optional[str]], Optional[str], bool) -> Tuple[bool, Dict[str, Any]]
+    def set_labels(self, kind: KindRef, name: str, labels: Dict[str, Optional[str]],
+                   namespace: Optional[str] = None, dry_run: Optional[bool] = None) -> Tuple[bool, Dict[str, Any]]:
         return self._set_metadata_map(kind, name, "labels", labels, namespace=namespace, dry_run=dry_run)
 
-    def set_unschedulable(self, node, unschedulable, dry_run=False):
-        # type: (str, bool, bool) -> Tuple[bool, Dict[str, Any]]
+    def set_unschedulable(self, node: str, unschedulable: bool, dry_run: Optional[bool] = None) -> Tuple[bool, Dict[str, Any]]:
         """Cordon (True) or uncordon (False). Returns (changed, node)."""
         def mutate(obj):
             if bool((obj.get("spec") or {}).get("unschedulable")) == unschedulable:
@@ -675,31 +690,29 @@ class K8sClient(object):
         changed, _before, after = self.update("Node", node, mutate, dry_run=dry_run)
         return changed, after or {}
 
-    def ensure_namespace(self, name, labels=None, dry_run=False):
-        # type: (str, Optional[Dict[str, str]], bool) -> ApplyResult
-        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}  # type: Dict[str, Any]
+    def ensure_namespace(self, name: str, labels: Optional[Dict[str, str]] = None, dry_run: Optional[bool] = None) -> ApplyResult:
+        body: Dict[str, Any] = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
         if labels:
             body["metadata"]["labels"] = dict(labels)
         return self.apply(body, dry_run=dry_run)
 
-    def pods_on_node(self, node):
-        # type: (str) -> List[Dict[str, Any]]
+    def pods_on_node(self, node: str) -> List[Dict[str, Any]]:
         return self.list("Pod", field_selector="spec.nodeName=%s" % node)
 
-    def evict(self, name, namespace, dry_run=False, grace_period_seconds=None):
-        # type: (str, str, bool, Optional[int]) -> None
+    def evict(self, name: str, namespace: str, dry_run: Optional[bool] = None, grace_period_seconds: Optional[int] = None) -> None:
         """POST a policy/v1 Eviction. A PodDisruptionBudget refusal surfaces as K8sError(status=429)
         immediately (the caller decides how long to keep trying); 404 means already gone (ok)."""
-        body = {"apiVersion": "policy/v1", "kind": "Eviction",
-                "metadata": {"name": name, "namespace": namespace}}  # type: Dict[str, Any]
-        options = {}  # type: Dict[str, Any]
-        if dry_run:
+        body: Dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
+                                "metadata": {"name": name, "namespace": namespace}}
+        dry = self._dry(dry_run)
+        options: Dict[str, Any] = {}
+        if dry:
             options["dryRun"] = ["All"]
         if grace_period_seconds is not None:
             options["gracePeriodSeconds"] = grace_period_seconds
         if options:
             body["deleteOptions"] = options
-        query = [("dryRun", "All")] if dry_run else []
+        query = [("dryRun", "All")] if dry else []
         try:
             self.request("POST", BUILTIN_TYPES["Pod"].path(name, namespace, "eviction"), body=body,
                          query=query, retry_429=False)
@@ -707,37 +720,33 @@ class K8sClient(object):
             if exc.status != 404:
                 raise
 
-    def pod_log(self, name, namespace, container=None, tail_lines=None):
-        # type: (str, str, Optional[str], Optional[int]) -> str
+    def pod_log(self, name: str, namespace: str, container: Optional[str] = None, tail_lines: Optional[int] = None) -> str:
         """Text of pods/<name>/log (retried like every request; K8sError on failure)."""
-        query = []  # type: List[Tuple[str, Any]]
+        query: List[Tuple[str, Any]] = []
         if container:
             query.append(("container", container))
         if tail_lines is not None:
             query.append(("tailLines", tail_lines))
         return self.request("GET", BUILTIN_TYPES["Pod"].path(name, namespace, "log"), query=query, raw=True)
 
-    def events_for(self, kind, name, namespace=None):
-        # type: (str, str, Optional[str]) -> List[Dict[str, Any]]
+    def events_for(self, kind: str, name: str, namespace: Optional[str] = None) -> List[Dict[str, Any]]:
         """Events about one object, oldest first (core/v1 events)."""
         selector = "involvedObject.kind=%s,involvedObject.name=%s" % (kind, name)
         events = self.list("Event", namespace=namespace, field_selector=selector)
 
-        def when(event):
-            # type: (Dict[str, Any]) -> str
+        def when(event: Dict[str, Any]) -> str:
             return str(event.get("lastTimestamp") or event.get("eventTime")
                        or (event.get("metadata") or {}).get("creationTimestamp") or "")
         return sorted(events, key=when)
 
     # -- waiting -------------------------------------------------------------------------------
 
-    def now(self):
-        # type: () -> float
+    def now(self) -> float:
         """Monotonic seconds (the clock wait_for uses; injectable for tests)."""
         return self._clock()
 
-    def wait_for(self, what, probe, timeout, interval=2.0, progress=None):
-        # type: (str, Callable[[], Tuple[bool, Any]], float, float, Optional[Callable[[str, float, Any], None]]) -> Any
+    def wait_for(self, what: str, probe: Callable[[], Tuple[bool, Any]], timeout: float, interval: float = 2.0,
+                 progress: Optional[Callable[[str, float, Any], None]] = None) -> Any:
         """Poll ``probe() -> (done, detail)`` until done; returns the final detail.
 
         ``progress(what, elapsed_seconds, detail)`` is called after every poll that is not done.

@@ -6,11 +6,17 @@
 The GPU Operator's MIG manager applies the config named by the node label
 ``nvidia.com/mig.config`` from the ConfigMap ``migManager.config.name`` (key ``config.yaml``) and
 reports ``nvidia.com/mig.config.state`` = pending | rebooting | success | failed (SPECS §7.2, §7.4).
+
+Pure (no I/O) except ``wait_mig_config``, which polls through the K8sClient it is given.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import merged_configs, parse_config
 
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 MIG_STATE_LABEL = "nvidia.com/mig.config.state"
@@ -19,27 +25,27 @@ CONFIG_KEY = "config.yaml"
 # failure knows the cordon is ours to lift (and never lifts an administrator's cordon).
 CORDON_MARKER = "gpufleet.sharing/cordoned-for"
 CORDON_MARKER_VALUE = "mig-reconfiguration"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpufleet.sharing"}
 
 
 class MigOperatorError(ValueError):
     """Invalid input; ``problems`` lists everything found."""
 
-    def __init__(self, problems):
-        # type: (List[str]) -> None
-        super(MigOperatorError, self).__init__("; ".join(problems))
+    def __init__(self, problems: List[str]) -> None:
+        super().__init__("; ".join(problems))
         self.problems = problems
 
 
-def merge_host_configs(configs=None, configs_by_host=None):
-    # type: (Optional[Mapping[str, Any]], Optional[Mapping[str, Mapping[str, Any]]]) -> Dict[str, Any]
+def merge_host_configs(configs: Optional[Mapping[str, Any]] = None,
+                       configs_by_host: Optional[Mapping[str, Mapping[str, Any]]] = None) -> Dict[str, Any]:
     """One mapping name -> items from the common ``configs`` and every host's own ``mig_configs``.
 
     All nodes read the same ConfigMap, so a name must mean the same layout everywhere: the same
     name with different items (from two hosts, or a host and the common configs) is an error."""
-    merged = {}  # type: Dict[str, Any]
-    origin = {}  # type: Dict[str, str]
-    problems = []  # type: List[str]
-    sources = [("configs", configs or {})]  # type: List[Tuple[str, Mapping[str, Any]]]
+    merged: Dict[str, Any] = {}
+    origin: Dict[str, str] = {}
+    problems: List[str] = []
+    sources: List[Tuple[str, Mapping[str, Any]]] = [("configs", configs or {})]
     for host in sorted(configs_by_host or {}):
         sources.append(("host %s" % host, (configs_by_host or {})[host] or {}))
     for source, named in sources:
@@ -59,8 +65,7 @@ def merge_host_configs(configs=None, configs_by_host=None):
     return merged
 
 
-def missing_selections(available, selected_by_host):
-    # type: (Mapping[str, Any], Mapping[str, Optional[str]]) -> List[str]
+def missing_selections(available: Mapping[str, Any], selected_by_host: Mapping[str, Optional[str]]) -> List[str]:
     """Problems for hosts whose selected config is not in the ConfigMap."""
     problems = []
     for host in sorted(selected_by_host):
@@ -73,20 +78,17 @@ def missing_selections(available, selected_by_host):
     return problems
 
 
-def node_mig_status(node):
-    # type: (Mapping[str, Any]) -> Tuple[Optional[str], Optional[str]]
+def node_mig_status(node: Mapping[str, Any]) -> Tuple[Optional[str], Optional[str]]:
     labels = (node.get("metadata") or {}).get("labels") or {}
     return labels.get(MIG_CONFIG_LABEL), labels.get(MIG_STATE_LABEL)
 
 
-def node_is_configured(node, config):
-    # type: (Mapping[str, Any], str) -> bool
+def node_is_configured(node: Mapping[str, Any], config: str) -> bool:
     """Nothing to do: the node asks for ``config`` and the MIG manager reported success."""
     return node_mig_status(node) == (config, "success")
 
 
-def failure_reason(node, events):
-    # type: (Mapping[str, Any], List[Mapping[str, Any]]) -> str
+def failure_reason(node: Mapping[str, Any], events: List[Mapping[str, Any]]) -> str:
     """The MIG manager's explanation of a failed state: node annotations about MIG, then the most
     recent events on the node that mention MIG."""
     parts = []
@@ -99,3 +101,91 @@ def failure_reason(node, events):
     for event in related[-3:]:
         parts.append("event %s: %s" % (event.get("reason"), event.get("message")))
     return "; ".join(parts) if parts else "the MIG manager gave no reason (see its pod log)"
+
+
+def operator_config_document(configs: Optional[Mapping[str, Any]], configs_by_host: Optional[Mapping[str, Any]],
+                             include_default_configs: bool) -> Dict[str, Any]:
+    """The mig-parted v1 document of the ConfigMap: every host's configs merged (plus the default
+    named configs); raises MigOperatorError or _mig_parted.MigPartedError listing the problems."""
+    extra = merge_host_configs(configs, configs_by_host)
+    document = merged_configs(extra) if include_default_configs else {"version": "v1", "mig-configs": extra}
+    parse_config(document, "mig_configs")
+    return document
+
+
+def config_map_body(name: str, namespace: str, rendered: str) -> Dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(MANAGED_BY)},
+            "data": {CONFIG_KEY: rendered}}
+
+
+def policy_config_name(policy: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """``spec.migManager.config.name`` of a ClusterPolicy (None when unset or no policy)."""
+    spec = (policy or {}).get("spec") or {}
+    return ((spec.get("migManager") or {}).get("config") or {}).get("name")
+
+
+def undefined_config(document: Any, config: str, where: str) -> Optional[str]:
+    """Why ``config`` cannot be applied from the parsed ``config.yaml`` of ConfigMap ``where``
+    (namespace/name), or None when it is defined there."""
+    configs = document.get("mig-configs") if isinstance(document, dict) else None
+    if isinstance(configs, dict) and config in configs:
+        return None
+    return "MIG config %r is not defined in ConfigMap %s (key %s)%s" % (
+        config, where, CONFIG_KEY, "; it defines: %s" % ", ".join(sorted(configs)) if isinstance(configs, dict) else "")
+
+
+def cordoned_by_us(node: Mapping[str, Any]) -> bool:
+    """The node carries our cordon marker: a cordon we set and may lift."""
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(CORDON_MARKER) == CORDON_MARKER_VALUE
+
+
+def relabel_step(previous: Optional[str], state: Optional[str], config: str) -> str:
+    """What makes the MIG manager apply ``config`` to a node whose labels say (previous, state):
+
+    - ``"wait"``: it already works on this config (pending, rebooting);
+    - ``"restart"``: same label but failed or never processed; the MIG manager only reacts to label
+      changes and applies the current label when it starts, so its pod on the node is restarted
+      (after the stale state label is dropped);
+    - ``"relabel"``: set the new config and drop the old state together, so that a stale
+      ``success`` is never taken for the new config being applied."""
+    if previous == config:
+        return "wait" if state in ("pending", "rebooting") else "restart"
+    return "relabel"
+
+
+class MigConfigFailed(Exception):
+    """The MIG manager reported ``failed``; ``reason`` is its explanation (see failure_reason)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def wait_mig_config(k8s: K8sClient, node_name: str, config: str, timeout: float, interval: float,
+                    progress: Callable[[str, float, Any], None], history: List[Dict[str, Any]]) -> None:
+    """Wait until the MIG manager reports ``success`` for ``config`` on the node.
+
+    ``history`` (the caller's list, so that it is reported even on failure) gets each state seen,
+    with the seconds elapsed. Raises MigConfigFailed (state ``failed``), K8sError (the node is gone,
+    or someone else changed its MIG label) or K8sTimeout (detail: the last state)."""
+    start = k8s.now()
+
+    def probe() -> Tuple[bool, Any]:
+        live = k8s.get("Node", node_name)
+        if live is None:
+            raise K8sError("node %s disappeared while waiting for its MIG change" % node_name)
+        wanted, state = node_mig_status(live)
+        if not history or history[-1]["state"] != state:
+            history.append({"state": state, "elapsed": round(k8s.now() - start, 1)})
+        if wanted != config:
+            raise K8sError("the label %s on %s was changed to %r by someone else while waiting"
+                           % (MIG_CONFIG_LABEL, node_name, wanted))
+        if state == "failed":
+            reason = failure_reason(live, k8s.events_for("Node", node_name))
+            raise MigConfigFailed("the MIG manager failed to apply %r on %s: %s. The node stays cordoned; "
+                                  "fix the cause and run again" % (config, node_name, reason), reason)
+        return state == "success", state or "no state yet"
+
+    k8s.wait_for("MIG config %s on %s" % (config, node_name), probe, timeout, interval, progress)

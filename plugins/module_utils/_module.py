@@ -24,7 +24,10 @@ Every module's ``main()`` is a few lines::
   and every write request goes to the API server as a server-side dry run (``dryRun=All``). That is
   set once, on the client (``mod.k8s`` is built with ``dry_run=mod.check_mode``); modules do not branch
   on check mode for writes. The API server validates and defaults each object but stores nothing, so
-  no resourceVersion moves and the diff shows what would really be stored.
+  no resourceVersion moves and the diff shows what would really be stored. What the API server
+  cannot dry-run (helm) is not done but reported as planned, and nothing is waited for that a write
+  would have caused (evicted pods going, MIG manager, readiness). Full rule: docs/architecture.md,
+  "Modules: the base and check mode".
 """
 
 from __future__ import annotations

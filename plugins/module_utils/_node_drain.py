@@ -9,6 +9,9 @@ Drain follows kubectl's rules: mirror (static) pods and DaemonSet pods are skipp
 emptyDir volumes are only evicted with ``delete_emptydir_data``, pods without a controller only
 with ``force``. Eviction uses the policy/v1 Eviction API so PodDisruptionBudgets are honoured; a
 429 (budget exhausted) is retried until the timeout.
+
+On a client in dry-run mode (a module in check mode) every eviction is sent once as a dry run and
+nothing is waited for: a budget's refusal now says nothing about later, and no pod goes away.
 """
 
 from __future__ import annotations
@@ -20,29 +23,53 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sCl
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 
-def pod_key(pod):
-    # type: (Dict[str, Any]) -> str
+def pod_key(pod: Dict[str, Any]) -> str:
     meta = pod.get("metadata") or {}
     return "%s/%s" % (meta.get("namespace"), meta.get("name"))
 
 
-def _controller(pod):
-    # type: (Dict[str, Any]) -> Optional[Dict[str, Any]]
+def blocking_message(prefix: str, blocking: List[Dict[str, str]]) -> str:
+    """"<prefix>: ns/a reason; ns/b reason" for the pods that stop a drain."""
+    return "%s: %s" % (prefix, "; ".join("%s %s" % (b["pod"], b["reason"]) for b in blocking))
+
+
+def planned_annotations(current: Dict[str, str], wanted: Optional[Dict[str, Any]]) -> Dict[str, str]:
+    """``current`` with ``wanted`` applied: a value is set (as a string), None removes the key."""
+    result = dict(current)
+    for key, value in (wanted or {}).items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = str(value)
+    return result
+
+
+def pod_ready(pod: Dict[str, Any]) -> bool:
+    """Running, Ready and not being deleted."""
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running":
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+def _controller(pod: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     for owner in (pod.get("metadata") or {}).get("ownerReferences") or []:
         if owner.get("controller"):
             return owner
     return None
 
 
-def classify_pods(pods, delete_emptydir_data=False, force=False):
-    # type: (List[Dict[str, Any]], bool, bool) -> Tuple[List[Dict[str, Any]], List[Dict[str, str]], List[Dict[str, str]]]
+def classify_pods(pods: List[Dict[str, Any]], delete_emptydir_data: bool = False, force: bool = False,
+                  ) -> Tuple[List[Dict[str, Any]], List[Dict[str, str]], List[Dict[str, str]]]:
     """Split the pods of a node into (to_evict, skipped, blocking).
 
     skipped and blocking entries are {"pod": "ns/name", "reason": ...}; blocking pods stop the
     drain before anything is changed (the caller lists them in the error)."""
-    to_evict = []  # type: List[Dict[str, Any]]
-    skipped = []  # type: List[Dict[str, str]]
-    blocking = []  # type: List[Dict[str, str]]
+    to_evict: List[Dict[str, Any]] = []
+    skipped: List[Dict[str, str]] = []
+    blocking: List[Dict[str, str]] = []
     for pod in sorted(pods, key=pod_key):
         meta = pod.get("metadata") or {}
         key = pod_key(pod)
@@ -74,18 +101,17 @@ def classify_pods(pods, delete_emptydir_data=False, force=False):
 class DrainError(Exception):
     """The drain could not finish; ``details`` lists the pods concerned."""
 
-    def __init__(self, message, details=None):
-        # type: (str, Optional[List[Dict[str, str]]]) -> None
-        super(DrainError, self).__init__(message)
+    def __init__(self, message: str, details: Optional[List[Dict[str, str]]] = None) -> None:
+        super().__init__(message)
         self.details = details or []
 
 
-class Drainer(object):
+class Drainer:
     """Evict the pods of one node through the Eviction API and wait until they are gone."""
 
-    def __init__(self, k8s, node, delete_emptydir_data=False, force=False, timeout=300.0, interval=2.0,
-                 grace_period_seconds=None, progress=None):
-        # type: (K8sClient, str, bool, bool, float, float, Optional[int], Optional[Callable[[str, float, Any], None]]) -> None
+    def __init__(self, k8s: K8sClient, node: str, delete_emptydir_data: bool = False, force: bool = False,
+                 timeout: float = 300.0, interval: float = 2.0, grace_period_seconds: Optional[int] = None,
+                 progress: Optional[Callable[[str, float, Any], None]] = None) -> None:
         self.k8s = k8s
         self.node = node
         self.delete_emptydir_data = delete_emptydir_data
@@ -94,30 +120,27 @@ class Drainer(object):
         self.interval = interval
         self.grace_period_seconds = grace_period_seconds
         self.progress = progress
-        self.evicted = []  # type: List[Dict[str, str]]  # also filled when a DrainError is raised
+        self.evicted: List[Dict[str, str]] = []  # also filled when a DrainError is raised
 
-    def plan(self):
-        # type: () -> Tuple[List[Dict[str, Any]], List[Dict[str, str]], List[Dict[str, str]]]
+    def plan(self) -> Tuple[List[Dict[str, Any]], List[Dict[str, str]], List[Dict[str, str]]]:
         return classify_pods(self.k8s.pods_on_node(self.node), self.delete_emptydir_data, self.force)
 
-    def check_blocking(self, blocking):
-        # type: (List[Dict[str, str]]) -> None
+    def check_blocking(self, blocking: List[Dict[str, str]]) -> None:
         if blocking:
-            raise DrainError("cannot drain node %s: %s" % (
-                self.node, "; ".join("%s %s" % (b["pod"], b["reason"]) for b in blocking)), blocking)
+            raise DrainError(blocking_message("cannot drain node %s" % self.node, blocking), blocking)
 
-    def evict_all(self, pods):
-        # type: (List[Dict[str, Any]]) -> List[Dict[str, str]]
+    def evict_all(self, pods: List[Dict[str, Any]]) -> List[Dict[str, str]]:
         """Evict ``pods``; PDB refusals (429) are retried until the timeout. Then wait until the
         evicted pods are gone (deleted, or replaced by a pod with another uid). Returns
-        [{"pod", "uid"}] of the evicted pods."""
+        [{"pod", "uid"}] of the evicted pods (in dry-run mode: of those that would be evicted)."""
+        if self.k8s.dry_run:
+            return self._dry_run_evictions(pods)
         started = self.k8s.now()
         pending = dict((pod_key(p), p) for p in pods)
         evicted = self.evicted
-        refusals = {}  # type: Dict[str, str]
+        refusals: Dict[str, str] = {}
 
-        def evict_round():
-            # type: () -> Tuple[bool, Any]
+        def evict_round() -> Tuple[bool, Any]:
             for key in sorted(pending):
                 pod = pending[key]
                 meta = pod["metadata"]
@@ -146,12 +169,24 @@ class Drainer(object):
         self.wait_gone(evicted, max(self.interval, self.timeout - (self.k8s.now() - started)))
         return evicted
 
-    def wait_gone(self, evicted, timeout):
-        # type: (List[Dict[str, str]], float) -> None
+    def _dry_run_evictions(self, pods: List[Dict[str, Any]]) -> List[Dict[str, str]]:
+        """Each eviction once, as a dry run; a refusal by a budget (429) is no error here."""
+        planned = []
+        for pod in sorted(pods, key=pod_key):
+            key, meta = pod_key(pod), pod["metadata"]
+            try:
+                self.k8s.evict(meta["name"], meta["namespace"], grace_period_seconds=self.grace_period_seconds)
+            except K8sError as exc:
+                if exc.status != 429:
+                    raise DrainError("eviction of %s from %s failed: %s" % (key, self.node, exc),
+                                     [{"pod": key, "reason": str(exc)}]) from exc
+            planned.append({"pod": key, "uid": str(meta.get("uid", ""))})
+        return planned
+
+    def wait_gone(self, evicted: List[Dict[str, str]], timeout: float) -> None:
         remaining = list(evicted)
 
-        def gone():
-            # type: () -> Tuple[bool, Any]
+        def gone() -> Tuple[bool, Any]:
             still = []
             for entry in remaining:
                 namespace, name = entry["pod"].split("/", 1)

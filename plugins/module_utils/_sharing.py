@@ -21,12 +21,40 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
+import yaml  # PyYAML ships with ansible-core
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import CatalogError, find_model, resolve_model
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import (
+    MigPartedError,
+    current_layout,
+    desired_layout,
+    desired_state,
+    merged_configs,
+    parse_config as parse_mig_config,
+    select_config,
+)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import LayoutError, plan_layout
+
 GPU_RESOURCE = "nvidia.com/gpu"
 RESOURCE_PREFIX = "nvidia.com/"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
 STRATEGIES = ("none", "time-slicing", "mps")
 MIG_STRATEGIES = ("none", "single", "mixed")
+
+# One config as a module option (gpu_sharing ``configs[]``; documented there).
+CONFIG_ARGSPEC: Dict[str, Any] = dict(
+    name=dict(type="str", required=True),
+    strategy=dict(type="str", choices=["time-slicing", "mps", "none"], default="time-slicing"),
+    resources=dict(type="list", elements="dict", default=[],
+                   options=dict(name=dict(type="str", required=True), replicas=dict(type="int", required=True))),
+    rename_by_default=dict(type="bool", default=False),
+    fail_requests_greater_than_one=dict(type="bool"),
+    mig_strategy=dict(type="str", choices=["none", "single", "mixed"]),
+    version=dict(type="str", default="v1"),
+    nodes=dict(type="list", elements="str", default=[]),
+    node_selector=dict(type="raw"),
+)
 
 # Kubernetes label value (the config name is used as the node label value) and ConfigMap key rules.
 _LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -132,32 +160,10 @@ def _bool(raw: Mapping[str, Any], key: str, default: bool, where: str, problems:
     return default
 
 
-def parse_config(raw: Mapping[str, Any]) -> SharingConfig:
-    """Validate one user config; raises SharingError naming the config and the field."""
-    problems: List[str] = []
-    name = raw.get("name")
-    if not isinstance(name, str) or not name:
-        raise SharingError(["a sharing config has no name"])
-    where = "sharing config %r" % name
-    if len(name) > 63 or not _LABEL_VALUE_RE.match(name):
-        problems.append(
-            "%s: name must be a valid label value (<= 63 chars of letters, digits, '-', '_', '.', "
-            "starting and ending with a letter or digit) because nodes select it with the label %s"
-            % (where, CONFIG_LABEL)
-        )
-    strategy = raw.get("strategy", "time-slicing")
-    if strategy not in STRATEGIES:
-        problems.append("%s: strategy must be one of %s, got %r" % (where, ", ".join(STRATEGIES), strategy))
-    version = raw.get("version", "v1")
-    if version != "v1":
-        problems.append("%s: version must be v1 (the only device-plugin config version), got %r" % (where, version))
-    mig_strategy = raw.get("mig_strategy")
-    if mig_strategy is not None and mig_strategy not in MIG_STRATEGIES:
-        problems.append("%s: mig_strategy must be one of %s, got %r" % (where, ", ".join(MIG_STRATEGIES), mig_strategy))
-
+def _parse_resources(raw_resources: Sequence[Any], strategy: str, where: str, problems: List[str]) -> List[SharedResource]:
+    """The shared resources of one config; problems are appended (named by config, index and resource)."""
     resources: List[SharedResource] = []
     seen = set()
-    raw_resources = raw.get("resources") or []
     if strategy in ("time-slicing", "mps") and not raw_resources:
         problems.append("%s: resources is required and must not be empty for strategy %s" % (where, strategy))
     if strategy == "none" and raw_resources:
@@ -192,6 +198,33 @@ def parse_config(raw: Mapping[str, Any]) -> SharingConfig:
             problems.append("%s: replicas must be >= 2, got %d" % (item_where, replicas))
         resources.append(SharedResource(rname, replicas))
 
+    return resources
+
+
+def parse_config(raw: Mapping[str, Any]) -> SharingConfig:
+    """Validate one user config; raises SharingError naming the config and the field."""
+    problems: List[str] = []
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise SharingError(["a sharing config has no name"])
+    where = "sharing config %r" % name
+    if len(name) > 63 or not _LABEL_VALUE_RE.match(name):
+        problems.append(
+            "%s: name must be a valid label value (<= 63 chars of letters, digits, '-', '_', '.', "
+            "starting and ending with a letter or digit) because nodes select it with the label %s"
+            % (where, CONFIG_LABEL)
+        )
+    strategy = raw.get("strategy", "time-slicing")
+    if strategy not in STRATEGIES:
+        problems.append("%s: strategy must be one of %s, got %r" % (where, ", ".join(STRATEGIES), strategy))
+    version = raw.get("version", "v1")
+    if version != "v1":
+        problems.append("%s: version must be v1 (the only device-plugin config version), got %r" % (where, version))
+    mig_strategy = raw.get("mig_strategy")
+    if mig_strategy is not None and mig_strategy not in MIG_STRATEGIES:
+        problems.append("%s: mig_strategy must be one of %s, got %r" % (where, ", ".join(MIG_STRATEGIES), mig_strategy))
+
+    resources = _parse_resources(raw.get("resources") or [], strategy, where, problems)
     rename = _bool(raw, "rename_by_default", False, where, problems)
     fail_gt1_default = strategy == "mps"
     fail_gt1 = _bool(raw, "fail_requests_greater_than_one", fail_gt1_default, where, problems)
@@ -374,19 +407,26 @@ def _model_mig_resources(model: Any) -> FrozenSet[str]:
     return frozenset(names)
 
 
+def _mig_resources(model: Any, model_name: Any, layout: Mapping[str, int], where: str,
+                   problems: List[str]) -> Optional[Dict[str, int]]:
+    """Mixed-strategy resources of one MIG layout (None, with the problem noted, when it is invalid)."""
+    if model is None:
+        problems.append("%s: a MIG layout needs the GPU model" % where)
+        return None
+    try:
+        return plan_layout(model, dict(layout)).resources("mixed")
+    except LayoutError as exc:
+        detail = "; ".join(getattr(exc, "problems", None) or [str(exc)])
+        problems.append("%s: MIG layout %s is invalid for %s: %s" % (where, dict(layout), model_name, detail))
+        return None
+
+
 def node_gpus_from_plan(gpus: Sequence[Mapping[str, Any]], where: str = "node") -> NodeGpus:
     """Build NodeGpus from planned GPUs: ``[{model, count=1, mig: {profile: n} | None, product}]``.
 
     MIG devices come from the planner (``plan_layout(...).resources("mixed")``), so the layout is
     validated against the model's geometry here too.
     """
-    # Imported here so that the config/render half of this file works without the planner.
-    from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import (  # noqa: E501
-        CatalogError,
-        resolve_model,
-    )
-    from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import LayoutError, plan_layout
-
     problems: List[str] = []
     full = 0
     mig_gpus = 0
@@ -401,31 +441,22 @@ def node_gpus_from_plan(gpus: Sequence[Mapping[str, Any]], where: str = "node") 
             problems.append("%s: count must be an integer >= 1, got %r" % (gwhere, count))
             continue
         model_name = gpu.get("model")
-        model = None
-        if model_name:
-            try:
-                model = resolve_model(str(model_name), gpu.get("pci_device_id"))
-            except CatalogError as exc:
-                problems.append("%s: unknown GPU model %r (%s)" % (gwhere, model_name, exc))
-                continue
+        try:
+            model = resolve_model(str(model_name), gpu.get("pci_device_id")) if model_name else None
+        except CatalogError as exc:
+            problems.append("%s: unknown GPU model %r (%s)" % (gwhere, model_name, exc))
+            continue
+        if model is not None:
             key = getattr(model, "key", None) or str(model_name)
-            if key not in models:
-                models.append(key)
+            models.extend([key] if key not in models else [])
             known.update(_model_mig_resources(model))
         if gpu.get("product"):
             products.add(sanitize_product(str(gpu["product"])))
-        layout = gpu.get("mig")
-        if not layout:
+        if not gpu.get("mig"):
             full += count
             continue
-        if model is None:
-            problems.append("%s: a MIG layout needs the GPU model" % gwhere)
-            continue
-        try:
-            resources = plan_layout(model, dict(layout)).resources("mixed")
-        except LayoutError as exc:
-            detail = "; ".join(getattr(exc, "problems", None) or [str(exc)])
-            problems.append("%s: MIG layout %s is invalid for %s: %s" % (gwhere, dict(layout), model_name, detail))
+        resources = _mig_resources(model, model_name, gpu["mig"], gwhere, problems)
+        if resources is None:
             continue
         mig_gpus += count
         for rname, n in resources.items():
@@ -511,17 +542,6 @@ def plan_from_host(gpu_facts: Sequence[Mapping[str, Any]], mig_config: Optional[
     ``mig_config``/``mig_configs``, default named configs included); GPUs the config does not
     touch keep their current layout. Without ``mig_config`` the current layout is the plan.
     """
-    from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import find_model
-    from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import (
-        MigPartedError,
-        current_layout,
-        desired_layout,
-        desired_state,
-        merged_configs,
-        parse_config as parse_mig_config,
-        select_config,
-    )
-
     desired: Dict[int, Any] = {}
     if mig_config:
         try:
@@ -543,22 +563,17 @@ def plan_from_host(gpu_facts: Sequence[Mapping[str, Any]], mig_config: Optional[
     return plan
 
 
-def node_gpus_for(node: str, plan: Any, labels: Mapping[str, str], mig_strategy: str) -> NodeGpus:
-    """The node's GPUs from its plan entry, else from its labels.
+def node_gpus_for(node: str, gpus: Optional[Sequence[Mapping[str, Any]]], labels: Mapping[str, str],
+                  mig_strategy: str) -> NodeGpus:
+    """The node's GPUs from its planned GPU list (``[{model, count, mig, product}]``), else from its labels.
 
-    The plan entry is a GPU list, ``{"gpus": [...]}``, or ``{"gpu_facts": [...], "mig_config": name,
-    "mig_configs": {...}}`` (a host's gpu_facts and mig role variables, see plan_from_host).
+    Turning a host's intent (GPU facts + MIG selection) into that list is ``_fleet_plan.HostPlan``'s job.
     """
     where = "node %r" % node
-    if isinstance(plan, Mapping):
-        if plan.get("gpu_facts"):
-            plan = plan_from_host(plan["gpu_facts"], plan.get("mig_config"), plan.get("mig_configs"), where)
-        else:
-            plan = plan.get("gpus") or []
-    if plan:
-        if isinstance(plan, str) or not isinstance(plan, Sequence) or not all(isinstance(g, Mapping) for g in plan):
+    if gpus:
+        if isinstance(gpus, (str, Mapping)) or not isinstance(gpus, Sequence) or not all(isinstance(g, Mapping) for g in gpus):
             raise SharingError(["%s: the GPU plan must be a list of {model, count, mig, product}" % where])
-        return node_gpus_from_plan(plan, where)
+        return node_gpus_from_plan(gpus, where)
     return node_gpus_from_labels(labels, mig_strategy, where)
 
 
@@ -729,8 +744,6 @@ def parse_rendered_config(name: str, text: str) -> SharingConfig:
 
     Used to verify a cluster without the plan. Raises SharingError naming the key.
     """
-    import yaml  # PyYAML ships with ansible-core; imported here to keep the rest dependency-free
-
     where = "ConfigMap key %r" % name
     try:
         doc = yaml.safe_load(text)

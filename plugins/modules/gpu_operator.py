@@ -30,20 +30,13 @@ author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.sharing.k8s_auth
+  - gpufleet.sharing.attributes.CLUSTER
 attributes:
   check_mode:
-    support: full
-    description: >-
-      Nothing is installed, upgraded or removed. CRDs are sent with server-side C(dryRun=All).
-      The result shows the planned action and the values diff.
-  diff_mode:
-    support: full
-    description: >-
-      Shows the chart version and the user-supplied values, before and after.
-  platform:
-    platforms: posix
-    support: full
-    description: Runs on the controller (or any host with the Python C(kubernetes) client) and talks to the API server.
+    description:
+      - Reads and plans as a real run; the namespace and the CRDs are sent as server-side dry runs
+        (C(dryRun=All)). Helm does not install, upgrade, uninstall or change its repositories, and
+        nothing is waited for. The result shows the planned action and the values diff.
 options:
   state:
     description:
@@ -255,19 +248,17 @@ diagnosis:
   elements: str
 """
 
-import json
-import os
-import tempfile
+from typing import Any, Dict, List
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.process import get_bin_path
 
-from ..module_utils._k8s import K8S_AUTH_ARGSPEC, K8sError, K8sTimeout, client_from_module
-from ..module_utils._helm import (
-    HelmCommand, HelmError, check_helm_version, helm_environment, is_local_chart, parse_chart_metadata,
-    parse_helm_version, parse_release_list, parse_values, repo_of, same_version, split_chart_field)
-from ..module_utils._gpu_operator import (
-    PSA_LABELS, ValuesError, build_values, cluster_policy_state, crd_documents, daemonsets_not_rolled_out,
-    diagnose_operands, values_changes)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator import (
+    PSA_LABELS, NotReady, ValuesError, build_values, cluster_policy_state, crd_documents, pending_problem,
+    release_action, release_info, release_state, values_changes, wait_operator_ready)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import (
+    Helm, HelmCommand, HelmError, HelmFailed, find_helm, helm_environment, repo_of)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
+from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
 
 try:
     import yaml
@@ -275,311 +266,169 @@ try:
 except ImportError:  # pragma: no cover - ansible-core requires PyYAML
     HAS_YAML = False
 
+ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    release_name=dict(type="str", default="gpu-operator"),
+    namespace=dict(type="str", default="gpu-operator"),
+    create_namespace=dict(type="bool", default=True),
+    chart_ref=dict(type="str", default="nvidia/gpu-operator"),
+    chart_version=dict(type="str"),
+    repo_url=dict(type="str"),
+    repo_username=dict(type="str"),
+    repo_password=dict(type="str", no_log=True),
+    values=dict(type="dict", default={}),
+    mig_strategy=dict(type="str", choices=["none", "single", "mixed"]),
+    mig_manager_enabled=dict(type="bool"),
+    mig_manager_config=dict(type="str"),
+    driver_enabled=dict(type="bool"),
+    toolkit_enabled=dict(type="bool"),
+    device_plugin_config=dict(type="dict", options=dict(name=dict(type="str"), default=dict(type="str"))),
+    apply_crds=dict(type="bool", default=True),
+    cluster_policy_name=dict(type="str", default="cluster-policy"),
+    wait=dict(type="bool", default=True),
+    wait_timeout=dict(type="int", default=900),
+    wait_interval=dict(type="float", default=5),
+    helm_binary=dict(type="str", default="helm"),
+)
 
-class GpuOperator(object):
-    def __init__(self, module):
-        self.module = module
-        self.params = module.params
-        self.helm = HelmCommand(self._helm_path(), module.params["kubeconfig"], module.params["context"])
-        self.env = helm_environment(module.params["host"], module.params["api_key"], module.params["ca_cert"],
-                                    module.params["validate_certs"])
-        self.result = {"changed": False}
 
-    def _helm_path(self):
-        binary = self.module.params["helm_binary"]
-        if os.path.sep in binary:
-            if not os.access(binary, os.X_OK):
-                self.module.fail_json(msg="helm_binary %s is not an executable file" % binary)
-            return binary
-        return self.module.get_bin_path(binary, required=True)
+def main() -> None:
+    GpuFleetModule(ARGUMENT_SPEC, cluster=True, required_by={"repo_password": "repo_username"}).run(run)
 
-    def run(self, argv, what, data=None, ok_rcs=(0,)):
-        rc, out, err = self.module.run_command(argv, data=data, environ_update=self.env, binary_data=False)
-        if rc not in ok_rcs:
-            # argv holds no secret (see _helm); the environment, which may, is not echoed
-            self.module.fail_json(msg="helm %s failed (rc=%d): %s" % (what, rc, (err or out).strip()),
-                                  cmd=argv, rc=rc, **self.result)
-        return rc, out, err
 
-    def fail(self, msg, **extra):
-        result = dict(self.result)
-        result.update(extra)
-        self.module.fail_json(msg=msg, **result)
+def run(mod: GpuFleetModule) -> None:
+    params = mod.params
+    if not HAS_YAML:
+        mod.fail("PyYAML is required")
+    if params["wait_timeout"] < 0:
+        mod.fail("wait_timeout must be >= 0, got %d" % params["wait_timeout"])
+    if params["wait_interval"] <= 0:
+        mod.fail("wait_interval must be > 0")
+    try:
+        operator = GpuOperator(mod)
+        mod.result["helm_version"] = ".".join(str(part) for part in operator.helm.version())
+        if params["state"] == "absent":
+            operator.absent()
+        else:
+            operator.present()
+    except HelmFailed as exc:
+        # argv holds no secret (see _helm); the environment, which may, is not echoed
+        mod.fail(str(exc), cmd=exc.argv, rc=exc.rc)
+    except HelmError as exc:
+        mod.fail(str(exc))
 
-    # -- steps -----------------------------------------------------------------------------------
 
-    def check_version(self):
-        _rc, out, _err = self.run(self.helm.version(), "version")
-        try:
-            version = parse_helm_version(out)
-            check_helm_version(version)
-        except HelmError as exc:
-            self.fail(str(exc))
-        self.result["helm_version"] = ".".join(str(part) for part in version)
+class GpuOperator:
+    """The release (helm) and the cluster objects around it (namespace, CRDs, readiness)."""
 
-    def current_release(self):
-        _rc, out, _err = self.run(self.helm.list_releases(self.params["namespace"], self.params["release_name"]),
-                                  "list")
-        try:
-            return parse_release_list(out, self.params["release_name"])
-        except HelmError as exc:
-            self.fail(str(exc))
+    def __init__(self, mod: GpuFleetModule) -> None:
+        self.mod = mod
+        self.params = params = mod.params
+        env = helm_environment(params["host"], params["api_key"], params["ca_cert"], params["validate_certs"])
+        self.helm = Helm(HelmCommand(find_helm(params["helm_binary"], get_bin_path), params["kubeconfig"],
+                                     params["context"]),
+                         lambda argv, data: mod.ansible.run_command(argv, data=data, environ_update=env,
+                                                                    binary_data=False))
 
-    def release_info(self, entry, chart_name=None):
-        if not entry:
-            return {}
-        try:
-            name, version = split_chart_field(entry.get("chart", ""), chart_name)
-        except HelmError:
-            name, version = entry.get("chart"), None
-        revision = entry.get("revision")
-        try:
-            revision = int(revision)
-        except (TypeError, ValueError):
-            pass
-        return {"name": entry.get("name"), "namespace": entry.get("namespace"), "revision": revision,
-                "status": entry.get("status"), "chart": name, "chart_version": version,
-                "app_version": entry.get("app_version")}
-
-    def ensure_repo(self):
-        chart_ref, url = self.params["chart_ref"], self.params["repo_url"]
-        if not url:
-            return
-        name = repo_of(chart_ref)
-        if name is None:
-            self.fail("repo_url is set but chart_ref %r does not name a repository chart (repo/chart)" % chart_ref)
-        _rc, out, _err = self.run(self.helm.repo_list(), "repo list", ok_rcs=(0, 1))  # rc 1: no repositories
-        try:
-            repos = json.loads(out) if out.strip().startswith("[") else []
-        except ValueError:
-            repos = []
-        configured = dict((r.get("name"), r.get("url")) for r in repos if isinstance(r, dict))
-        if configured.get(name) != url:
-            if self.module.check_mode:
-                self.result.setdefault("warnings_", []).append(
-                    "helm repository %s (%s) would be added; chart details come from the current cache" % (name, url))
-                return
-            password = self.params["repo_password"]
-            self.run(self.helm.repo_add(name, url, self.params["repo_username"], with_password=bool(password)),
-                     "repo add", data=password)
-        if not self.module.check_mode:
-            self.run(self.helm.repo_update([name]), "repo update")
-
-    def chart_metadata(self):
-        chart_ref, version = self.params["chart_ref"], self.params["chart_version"]
-        if not is_local_chart(chart_ref) and not version:
-            self.fail("chart_version is required for the repository chart %s: pin the version you mean "
-                      "(for example v25.10.1)" % chart_ref)
-        if is_local_chart(chart_ref) and not os.path.exists(chart_ref):
-            self.fail("chart_ref %s: no such chart directory or archive" % chart_ref)
-        _rc, out, _err = self.run(self.helm.show_chart(chart_ref, version), "show chart")
-        try:
-            meta = parse_chart_metadata(out)
-        except HelmError as exc:
-            self.fail(str(exc))
-        if version and not same_version(version, meta["version"]):
-            self.fail("chart_version %s does not match the chart %s, which is version %s"
-                      % (version, chart_ref, meta["version"]))
-        return meta
-
-    def chart_crds(self):
-        _rc, out, _err = self.run(self.helm.show_crds(self.params["chart_ref"], self.params["chart_version"]),
-                                  "show crds")
-        try:
-            return crd_documents(list(yaml.safe_load_all(out)))
-        except (yaml.YAMLError, ValueError) as exc:
-            self.fail("cannot read the chart's CRDs: %s" % exc)
-
-    def wait_ready(self, k8s):
-        name = self.params["cluster_policy_name"]
-        seen = []
-
-        def probe():
-            policy = k8s.get("ClusterPolicy", name)
-            state = cluster_policy_state(policy)
-            if state != "ready":
-                return False, state or ("absent" if policy is None else "no status")
-            rolling = daemonsets_not_rolled_out(k8s.list("DaemonSet", namespace=self.params["namespace"]))
-            return not rolling, "ready" if not rolling else "ready, but " + "; ".join(rolling)
-
-        def progress(what, elapsed, detail):
-            if not seen or seen[-1] != detail:
-                seen.append(detail)
-                self.module.log("gpu_operator: waiting for %s: %s after %.0fs" % (what, detail, elapsed))
-
-        start = k8s.now()
-        try:
-            state = k8s.wait_for("ClusterPolicy %s to be ready" % name, probe, timeout=self.params["wait_timeout"],
-                                 interval=self.params["wait_interval"], progress=progress)
-        except K8sTimeout as exc:
-            diagnosis = self.diagnose(k8s)
-            if str(exc.detail).startswith("ready, but "):
-                diagnosis.extend(str(exc.detail)[len("ready, but "):].split("; "))
-            self.fail("%s. Not ready: %s" % (exc, " | ".join(diagnosis[1:]) or diagnosis[0]),
-                      diagnosis=diagnosis, cluster_policy_state=exc.detail, waited=round(exc.elapsed, 1))
-        self.result["cluster_policy_state"] = state
-        self.result["waited"] = round(k8s.now() - start, 1)
-
-    def diagnose(self, k8s):
-        namespace = self.params["namespace"]
-        try:
-            policy = k8s.get("ClusterPolicy", self.params["cluster_policy_name"])
-            daemonsets = k8s.list("DaemonSet", namespace=namespace)
-            pods = k8s.list("Pod", namespace=namespace)
-        except K8sError as exc:
-            return ["cannot collect the diagnosis: %s" % exc]
-        return diagnose_operands(policy, daemonsets, pods)
-
-    # -- states ----------------------------------------------------------------------------------
-
-    def absent(self):
-        entry = self.current_release()
-        self.result["release"] = self.release_info(entry)
+    def absent(self) -> None:
+        entry = self.helm.release(self.params["namespace"], self.params["release_name"])
+        self.mod.result["release"] = release_info(entry)
         if entry is None:
-            self.result["action"] = "absent"
+            self.mod.result["action"] = "absent"
             return
-        self.result["changed"] = True
-        self.result["action"] = "uninstalled"
-        if self.module._diff:
-            self.result["diff"] = {"before": {"release": self.result["release"]}, "after": {}}
-        if not self.module.check_mode:
-            self.run(self.helm.uninstall(self.params["release_name"], self.params["namespace"]), "uninstall")
+        self.mod.result["action"] = "uninstalled"
+        self.mod.changes.record("helm release %s" % self.params["release_name"],
+                                {"release": self.mod.result["release"]}, {})
+        if not self.mod.check_mode:  # helm has no dry run that stores nothing
+            self.helm.call(self.helm.command.uninstall(self.params["release_name"], self.params["namespace"]),
+                           "uninstall")
 
-    def present(self, k8s):
-        params = self.params
+    def present(self) -> None:
+        params, result = self.params, self.mod.result
+        k8s = self.mod.k8s  # connected first: a bad kubeconfig fails before helm changes anything
         try:
             values = build_values(params["values"], params["mig_strategy"], params["mig_manager_enabled"],
                                   params["mig_manager_config"], params["driver_enabled"], params["toolkit_enabled"],
                                   params["device_plugin_config"])
         except ValuesError as exc:
-            self.fail("invalid values: %s" % exc, problems=exc.problems)
+            self.mod.fail("invalid values: %s" % exc, problems=exc.problems)
         self.ensure_repo()
-        meta = self.chart_metadata()
+        meta = self.helm.chart_metadata(params["chart_ref"], params["chart_version"])
         wanted_version = params["chart_version"] or meta["version"]
         crds = self.chart_crds() if params["apply_crds"] else []
+        entry = self.helm.release(params["namespace"], params["release_name"])
+        before_values = self.helm.values(params["release_name"], params["namespace"]) if entry is not None else {}
+        info = release_info(entry, meta["name"])
+        result.update(release=info, values=values, values_changes=values_changes(before_values, values))
+        problem = pending_problem(entry, params["release_name"])
+        if problem:
+            self.mod.fail(problem)
+        result["action"] = action = release_action(entry, meta["name"], wanted_version, before_values, values)
+        self.apply_cluster_objects(k8s, crds)
+        self.mod.changes.record("helm release %s" % params["release_name"], release_state(info, before_values),
+                                {"chart": meta["name"], "chart_version": wanted_version, "values": values},
+                                changed=action != "unchanged")
+        if action != "unchanged" and not self.mod.check_mode:
+            self.helm.upgrade_install(params["release_name"], params["chart_ref"], params["namespace"], values,
+                                      params["chart_version"], self.mod.ansible.tmpdir)
+            result["release"] = release_info(self.helm.release(params["namespace"], params["release_name"]),
+                                             meta["name"])
+        if params["wait"] and not self.mod.check_mode:
+            self.wait_ready(k8s)
+            return
+        try:
+            result["cluster_policy_state"] = cluster_policy_state(k8s.get("ClusterPolicy", params["cluster_policy_name"]))
+        except K8sError:
+            result["cluster_policy_state"] = None
 
-        entry = self.current_release()
-        before_values = {}
-        if entry is not None:
-            _rc, out, _err = self.run(self.helm.get_values(params["release_name"], params["namespace"]),
-                                      "get values")
-            try:
-                before_values = parse_values(out)
-            except HelmError as exc:
-                self.fail(str(exc))
-        info = self.release_info(entry, meta["name"])
-        self.result["release"] = info
-        self.result["values"] = values
-        self.result["values_changes"] = values_changes(before_values, values)
-        if entry is not None and str(entry.get("status", "")).startswith("pending"):
-            self.fail("release %s is %s: another helm operation is in progress or was interrupted; "
-                      "resolve it (helm rollback or wait) before running again" % (params["release_name"],
-                                                                                   entry.get("status")))
-        if entry is None:
-            action = "installed"
-        elif (info.get("chart") != meta["name"] or not same_version(info.get("chart_version"), wanted_version)
-              or before_values != values or entry.get("status") != "deployed"):
-            action = "upgraded"
-        else:
-            action = "unchanged"
-        self.result["action"] = action
-        if self.module._diff:
-            self.result["diff"] = {
-                "before": {"chart": info.get("chart"), "chart_version": info.get("chart_version"),
-                           "values": before_values} if entry else {},
-                "after": {"chart": meta["name"], "chart_version": wanted_version, "values": values},
-            }
+    def ensure_repo(self) -> None:
+        chart_ref, url = self.params["chart_ref"], self.params["repo_url"]
+        if not url:
+            return
+        name = repo_of(chart_ref)
+        if name is None:
+            self.mod.fail("repo_url is set but chart_ref %r does not name a repository chart (repo/chart)" % chart_ref)
+        if not self.helm.sync_repository(name, url, self.params["repo_username"], self.params["repo_password"],
+                                         dry_run=self.mod.check_mode):
+            self.mod.warn("helm repository %s (%s) would be added; chart details come from the current cache"
+                          % (name, url))
 
-        # Cluster objects first: namespace (PSA label) and CRDs, so that the chart finds them.
-        if params["create_namespace"]:
+    def chart_crds(self) -> List[Dict[str, Any]]:
+        text = self.helm.crds_text(self.params["chart_ref"], self.params["chart_version"])
+        try:
+            return crd_documents(list(yaml.safe_load_all(text)))
+        except (yaml.YAMLError, ValueError) as exc:
+            self.mod.fail("cannot read the chart's CRDs: %s" % exc)
+
+    def apply_cluster_objects(self, k8s: K8sClient, crds: List[Dict[str, Any]]) -> None:
+        """Namespace (PSA label) and CRDs first, so that the chart finds them."""
+        namespace = self.params["namespace"]
+        if self.params["create_namespace"]:
             try:
-                ns_result = k8s.ensure_namespace(params["namespace"], PSA_LABELS, dry_run=self.module.check_mode)
+                applied = k8s.ensure_namespace(namespace, PSA_LABELS)
             except K8sError as exc:
-                self.fail("namespace %s: %s" % (params["namespace"], exc))
-            self.result["namespace_action"] = ns_result.action
-            self.result["changed"] = self.result["changed"] or ns_result.changed
-        crd_report = []
+                self.mod.fail("namespace %s: %s" % (namespace, exc))
+            self.mod.result["namespace_action"] = applied.action
+            if applied.changed:
+                self.mod.changes.mark()
+        report = []
         for crd in crds:
             try:
-                applied = k8s.apply(crd, dry_run=self.module.check_mode, compare="subset")
+                applied = k8s.apply(crd, compare="subset")
             except K8sError as exc:
-                self.fail("CRD %s: %s" % (crd["metadata"]["name"], exc))
-            crd_report.append({"name": crd["metadata"]["name"], "action": applied.action})
-            self.result["changed"] = self.result["changed"] or applied.changed
-        self.result["crds"] = crd_report
+                self.mod.fail("CRD %s: %s" % (crd["metadata"]["name"], exc))
+            report.append({"name": crd["metadata"]["name"], "action": applied.action})
+            if applied.changed:
+                self.mod.changes.mark()
+        self.mod.result["crds"] = report
 
-        if action != "unchanged":
-            self.result["changed"] = True
-            if not self.module.check_mode:
-                self.upgrade(values)
-                self.result["release"] = self.release_info(self.current_release(), meta["name"])
-        if params["wait"] and not self.module.check_mode:
-            self.wait_ready(k8s)
-        else:
-            try:
-                self.result["cluster_policy_state"] = cluster_policy_state(
-                    k8s.get("ClusterPolicy", params["cluster_policy_name"]))
-            except K8sError:
-                self.result["cluster_policy_state"] = None
-
-    def upgrade(self, values):
-        params = self.params
-        handle, path = tempfile.mkstemp(prefix="gpu-operator-values-", suffix=".yaml",
-                                        dir=self.module.tmpdir)  # mkstemp: mode 0600
+    def wait_ready(self, k8s: K8sClient) -> None:
         try:
-            with os.fdopen(handle, "w") as stream:
-                json.dump(values, stream, indent=2, sort_keys=True)  # JSON is YAML
-            self.run(self.helm.upgrade_install(params["release_name"], params["chart_ref"], params["namespace"],
-                                               path, params["chart_version"]), "upgrade --install")
-        finally:
-            os.unlink(path)
-
-
-def main():
-    argument_spec = dict(
-        state=dict(type="str", choices=["present", "absent"], default="present"),
-        release_name=dict(type="str", default="gpu-operator"),
-        namespace=dict(type="str", default="gpu-operator"),
-        create_namespace=dict(type="bool", default=True),
-        chart_ref=dict(type="str", default="nvidia/gpu-operator"),
-        chart_version=dict(type="str"),
-        repo_url=dict(type="str"),
-        repo_username=dict(type="str"),
-        repo_password=dict(type="str", no_log=True),
-        values=dict(type="dict", default={}),
-        mig_strategy=dict(type="str", choices=["none", "single", "mixed"]),
-        mig_manager_enabled=dict(type="bool"),
-        mig_manager_config=dict(type="str"),
-        driver_enabled=dict(type="bool"),
-        toolkit_enabled=dict(type="bool"),
-        device_plugin_config=dict(type="dict", options=dict(name=dict(type="str"), default=dict(type="str"))),
-        apply_crds=dict(type="bool", default=True),
-        cluster_policy_name=dict(type="str", default="cluster-policy"),
-        wait=dict(type="bool", default=True),
-        wait_timeout=dict(type="int", default=900),
-        wait_interval=dict(type="float", default=5),
-        helm_binary=dict(type="str", default="helm"),
-    )
-    argument_spec.update(K8S_AUTH_ARGSPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
-                           required_by={"repo_password": "repo_username"})
-    if not HAS_YAML:
-        module.fail_json(msg="PyYAML is required")
-    if module.params["wait_timeout"] < 0:
-        module.fail_json(msg="wait_timeout must be >= 0, got %d" % module.params["wait_timeout"])
-    if module.params["wait_interval"] <= 0:
-        module.fail_json(msg="wait_interval must be > 0")
-    operator = GpuOperator(module)
-    operator.check_version()
-    if module.params["state"] == "absent":
-        operator.absent()
-    else:
-        k8s = client_from_module(module)
-        operator.present(k8s)
-    result = operator.result
-    for warning in result.pop("warnings_", []):
-        module.warn(warning)
-    module.exit_json(**result)
+            state, waited = wait_operator_ready(k8s, self.params["cluster_policy_name"], self.params["namespace"],
+                                                self.params["wait_timeout"], self.params["wait_interval"], self.mod.log)
+        except NotReady as exc:
+            self.mod.fail(str(exc), diagnosis=exc.diagnosis, cluster_policy_state=exc.state, waited=exc.waited)
+        self.mod.result.update(cluster_policy_state=state, waited=waited)
 
 
 if __name__ == "__main__":

@@ -36,21 +36,17 @@ author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.sharing.k8s_auth
+  - gpufleet.sharing.attributes.CLUSTER
+  - gpufleet.sharing.node_plans
 attributes:
   check_mode:
-    support: full
     description:
-      - Nothing is written, no pod is deleted and nothing is waited for. The result and the diff
-        show the ConfigMap data, the node labels and the ClusterPolicy patch that would be applied
-        and the nodes whose device plugin would be restarted.
+      - Reads and plans as a real run, but sends no write at all (no pod is deleted) and waits for
+        nothing. The result and the diff show the ConfigMap data, the node labels and the
+        ClusterPolicy patch that would be applied and the nodes whose device plugin would be restarted.
   diff_mode:
-    support: full
     description:
       - Three diffs, ConfigMap data, node labels and ClusterPolicy C(spec.devicePlugin.config).
-  platform:
-    platforms: posix
-    support: full
-    description: Talks to the Kubernetes API from wherever it runs, usually the controller.
 options:
   configs:
     description:
@@ -141,17 +137,6 @@ options:
   cluster_policy_name:
     description: Name of the ClusterPolicy. Omitted, the cluster must have exactly one.
     type: str
-  node_gpus:
-    description:
-      - Planned GPUs per node, used to validate the configs and compute the expected capacity, as
-        M(gpufleet.sharing.gpu_verify) takes them. A dict node name -> list of C(model), C(count),
-        C(mig) (layout as profile -> count; omitted = MIG disabled) and C(product); or node name ->
-        C({gpu_facts, mig_config, mig_configs}), the host's C(gpufleet_gpus) facts and its C(mig) role
-        selection, from which each GPU's planned layout is derived.
-      - Nodes without an entry are read from their GPU Feature Discovery labels (physical GPU count,
-        product and MIG devices).
-    type: dict
-    default: {}
   restart:
     description:
       - V(changed) restarts the device plugin and GFD on nodes whose config (label or content) changed;
@@ -266,311 +251,169 @@ wait:
 """
 
 import copy
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import (
-    K8S_AUTH_ARGSPEC,
-    K8sError,
-    K8sTimeout,
-    client_from_module,
+from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan import (
+    NODE_PLANS_ARGSPEC,
+    SCOPE_GOVERNED,
+    ClusterView,
+    FleetPlan,
+    HostPlan,
+    Intent,
+    plan_fleet,
+    read_intent,
+    removal_problems,
+    sharing_changes,
 )
+from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import read_cluster_policy, wait_until_advertised
+from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
+    CONFIG_ARGSPEC,
     CONFIG_LABEL,
+    SharingConfig,
     SharingError,
-    assign_nodes,
-    configs_from_nodes,
-    effective_config_name,
-    expected_node,
-    node_gpus_for,
     parse_configs,
     render_configmap_data,
 )
-from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import compare_node
 
-GPU_NODE_LABELS = ("nvidia.com/gpu.present", "nvidia.com/gpu.count")
-
-
-def _labels(obj):
-    return dict(((obj or {}).get("metadata") or {}).get("labels") or {})
-
-
-def _yaml_block(mapping):
-    """Readable, stable text for the diff: one 'key: value' block per entry."""
-    lines = []
-    for key in sorted(mapping):
-        value = mapping[key]
-        if isinstance(value, str) and "\n" in value:
-            lines.append("%s: |" % key)
-            lines.extend("  " + line for line in value.rstrip("\n").split("\n"))
-        else:
-            lines.append("%s: %s" % (key, value))
-    return "\n".join(lines) + ("\n" if lines else "")
+ARGUMENT_SPEC = dict(
+    configs=dict(type="list", elements="dict", options=CONFIG_ARGSPEC, default=[]),
+    node_configs=dict(type="dict", default={}),
+    default_config=dict(type="str"),
+    configmap_name=dict(type="str", default="gpufleet-device-plugin-config"),
+    namespace=dict(type="str", default="gpu-operator"),
+    cluster_policy_name=dict(type="str"),
+    restart=dict(type="str", choices=["changed", "always", "never"], default="changed"),
+    restart_selectors=dict(type="list", elements="str",
+                           default=["app=nvidia-device-plugin-daemonset", "app=gpu-feature-discovery"]),
+    wait=dict(type="bool", default=True),
+    wait_timeout=dict(type="int", default=300),
+    wait_interval=dict(type="float", default=2.0),
+    **NODE_PLANS_ARGSPEC,
+)
 
 
-class GpuSharing(object):
-    def __init__(self, module):
-        self.module = module
-        self.params = module.params
-        self.result = dict(changed=False, configmap={}, rendered={}, assignments={}, labels_changed={},
-                           cluster_policy_patch={}, restarted={}, expected={})
-
-    def fail(self, msg, **extra):
-        self.result.update(extra)
-        self.module.fail_json(msg=msg, **self.result)
-
-    # -- reading -----------------------------------------------------------------------------
-
-    def cluster_policy(self, k8s):
-        name = self.params["cluster_policy_name"]
-        if name:
-            policy = k8s.get("ClusterPolicy", name)
-            if policy is None:
-                self.fail("ClusterPolicy %s not found: install the GPU Operator first (gpufleet.sharing.gpu_operator)" % name)
-            return policy
-        policies = k8s.list("ClusterPolicy")
-        if len(policies) != 1:
-            self.fail("found %d ClusterPolicies (%s); set cluster_policy_name" % (
-                len(policies), ", ".join(p["metadata"]["name"] for p in policies) or "none: install the GPU Operator first"))
-        return policies[0]
-
-    # -- the run -------------------------------------------------------------------------------
-
-    def run(self):
-        params = self.params
-        check = self.module.check_mode
-        try:
-            raw_configs = configs_from_nodes(params["node_configs"], params["configs"])
-            configs = parse_configs(raw_configs, params["default_config"] or None)
-        except SharingError as exc:
-            self.fail("invalid sharing configs: %s" % exc, problems=exc.problems)
-        rendered = render_configmap_data(configs)
-        self.result["rendered"] = rendered
-
-        k8s = client_from_module(self.module)
-        try:
-            self._run(k8s, configs, rendered, check)
-        except K8sError as exc:
-            self.fail(str(exc))
-        self.result["api_requests"] = k8s.request_count
-        self.module.exit_json(**self.result)
-
-    def _run(self, k8s, configs, rendered, check):
-        params = self.params
-        namespace, cm_name = params["namespace"], params["configmap_name"]
-        policy = self.cluster_policy(k8s)
-        policy_name = policy["metadata"]["name"]
-        spec = policy.get("spec") or {}
-        # An unset strategy means the chart default, single (SPECS 7.2).
-        mig_strategy = ((spec.get("mig") or {}).get("strategy")) or "single"
-        dp_config = (spec.get("devicePlugin") or {}).get("config") or {}
-        if not configs and dp_config.get("name") != cm_name and params["default_config"] is None:
-            # Nothing declared and the ClusterPolicy does not use our ConfigMap: leave the cluster alone.
-            self.result["msg"] = "no sharing configs given; nothing to do"
-            return
-        current_default = dp_config.get("default") or None
-        want_default = current_default if params["default_config"] is None else (params["default_config"] or None)
-        live_cm = k8s.get("ConfigMap", cm_name, namespace)
-        live_cm_data = dict((live_cm or {}).get("data") or {})
-        # The configs the plugins load today: from the ConfigMap the ClusterPolicy names now, which
-        # may be another one (it is left in place; only the ClusterPolicy stops pointing at it).
-        old_cm_name = dp_config.get("name")
-        if old_cm_name == cm_name:
-            live_data = live_cm_data
-        elif old_cm_name:
-            live_data = dict((k8s.get("ConfigMap", old_cm_name, namespace) or {}).get("data") or {})
-        else:
-            live_data = {}
-        nodes = dict((n["metadata"]["name"], n) for n in k8s.list("Node"))
-        node_labels = dict((name, _labels(obj)) for name, obj in nodes.items())
-
-        try:
-            assignments = assign_nodes(configs, node_labels)
-        except SharingError as exc:
-            self.fail("invalid node selection: %s" % exc, problems=exc.problems)
-        self.result["assignments"] = assignments
-
-        problems = []
-        # Nothing may point at a config this run removes.
-        if want_default and want_default not in rendered:
-            problems.append("the ClusterPolicy default config %r is not one of the configs; set default_config" % want_default)
-        for name, labels in sorted(node_labels.items()):
-            label = labels.get(CONFIG_LABEL)
-            if name not in assignments and label and label in live_data and label not in rendered:
-                problems.append("node %r uses config %r (label %s, ConfigMap %s), which this run would remove; "
-                                "select the node in a config or keep %r" % (name, label, CONFIG_LABEL, old_cm_name, label))
-
-        # Nodes in scope: the selected ones, and unlabelled GPU nodes when a default is set.
-        after_labels = {}
-        for name, labels in node_labels.items():
-            new = dict(labels)
-            if name in assignments:
-                new[CONFIG_LABEL] = assignments[name]
-            after_labels[name] = new
-        scope = {}
-        for name in sorted(nodes):
-            labels = after_labels[name]
-            is_gpu = any(key in labels for key in GPU_NODE_LABELS) or name in params["node_gpus"]
-            if name in assignments or (is_gpu and want_default and CONFIG_LABEL not in labels):
-                scope[name] = effective_config_name(labels, list(rendered), want_default)
-        for name in params["node_gpus"]:
-            if name not in nodes:
-                problems.append("node_gpus: node %r does not exist in the cluster" % name)
-        expectations = {}
-        for name, config_name in sorted(scope.items()):
-            try:
-                gpus = node_gpus_for(name, params["node_gpus"].get(name), node_labels[name], mig_strategy)
-                expectations[name] = expected_node(name, gpus, mig_strategy, configs.get(config_name) if config_name else None,
-                                                   labelled=name in assignments)
-            except SharingError as exc:
-                problems.extend(exc.problems)
-        if problems:
-            self.fail("nothing changed: %s" % "; ".join(problems), problems=problems)
-        self.result["expected"] = dict((n, e.as_dict()) for n, e in expectations.items())
-
-        # What changes.
-        changed_keys = sorted(k for k in set(rendered) | set(live_data) if rendered.get(k) != live_data.get(k))
-        labels_changed = {}
-        for name, config_name in sorted(assignments.items()):
-            before = node_labels[name].get(CONFIG_LABEL)
-            if before != config_name:
-                labels_changed[name] = {"before": before, "after": config_name}
-        wanted_dp = {"name": cm_name}
-        if want_default != current_default:
-            wanted_dp["default"] = want_default or ""
-        patch_config = dict((k, v) for k, v in wanted_dp.items() if (dp_config.get(k) or "") != (v or ""))
-        cp_patch = {"spec": {"devicePlugin": {"config": patch_config}}} if patch_config else {}
-        cm_action = "unchanged"
-        if live_cm is None:
-            cm_action = "created"
-        elif live_cm_data != rendered:
-            cm_action = "updated"
-        self.result["configmap"] = {"name": cm_name, "namespace": namespace, "action": cm_action, "changed_keys": changed_keys}
-        self.result["labels_changed"] = labels_changed
-        self.result["cluster_policy_patch"] = cp_patch
-
-        # Restart where the config in force changed (name or content).
-        before_effective = dict((n, effective_config_name(node_labels[n], list(live_data), current_default)) for n in scope)
-        restart_nodes = set()
-        if params["restart"] == "always":
-            restart_nodes = set(scope)
-        elif params["restart"] == "changed":
-            for name, config_name in scope.items():
-                if config_name != before_effective.get(name) or (config_name and config_name in changed_keys):
-                    restart_nodes.add(name)
-        plugin_pods = {}
-        if restart_nodes:
-            for selector in params["restart_selectors"]:
-                for pod in k8s.list("Pod", namespace=namespace, label_selector=selector):
-                    node = (pod.get("spec") or {}).get("nodeName")
-                    if node in restart_nodes and not (pod.get("metadata") or {}).get("deletionTimestamp"):
-                        plugin_pods.setdefault(node, []).append(pod["metadata"]["name"])
-        self.result["restarted"] = dict((n, sorted(p)) for n, p in sorted(plugin_pods.items()))
-
-        changed = bool(cm_action != "unchanged" or labels_changed or cp_patch or plugin_pods)
-        self.result["changed"] = changed
-        if self.module._diff:
-            self.result["diff"] = [
-                {"before_header": "ConfigMap %s/%s data" % (namespace, cm_name), "after_header": "ConfigMap %s/%s data" % (namespace, cm_name),
-                 "before": _yaml_block(live_cm_data), "after": _yaml_block(rendered)},
-                {"before_header": "node labels %s" % CONFIG_LABEL, "after_header": "node labels %s" % CONFIG_LABEL,
-                 "before": _yaml_block(dict((n, node_labels[n].get(CONFIG_LABEL)) for n in sorted(assignments))),
-                 "after": _yaml_block(dict(assignments))},
-                {"before_header": "ClusterPolicy %s spec.devicePlugin.config" % policy_name,
-                 "after_header": "ClusterPolicy %s spec.devicePlugin.config" % policy_name,
-                 "before": _yaml_block(dict((k, dp_config.get(k)) for k in ("name", "default"))),
-                 "after": _yaml_block(dict((k, wanted_dp.get(k, dp_config.get(k))) for k in ("name", "default")))},
-            ]
-        if check:
-            return
-
-        # Apply: ConfigMap first, then the ClusterPolicy, then labels, then restarts.
-        if cm_action != "unchanged":
-            body = {"apiVersion": "v1", "kind": "ConfigMap",
-                    "metadata": {"name": cm_name, "namespace": namespace,
-                                 "labels": {"app.kubernetes.io/managed-by": "gpufleet.sharing"}},
-                    "data": copy.deepcopy(rendered)}
-            k8s.apply(body)
-        if cp_patch:
-            k8s.patch("ClusterPolicy", policy_name, cp_patch, patch_type="merge")
-        for name, change in sorted(labels_changed.items()):
-            k8s.set_node_labels(name, {CONFIG_LABEL: change["after"]})
-        for node, pods in sorted(plugin_pods.items()):
-            for pod in pods:
-                k8s.delete("Pod", pod, namespace=namespace)
-
-        if self.params["wait"] and expectations:
-            self.wait(k8s, expectations)
-
-    def wait(self, k8s, expectations):
-        timeout = self.params["wait_timeout"]
-        progress_log = []
-        last = {}
-        start = k8s.now()
-        info = {"nodes": sorted(expectations), "timeout": timeout,
-                "waiting_for": "capacity, allocatable and GFD labels as planned (see expected)"}
-        self.result["wait"] = info
-
-        def probe():
-            live = dict((n["metadata"]["name"], n) for n in k8s.list("Node"))
-            missing = {}
-            for name, exp in expectations.items():
-                failed = [c.message for c in compare_node(exp, live.get(name)) if not c.ok]
-                if failed:
-                    missing[name] = failed
-            return not missing, missing
-
-        def progress(what, elapsed, detail):
-            summary = "; ".join("%s %s" % (n, m[0]) + (" (+%d)" % (len(m) - 1) if len(m) > 1 else "")
-                                for n, m in sorted(detail.items()))
-            if summary != last.get("summary"):
-                last["summary"] = summary
-                entry = "%.0fs: waiting for %d node(s): %s" % (elapsed, len(detail), summary)
-                progress_log.append(entry)
-                self.module.log("gpu_sharing: " + entry)
-
-        try:
-            k8s.wait_for("nodes to advertise the planned sharing", probe, timeout=timeout,
-                         interval=self.params["wait_interval"], progress=progress)
-        except K8sTimeout as exc:
-            info.update(waited=round(exc.elapsed, 1), progress=progress_log, not_ready=exc.detail)
-            lines = ["%s: %s" % (n, "; ".join(m)) for n, m in sorted((exc.detail or {}).items())]
-            self.fail("timed out after %ds waiting for %d node(s) to advertise the planned sharing (the changes were "
-                      "applied): %s" % (timeout, len(exc.detail or {}), " | ".join(lines)))
-        info.update(waited=round(k8s.now() - start, 1), progress=progress_log)
+def read_configmaps(mod: GpuFleetModule, in_use: Optional[str]) -> Tuple[Optional[Dict[str, Any]], Dict[str, str], Dict[str, str]]:
+    """Our ConfigMap's data, and the data of the one the ClusterPolicy names now (what the plugins load)."""
+    namespace, cm_name = mod.params["namespace"], mod.params["configmap_name"]
+    live_cm = mod.k8s.get("ConfigMap", cm_name, namespace)
+    ours = dict((live_cm or {}).get("data") or {})
+    if in_use == cm_name:
+        return live_cm, ours, ours
+    if in_use:
+        return live_cm, ours, dict((mod.k8s.get("ConfigMap", in_use, namespace) or {}).get("data") or {})
+    return live_cm, ours, {}
 
 
-def main():
-    resource_spec = dict(name=dict(type="str", required=True), replicas=dict(type="int", required=True))
-    config_spec = dict(
-        name=dict(type="str", required=True),
-        strategy=dict(type="str", choices=["time-slicing", "mps", "none"], default="time-slicing"),
-        resources=dict(type="list", elements="dict", options=resource_spec, default=[]),
-        rename_by_default=dict(type="bool", default=False),
-        fail_requests_greater_than_one=dict(type="bool"),
-        mig_strategy=dict(type="str", choices=["none", "single", "mixed"]),
-        version=dict(type="str", default="v1"),
-        nodes=dict(type="list", elements="str", default=[]),
-        node_selector=dict(type="raw"),
-    )
-    argument_spec = dict(
-        configs=dict(type="list", elements="dict", options=config_spec, default=[]),
-        node_configs=dict(type="dict", default={}),
-        default_config=dict(type="str"),
-        configmap_name=dict(type="str", default="gpufleet-device-plugin-config"),
-        namespace=dict(type="str", default="gpu-operator"),
-        cluster_policy_name=dict(type="str"),
-        node_gpus=dict(type="dict", default={}),
-        restart=dict(type="str", choices=["changed", "always", "never"], default="changed"),
-        restart_selectors=dict(type="list", elements="str",
-                               default=["app=nvidia-device-plugin-daemonset", "app=gpu-feature-discovery"]),
-        wait=dict(type="bool", default=True),
-        wait_timeout=dict(type="int", default=300),
-        wait_interval=dict(type="float", default=2.0),
-    )
-    argument_spec.update(K8S_AUTH_ARGSPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    GpuSharing(module).run()
+def plan(mod: GpuFleetModule, configs: Mapping[str, SharingConfig], plans: Mapping[str, HostPlan],
+         rendered: Mapping[str, str], policy: Mapping[str, Any], live_data: Mapping[str, str]) -> Tuple[ClusterView, FleetPlan]:
+    """Read the nodes, plan the fleet, refuse with every problem at once."""
+    p = mod.params
+    cluster = ClusterView.read(mod.k8s.list("Node"), policy, list(live_data))
+    try:
+        fleet = plan_fleet(Intent(configs, p["default_config"], plans, scope=SCOPE_GOVERNED), cluster)
+    except SharingError as exc:
+        mod.fail("invalid node selection: %s" % exc, problems=exc.problems)
+    mod.result["assignments"] = fleet.assignments
+    problems = removal_problems(fleet, cluster, list(rendered))
+    problems += ["node %r has a GPU plan (node_plans/node_gpus) but does not exist in the cluster" % n
+                 for n in fleet.missing_planned]
+    problems += fleet.problems
+    if problems:
+        mod.fail("nothing changed: %s" % "; ".join(problems), problems=problems)
+    mod.result["expected"] = {n: e.as_dict() for n, e in fleet.expectations.items()}
+    return cluster, fleet
+
+
+def restart_pods(mod: GpuFleetModule, nodes: Sequence[str]) -> Dict[str, List[str]]:
+    """The device-plugin/GFD pods on ``nodes`` (they load the config only when they start)."""
+    pods: Dict[str, List[str]] = {}
+    for selector in mod.params["restart_selectors"] if nodes else []:
+        for pod in mod.k8s.list("Pod", namespace=mod.params["namespace"], label_selector=selector):
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node in nodes and not (pod.get("metadata") or {}).get("deletionTimestamp"):
+                pods.setdefault(node, []).append(pod["metadata"]["name"])
+    return {n: sorted(p) for n, p in sorted(pods.items())}
+
+
+def run(mod: GpuFleetModule) -> None:
+    mod.result.update(configmap={}, rendered={}, assignments={}, labels_changed={}, cluster_policy_patch={},
+                      restarted={}, expected={})
+    apply_plan(mod)
+    mod.result["api_requests"] = mod.k8s.request_count
+
+
+def apply_plan(mod: GpuFleetModule) -> None:
+    """Read -> plan -> write (no write in check mode) -> wait."""
+    p = mod.params
+    try:
+        plans, raw_configs = read_intent(dict(p, configs=p["configs"] or []))
+        configs = parse_configs(raw_configs, p["default_config"] or None)
+    except SharingError as exc:
+        mod.fail("invalid sharing configs: %s" % exc, problems=exc.problems)
+    rendered = render_configmap_data(configs)
+    mod.result["rendered"] = rendered
+    policy = read_cluster_policy(mod.k8s, p["cluster_policy_name"], required=True)
+    dp_config = ((policy.get("spec") or {}).get("devicePlugin") or {}).get("config") or {}
+    if not configs and dp_config.get("name") != p["configmap_name"] and p["default_config"] is None:
+        # Nothing declared and the ClusterPolicy does not use our ConfigMap: leave the cluster alone.
+        mod.result["msg"] = "no sharing configs given; nothing to do"
+        return
+    live_cm, ours, live_data = read_configmaps(mod, dp_config.get("name"))
+    cluster, fleet = plan(mod, configs, plans, rendered, policy, live_data)
+    change = sharing_changes(fleet, cluster, dp_config, p["configmap_name"], None if live_cm is None else ours,
+                             rendered, live_data, p["restart"])
+    pods = restart_pods(mod, change.restart_nodes)
+    mod.result.update(configmap={"name": p["configmap_name"], "namespace": p["namespace"],
+                                 "action": change.configmap_action, "changed_keys": list(change.changed_keys)},
+                      labels_changed=change.labels_changed, cluster_policy_patch=change.cluster_policy_patch,
+                      restarted=pods, changed=bool(change.configmap_action != "unchanged" or change.labels_changed
+                                                   or change.cluster_policy_patch or pods))
+    if mod.diff_mode:
+        mod.result["diff"] = change.diff("%s/%s" % (p["namespace"], p["configmap_name"]), ours, rendered, fleet, cluster,
+                                         policy["metadata"]["name"])
+    if not mod.check_mode:
+        write(mod, rendered if change.configmap_action != "unchanged" else None, policy["metadata"]["name"],
+              change.cluster_policy_patch, change.labels_changed, pods)
+        if p["wait"] and fleet.expectations:
+            wait(mod, fleet)
+
+
+def write(mod: GpuFleetModule, data: Optional[Mapping[str, str]], policy_name: str, cp_patch: Mapping[str, Any],
+          labels_changed: Mapping[str, Mapping[str, Any]], pods: Mapping[str, List[str]]) -> None:
+    """ConfigMap first, then the ClusterPolicy, then labels, then restarts.
+
+    Check mode sends none of these (not even as dry runs): the result and the diff are the plan.
+    """
+    namespace = mod.params["namespace"]
+    if data is not None:
+        mod.k8s.apply({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": mod.params["configmap_name"], "namespace": namespace,
+                                    "labels": {"app.kubernetes.io/managed-by": "gpufleet.sharing"}},
+                       "data": copy.deepcopy(dict(data))})
+    if cp_patch:
+        mod.k8s.patch("ClusterPolicy", policy_name, cp_patch, patch_type="merge")
+    for name, change in sorted(labels_changed.items()):
+        mod.k8s.set_node_labels(name, {CONFIG_LABEL: change["after"]})
+    for _node, names in sorted(pods.items()):
+        for pod in names:
+            mod.k8s.delete("Pod", pod, namespace=namespace)
+
+
+def wait(mod: GpuFleetModule, fleet: FleetPlan) -> None:
+    """Until every node in scope advertises its expectation; on timeout fail naming what is missing."""
+    timeout = mod.params["wait_timeout"]
+    info, missing = wait_until_advertised(mod.k8s, fleet.expectations, timeout, mod.params["wait_interval"],
+                                          lambda line: mod.log("gpu_sharing: " + line))
+    mod.result["wait"] = info
+    if missing:
+        lines = ["%s: %s" % (n, "; ".join(m)) for n, m in sorted(missing.items())]
+        mod.fail("timed out after %ds waiting for %d node(s) to advertise the planned sharing (the changes were "
+                 "applied): %s" % (timeout, len(missing), " | ".join(lines)))
+
+
+def main() -> None:
+    GpuFleetModule(ARGUMENT_SPEC, cluster=True).run(run)
 
 
 if __name__ == "__main__":

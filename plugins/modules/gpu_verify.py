@@ -32,40 +32,28 @@ author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.sharing.k8s_auth
+  - gpufleet.sharing.attributes.CLUSTER
+  - gpufleet.sharing.node_plans
 attributes:
   check_mode:
-    support: full
     description:
       - Only compares node status and labels with the plan. No namespace is created and no pod is run,
         so RV(report) has no pod checks.
   diff_mode:
     support: none
     description: Nothing lasting changes, so there is no diff.
-  platform:
-    platforms: posix
-    support: full
-    description: Talks to the Kubernetes API from wherever it runs, usually the controller.
 options:
   nodes:
     description:
       - Node names to verify. With O(node_selector), the union; exactly these are verified.
-      - Neither given, every GPU node (GPU Feature Discovery labels) and every node of the plan.
+      - Neither given, every GPU node (GPU Feature Discovery labels), every node of O(node_plans) and
+        O(node_gpus) and every node a config selects.
     type: list
     elements: str
     default: []
   node_selector:
     description: Label selector (C(key=value,...)) of further nodes to verify.
     type: str
-  node_gpus:
-    description:
-      - Planned GPUs per node, a dict node name -> list of C(model), C(count), C(mig) (layout as profile
-        -> count; omitted = MIG disabled) and C(product) (product name as nvidia-smi prints it; without it
-        only the suffix of product labels is checked); or node name -> C({gpu_facts, mig_config,
-        mig_configs}), the host's C(gpufleet_gpus) facts and its C(mig) role selection.
-      - Nodes without an entry are read back from their GPU Feature Discovery labels, which checks the
-        sharing arithmetic but not the MIG layout.
-    type: dict
-    default: {}
   configs:
     description:
       - The sharing plan, in the format of O(gpufleet.sharing.gpu_sharing#module:configs). Given, each
@@ -77,7 +65,10 @@ options:
   node_configs:
     description:
       - Per node, its sharing config, as O(gpufleet.sharing.gpu_sharing#module:node_configs). Merged
-        with O(configs); either one makes this the plan.
+        with O(configs) and the O(node_plans[].sharing_config) entries; any of them makes this the plan.
+      - A node runs the config its label C(nvidia.com/device-plugin.config) names after the plan (the one a
+        config selects it for, else the label it has if that config exists, else none), or without a
+        label the default config, as the device plugin does.
     type: dict
     default: {}
   default_config:
@@ -240,341 +231,162 @@ import binascii
 import os
 import re
 import time
-from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Dict, List, Mapping, Tuple
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import (
-    BUILTIN_TYPES,
-    K8S_AUTH_ARGSPEC,
-    K8sError,
-    client_from_module,
+from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan import (
+    NODE_PLANS_ARGSPEC,
+    SCOPE_FLEET,
+    ClusterView,
+    Intent,
+    labels_of,
+    plan_fleet,
+    read_intent,
 )
+from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
-    CONFIG_LABEL,
+    ExpectedNode,
     SharingError,
-    assign_nodes,
-    configs_from_nodes,
-    effective_config_name,
-    expected_node,
-    node_gpus_for,
     parse_configs,
-    parse_rendered_config,
-    selector_matches,
     parse_selector,
 )
 from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import (
     HAS_JMESPATH,
-    MANAGED_BY_LABEL,
-    MANAGED_BY_VALUE,
-    RUN_ID_LABEL,
     Check,
     build_report,
     compare_node,
-    pending_reason,
-    pod_check,
-    pod_manifest,
-    pod_name,
-    pods_for,
     render_junit,
     render_table,
     user_checks,
 )
+from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import PodRun, read_cluster_configs, read_cluster_policy
 
-GPU_NODE_LABELS = ("nvidia.com/gpu.present", "nvidia.com/gpu.count")
+ARGUMENT_SPEC = dict(
+    nodes=dict(type="list", elements="str", default=[]),
+    node_selector=dict(type="str"),
+    configs=dict(type="list", elements="raw"),
+    node_configs=dict(type="dict", default={}),
+    default_config=dict(type="str"),
+    mig_strategy=dict(type="str", choices=["none", "single", "mixed"]),
+    cluster_policy_name=dict(type="str"),
+    operator_namespace=dict(type="str", default="gpu-operator"),
+    pods=dict(type="bool", default=True),
+    namespace=dict(type="str", default="gpufleet-verify"),
+    namespace_labels=dict(type="dict", default={
+        "pod-security.kubernetes.io/enforce": "restricted",
+        "app.kubernetes.io/managed-by": "gpufleet.sharing",
+    }),
+    pod_image=dict(type="str", default="nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04"),
+    pod_command=dict(type="list", elements="str", default=["nvidia-smi", "-L"]),
+    pod_run_as_user=dict(type="int", default=65534),
+    pod_annotations=dict(type="dict", default={}),
+    pod_tolerations=dict(type="list", elements="dict"),
+    pod_timeout=dict(type="int", default=120),
+    poll_interval=dict(type="float", default=2.0),
+    parallel=dict(type="int", default=8),
+    wait_timeout=dict(type="int", default=0),
+    wait_interval=dict(type="float", default=2.0),
+    run_id=dict(type="str"),
+    checks=dict(type="list", elements="dict", default=[],
+                options=dict(name=dict(type="str", required=True), expression=dict(type="str", required=True),
+                             equals=dict(type="raw"))),
+    junit=dict(type="bool", default=False),
+    fail_on_mismatch=dict(type="bool", default=True),
+    **NODE_PLANS_ARGSPEC,
+)
+
+NodeList = List[Dict[str, Any]]
 
 
-def _labels(obj):
-    return dict(((obj or {}).get("metadata") or {}).get("labels") or {})
-
-
-def read_pod_log(k8s, name, namespace):
-    """The pod's log text, or (None, reason) when it cannot be read."""
+def read(mod: GpuFleetModule) -> Tuple[Intent, ClusterView, NodeList, List[Check]]:
+    """The intent (the plan given, else the cluster's configs) and the cluster as it is."""
+    p = mod.params
+    nodes = mod.k8s.list("Node")
+    policy = read_cluster_policy(mod.k8s, p["cluster_policy_name"], required=False)
+    cluster = ClusterView.read(nodes, policy)
     try:
-        return k8s.pod_log(name, namespace), None
-    except K8sError as exc:
-        return None, "cannot read the log: %s" % exc
+        selector = parse_selector(p["node_selector"], "node_selector")
+        plans, raw_configs = read_intent(p)
+        configs = parse_configs(raw_configs, p["default_config"] or None) if raw_configs is not None else None
+    except SharingError as exc:
+        mod.fail("invalid sharing plan: %s" % exc, problems=exc.problems)
+    checks: List[Check] = []
+    if configs is None:
+        configs, checks = read_cluster_configs(mod.k8s, cluster.configmap, p["operator_namespace"])
+    intent = Intent(configs, p["default_config"] if raw_configs is not None else None, plans, p["mig_strategy"],
+                    tuple(p["nodes"]), selector, SCOPE_FLEET)
+    return intent, cluster, nodes, checks
 
 
-class Verifier(object):
-    def __init__(self, module):
-        self.module = module
-        self.params = module.params
-        self.checks = []
-        self.expected = []
-        self.pods = []
-        self.nodes = {}
-        self.waited = 0
-
-    def fail(self, msg, **extra):
-        self.module.fail_json(msg=msg, **extra)
-
-    def run(self):
-        if self.params["checks"] and not HAS_JMESPATH:
-            self.fail("user checks need the jmespath Python library on the host running this module")
-        start = time.monotonic()
-        k8s = client_from_module(self.module)
-        run_id = self.params["run_id"] or binascii.hexlify(os.urandom(4)).decode("ascii")
-        if not re.match(r"^[a-z0-9]([-a-z0-9]{0,14}[a-z0-9])?$", run_id):
-            self.fail("run_id %r must be 1-16 lower-case letters, digits or '-' (it goes into pod names and labels)" % run_id)
-        try:
-            self.compare(k8s)
-            if self.params["pods"] and not self.module.check_mode:
-                self.run_pods(k8s, run_id)
-        except K8sError as exc:
-            self.fail(str(exc), api_requests=k8s.request_count)
-        elapsed = time.monotonic() - start
-        report = build_report(self.checks, self.expected, run_id,
-                              extra={"pods": self.pods, "elapsed_seconds": round(elapsed, 2), "waited_seconds": self.waited,
-                                     "api_requests": k8s.request_count, "check_mode": self.module.check_mode})
-        result = dict(changed=False, ok=report["summary"]["ok"], report=report, report_table=render_table(self.checks),
-                      api_requests=k8s.request_count)
-        if self.params["junit"]:
-            result["report_junit"] = render_junit(self.checks, elapsed=elapsed)
-        if not result["ok"] and self.params["fail_on_mismatch"]:
-            failed = [c.message for c in self.checks if not c.ok]
-            self.module.fail_json(msg="verification failed on %s: %s" % (
-                ", ".join(report["summary"]["failed_nodes"]), " | ".join(failed[:10])), **result)
-        self.module.exit_json(**result)
-
-    # -- node comparison -----------------------------------------------------------------------
-
-    def compare(self, k8s):
-        params = self.params
-        nodes = dict((n["metadata"]["name"], n) for n in k8s.list("Node"))
-        policy = None
-        if params["cluster_policy_name"]:
-            policy = k8s.get("ClusterPolicy", params["cluster_policy_name"])
-            if policy is None:
-                self.fail("ClusterPolicy %s not found" % params["cluster_policy_name"])
+def evaluate(mod: GpuFleetModule, intent: Intent, cluster: ClusterView, nodes: NodeList) -> Tuple[List[Check], List[ExpectedNode]]:
+    """Every check of every node in scope against the fleet plan."""
+    objs = {n["metadata"]["name"]: n for n in nodes}
+    try:
+        fleet = plan_fleet(intent, cluster.with_nodes(nodes))
+    except SharingError as exc:
+        mod.fail("invalid sharing plan: %s" % exc, problems=exc.problems)
+    checks: List[Check] = []
+    expected: List[ExpectedNode] = []
+    for name, node in sorted(fleet.nodes.items()):
+        if not node.exists:
+            checks.append(Check(name, "node", "exists", "node exists", "not found", False, "node %s is not in the cluster" % name))
+        elif node.expected is None:
+            checks.extend(Check(name, "plan", "expectation", "computable", "error", False, p) for p in node.problems)
         else:
-            policies = k8s.list("ClusterPolicy")
-            if len(policies) > 1:
-                self.fail("found %d ClusterPolicies; set cluster_policy_name" % len(policies))
-            policy = policies[0] if policies else None
-        spec = (policy or {}).get("spec") or {}
-        # An unset strategy means the chart default, single (SPECS 7.2); no ClusterPolicy at all: none.
-        mig_strategy = params["mig_strategy"] or (spec.get("mig") or {}).get("strategy") or ("single" if policy else "none")
-        dp_config = (spec.get("devicePlugin") or {}).get("config") or {}
-
-        try:
-            selector = parse_selector(params["node_selector"], "node_selector")
-        except SharingError as exc:
-            self.fail(str(exc))
-        # Explicit nodes/selector: exactly those. Otherwise every GPU node and every planned node.
-        scope = set(params["nodes"])
-        if selector:
-            scope |= set(n for n, obj in nodes.items() if selector_matches(selector, _labels(obj)))
-        explicit = bool(params["nodes"] or selector)
-        if not explicit:
-            scope |= set(params["node_gpus"])
-            scope |= set(n for n, obj in nodes.items() if any(k in _labels(obj) for k in GPU_NODE_LABELS))
-
-        # Which config each node should run, and whether it selects it by label.
-        assigned = {}
-        configs = {}
-        default = None
-        plan_given = params["configs"] is not None or bool(params["node_configs"])
-        if plan_given:
-            try:
-                raw_configs = configs_from_nodes(params["node_configs"], params["configs"] or [])
-                configs = parse_configs(raw_configs, params["default_config"] or None)
-                present = dict((n, _labels(o)) for n, o in nodes.items())
-                present.update(dict((n, {}) for n in scope if n not in present))
-                assigned = assign_nodes(configs, present)
-            except SharingError as exc:
-                self.fail("invalid sharing plan: %s" % exc, problems=exc.problems)
-            default = params["default_config"] if params["default_config"] is not None else dp_config.get("default")
-            if not explicit:
-                scope |= set(assigned)
-        elif dp_config.get("name"):
-            cm = k8s.get("ConfigMap", dp_config["name"], params["operator_namespace"])
-            for key, text in sorted(((cm or {}).get("data") or {}).items()):
-                try:
-                    configs[key] = parse_rendered_config(key, text)
-                except SharingError as exc:
-                    self.checks.append(Check("(cluster)", "plan", key, "valid config", "invalid", False, str(exc)))
-            if cm is None:
-                self.checks.append(Check("(cluster)", "plan", dp_config["name"], "ConfigMap exists", "absent", False,
-                                         "ConfigMap %s/%s named by the ClusterPolicy does not exist"
-                                         % (params["operator_namespace"], dp_config["name"])))
-            default = dp_config.get("default")
-
-        def evaluate(nodes):
-            checks, expected = [], []
-            for name in sorted(scope):
-                obj = nodes.get(name)
-                if obj is None:
-                    checks.append(Check(name, "node", "exists", "node exists", "not found", False,
-                                        "node %s is not in the cluster" % name))
-                    continue
-                labels = _labels(obj)
-                if plan_given:
-                    config_name = assigned.get(name) or default or None
-                    labelled = name in assigned
-                else:
-                    config_name = effective_config_name(labels, list(configs), default)
-                    labelled = bool(labels.get(CONFIG_LABEL))
-                try:
-                    gpus = node_gpus_for(name, params["node_gpus"].get(name), labels, mig_strategy)
-                    exp = expected_node(name, gpus, mig_strategy, configs.get(config_name) if config_name else None,
-                                        labelled=labelled and config_name is not None)
-                except SharingError as exc:
-                    for problem in exc.problems:
-                        checks.append(Check(name, "plan", "expectation", "computable", "error", False, problem))
-                    continue
-                expected.append(exp)
-                checks.extend(compare_node(exp, obj))
-                checks.extend(user_checks(name, obj, params["checks"]))
-            return checks, expected
-
-        checks, expected = evaluate(nodes)
-        # Optionally give the device plugin and GFD time to publish (after a restart), one node list per poll.
-        start = time.monotonic()
-        while (params["wait_timeout"] > 0 and not self.module.check_mode and any(not c.ok for c in checks)
-               and time.monotonic() - start < params["wait_timeout"]):
-            time.sleep(params["wait_interval"])
-            nodes = dict((n["metadata"]["name"], n) for n in k8s.list("Node"))
-            checks, expected = evaluate(nodes)
-        self.waited = round(time.monotonic() - start, 1) if params["wait_timeout"] > 0 else 0
-        self.checks.extend(checks)
-        self.expected = expected
-        self.nodes = nodes
-
-    # -- verification pods ---------------------------------------------------------------------
-
-    def run_pods(self, k8s, run_id):
-        params = self.params
-        namespace = params["namespace"]
-        wanted = [w for exp in self.expected for w in pods_for(exp)]
-        if not wanted:
-            return
-        k8s.ensure_namespace(namespace, labels=params["namespace_labels"])
-        created = {}
-        selector = "%s=%s,%s=%s" % (MANAGED_BY_LABEL, MANAGED_BY_VALUE, RUN_ID_LABEL, run_id)
-
-        def create(indexed):
-            index, want = indexed
-            name = pod_name(run_id, want.node, want.resource, index)
-            hostname = _labels(self.nodes.get(want.node)).get("kubernetes.io/hostname") or want.node
-            body = pod_manifest(want, name, namespace, run_id, params["pod_image"], params["pod_command"],
-                                tolerations=params["pod_tolerations"], run_as_user=params["pod_run_as_user"],
-                                hostname=hostname)
-            body["metadata"]["annotations"].update(params["pod_annotations"] or {})
-            k8s.create(body)
-            created[name] = want
-
-        try:
-            self.parallel(create, list(enumerate(wanted)))
-            self.collect(k8s, namespace, selector, created)
-        finally:
-            # by label, so that a pod whose create answer was lost is removed too
-            self.cleanup(k8s, namespace, selector, created)
-
-    def parallel(self, func, items):
-        """Run func over items with up to O(parallel) threads; the first error is raised after all ran."""
-        workers = max(1, min(self.params["parallel"], len(items)))
-        if workers == 1:
-            return [func(item) for item in items]
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(func, items))
-
-    def collect(self, k8s, namespace, selector, created):
-        params = self.params
-        start = time.monotonic()
-        finished = {}
-        live = {}
-        while True:
-            for pod in k8s.list("Pod", namespace=namespace, label_selector=selector):
-                live[pod["metadata"]["name"]] = pod
-                phase = (pod.get("status") or {}).get("phase")
-                name = pod["metadata"]["name"]
-                if name in created and phase in ("Succeeded", "Failed") and name not in finished:
-                    finished[name] = (phase, round(time.monotonic() - start, 1))
-            if len(finished) == len(created) or time.monotonic() - start >= params["pod_timeout"]:
-                break
-            time.sleep(params["poll_interval"])
-        events = []
-        if len(finished) < len(created):
-            events = k8s.list("Event", namespace=namespace)
-        logs = dict(zip(sorted(finished), self.parallel(lambda name: read_pod_log(k8s, name, namespace), sorted(finished))))
-        for name, want in sorted(created.items()):
-            entry = {"name": name, "node": want.node, "resource": want.resource, "expected": want.describe()}
-            if name in finished:
-                phase, seconds = finished[name]
-                log, log_error = logs[name]
-                reason = ""
-                if phase == "Failed":
-                    reason = pending_reason(live.get(name), []) if log_error is None else log_error
-                    status = (live.get(name) or {}).get("status") or {}
-                    if status.get("reason"):
-                        reason = "%s: %s" % (status.get("reason"), status.get("message") or "")
-                check = pod_check(want, phase if log_error is None else "Failed", log or "", reason or (log_error or ""))
-                entry.update(outcome=phase, seconds=seconds, log=log or "", reason=reason)
-            else:
-                mine = [e for e in events if (e.get("involvedObject") or {}).get("name") == name]
-                reason = pending_reason(live.get(name), mine)
-                check = pod_check(want, "Timeout", reason="%s after %ds" % (reason, params["pod_timeout"]))
-                entry.update(outcome="Timeout", seconds=params["pod_timeout"], log="", reason=reason)
-            entry["ok"] = check.ok
-            self.pods.append(entry)
-            self.checks.append(check)
-
-    def cleanup(self, k8s, namespace, selector, created):
-        """Delete this run's pods, also after a failure: one delete-collection, one by one as fallback."""
-        if not created:
-            return
-        try:
-            k8s.request("DELETE", BUILTIN_TYPES["Pod"].path(namespace=namespace),
-                        query=[("labelSelector", selector), ("gracePeriodSeconds", 0)])
-            return
-        except K8sError as exc:
-            if exc.status not in (404, 405):
-                self.module.warn("delete-collection of verification pods failed (%s); deleting one by one" % exc)
-        for name in created:
-            try:
-                k8s.delete("Pod", name, namespace=namespace, grace_period_seconds=0)
-            except K8sError as exc:
-                self.module.warn("could not delete verification pod %s/%s: %s" % (namespace, name, exc))
+            expected.append(node.expected)
+            checks.extend(compare_node(node.expected, objs[name]))
+            checks.extend(user_checks(name, objs[name], mod.params["checks"]))
+    return checks, expected
 
 
-def main():
-    argument_spec = dict(
-        nodes=dict(type="list", elements="str", default=[]),
-        node_selector=dict(type="str"),
-        node_gpus=dict(type="dict", default={}),
-        configs=dict(type="list", elements="raw"),
-        node_configs=dict(type="dict", default={}),
-        default_config=dict(type="str"),
-        mig_strategy=dict(type="str", choices=["none", "single", "mixed"]),
-        cluster_policy_name=dict(type="str"),
-        operator_namespace=dict(type="str", default="gpu-operator"),
-        pods=dict(type="bool", default=True),
-        namespace=dict(type="str", default="gpufleet-verify"),
-        namespace_labels=dict(type="dict", default={
-            "pod-security.kubernetes.io/enforce": "restricted",
-            "app.kubernetes.io/managed-by": "gpufleet.sharing",
-        }),
-        pod_image=dict(type="str", default="nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04"),
-        pod_command=dict(type="list", elements="str", default=["nvidia-smi", "-L"]),
-        pod_run_as_user=dict(type="int", default=65534),
-        pod_annotations=dict(type="dict", default={}),
-        pod_tolerations=dict(type="list", elements="dict"),
-        pod_timeout=dict(type="int", default=120),
-        poll_interval=dict(type="float", default=2.0),
-        parallel=dict(type="int", default=8),
-        wait_timeout=dict(type="int", default=0),
-        wait_interval=dict(type="float", default=2.0),
-        run_id=dict(type="str"),
-        checks=dict(type="list", elements="dict", default=[],
-                    options=dict(name=dict(type="str", required=True), expression=dict(type="str", required=True),
-                                 equals=dict(type="raw"))),
-        junit=dict(type="bool", default=False),
-        fail_on_mismatch=dict(type="bool", default=True),
-    )
-    argument_spec.update(K8S_AUTH_ARGSPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    Verifier(module).run()
+def compare(mod: GpuFleetModule) -> Tuple[List[Check], List[ExpectedNode], NodeList, float]:
+    """Compare, optionally polling (one node list per poll) until the nodes match or wait_timeout."""
+    p = mod.params
+    intent, cluster, nodes, plan_checks = read(mod)
+    checks, expected = evaluate(mod, intent, cluster, nodes)
+    start = time.monotonic()
+    while (p["wait_timeout"] > 0 and not mod.check_mode and any(not c.ok for c in checks)
+           and time.monotonic() - start < p["wait_timeout"]):
+        time.sleep(p["wait_interval"])
+        nodes = mod.k8s.list("Node")
+        checks, expected = evaluate(mod, intent, cluster, nodes)
+    waited = round(time.monotonic() - start, 1) if p["wait_timeout"] > 0 else 0
+    return plan_checks + checks, expected, nodes, waited
+
+
+def run(mod: GpuFleetModule) -> None:
+    p = mod.params
+    if p["checks"] and not HAS_JMESPATH:
+        mod.fail("user checks need the jmespath Python library on the host running this module")
+    start = time.monotonic()
+    run_id = p["run_id"] or binascii.hexlify(os.urandom(4)).decode("ascii")
+    if not re.match(r"^[a-z0-9]([-a-z0-9]{0,14}[a-z0-9])?$", run_id):
+        mod.fail("run_id %r must be 1-16 lower-case letters, digits or '-' (it goes into pod names and labels)" % run_id)
+    checks, expected, nodes, waited = compare(mod)
+    pods = PodRun(mod.k8s, p, run_id, mod.warn)
+    if p["pods"] and not mod.check_mode:
+        hostnames = {n["metadata"]["name"]: labels_of(n).get("kubernetes.io/hostname") for n in nodes}
+        pods.run(expected, hostnames)
+    checks += pods.checks
+    report(mod, checks, expected, run_id, pods.pods, {"elapsed": time.monotonic() - start, "waited": waited})
+
+
+def report(mod: GpuFleetModule, checks: List[Check], expected: List[ExpectedNode], run_id: str,
+           pods: List[Dict[str, Any]], times: Mapping[str, float]) -> None:
+    p, requests = mod.params, mod.k8s.request_count
+    summary = build_report(checks, expected, run_id,
+                           extra={"pods": pods, "elapsed_seconds": round(times["elapsed"], 2),
+                                  "waited_seconds": times["waited"], "api_requests": requests,
+                                  "check_mode": mod.check_mode})
+    mod.result.update(ok=summary["summary"]["ok"], report=summary, report_table=render_table(checks), api_requests=requests)
+    if p["junit"]:
+        mod.result["report_junit"] = render_junit(checks, elapsed=times["elapsed"])
+    if not mod.result["ok"] and p["fail_on_mismatch"]:
+        failed = [c.message for c in checks if not c.ok]
+        mod.fail("verification failed on %s: %s" % (", ".join(summary["summary"]["failed_nodes"]), " | ".join(failed[:10])))
+
+
+def main() -> None:
+    GpuFleetModule(ARGUMENT_SPEC, cluster=True).run(run)
 
 
 if __name__ == "__main__":

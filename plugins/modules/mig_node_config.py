@@ -26,20 +26,13 @@ author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.sharing.k8s_auth
+  - gpufleet.sharing.attributes.CLUSTER
 attributes:
   check_mode:
-    support: full
-    description: >-
-      Nothing is changed; the result tells whether the node would be reconfigured and which
-      pods would be evicted.
-  diff_mode:
-    support: full
-    description: >-
-      Shows the MIG labels of the node before and after.
-  platform:
-    platforms: posix
-    support: full
-    description: Runs on the controller (or any host with the Python C(kubernetes) client) and talks to the API server.
+    description:
+      - Reads and plans as a real run; the cordon, the evictions and the label change are sent as
+        server-side dry runs (C(dryRun=All)), so nothing is changed, and nothing is waited for.
+        RV(would_evict) lists the pods that would be evicted.
 options:
   node:
     description: Name of the node.
@@ -161,13 +154,15 @@ reason:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from typing import Any, Dict, List, Optional
 
-from ..module_utils._k8s import K8S_AUTH_ARGSPEC, K8sError, K8sTimeout, client_from_module
-from ..module_utils._mig_operator import (
-    CONFIG_KEY, CORDON_MARKER, CORDON_MARKER_VALUE, MIG_CONFIG_LABEL, MIG_STATE_LABEL, failure_reason,
-    node_is_configured, node_mig_status)
-from ..module_utils._node_drain import DrainError, Drainer, pod_key
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sTimeout
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_operator import (
+    CONFIG_KEY, CORDON_MARKER, CORDON_MARKER_VALUE, MIG_CONFIG_LABEL, MIG_STATE_LABEL, MigConfigFailed,
+    cordoned_by_us, node_is_configured, node_mig_status, relabel_step, undefined_config, wait_mig_config)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils._node_drain import (
+    DrainError, Drainer, blocking_message, pod_key)
 
 try:
     import yaml
@@ -175,206 +170,168 @@ try:
 except ImportError:  # pragma: no cover - ansible-core requires PyYAML
     HAS_YAML = False
 
+ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
+    node=dict(type="str", required=True),
+    config=dict(type="str", required=True),
+    config_map=dict(type="str"),
+    config_map_namespace=dict(type="str", default="gpu-operator"),
+    drain=dict(type="bool", default=True),
+    delete_emptydir_data=dict(type="bool", default=False),
+    force=dict(type="bool", default=False),
+    drain_timeout=dict(type="int", default=600),
+    timeout=dict(type="int", default=900),
+    poll_interval=dict(type="float", default=5),
+    mig_manager_namespace=dict(type="str", default="gpu-operator"),
+    mig_manager_selector=dict(type="str", default="app=nvidia-mig-manager"),
+)
 
-class MigFailed(K8sError):
-    pass
+
+def main() -> None:
+    GpuFleetModule(ARGUMENT_SPEC, cluster=True).run(run)
 
 
-class MigNodeConfig(object):
-    def __init__(self, module, k8s):
-        self.module = module
-        self.params = module.params
-        self.k8s = k8s
-        self.node_name = module.params["node"]
-        self.result = {"changed": False, "node": self.node_name, "config": module.params["config"],
-                       "evicted": [], "uncordoned": False}
+def run(mod: GpuFleetModule) -> None:
+    params = mod.params
+    if not HAS_YAML:
+        mod.fail("PyYAML is required")
+    if not params["config"].strip():
+        mod.fail("config must not be empty")
+    if params["poll_interval"] <= 0 or params["timeout"] < 0 or params["drain_timeout"] < 0:
+        mod.fail("timeout and drain_timeout must be >= 0 and poll_interval > 0")
+    MigNodeConfig(mod).run()
 
-    def fail(self, msg, **extra):
-        result = dict(self.result)
-        result.update(extra)
-        self.module.fail_json(msg=msg, **result)
 
-    def log(self, what, elapsed, detail):
-        self.module.log("mig_node_config: %s: %.0fs: %s" % (what, elapsed, detail))
+class MigNodeConfig:
+    """Plan (read), then cordon and drain, relabel, wait for the MIG manager, uncordon."""
 
-    def check_config_map(self):
+    def __init__(self, mod: GpuFleetModule) -> None:
+        self.mod = mod
+        self.k8s = mod.k8s
+        self.params = mod.params
+        self.node_name: str = mod.params["node"]
+        self.config: str = mod.params["config"]
+        mod.result.update(node=self.node_name, config=self.config, evicted=[], uncordoned=False)
+
+    def log(self, what: str, elapsed: float, detail: Any) -> None:
+        self.mod.log("mig_node_config: %s: %.0fs: %s" % (what, elapsed, detail))
+
+    def run(self) -> None:
+        node = self.k8s.get("Node", self.node_name)
+        if node is None:
+            self.mod.fail("node %s not found" % self.node_name)
+        previous, state = node_mig_status(node)
+        self.mod.result.update(previous_config=previous, state=state)
+        if node_is_configured(node, self.config):
+            # A cordon left by an earlier failed run is lifted once the node is in shape.
+            self.uncordon_if_ours(node)
+            return
+        self.check_config_map()
+        if not self.mig_manager_pods():
+            # Without a MIG manager on the node nobody would act on the label: fail before draining.
+            self.mod.fail("no MIG manager pod (%s in %s) runs on node %s: is migManager enabled in the ClusterPolicy "
+                          "and the node MIG-capable (label nvidia.com/gpu.deploy.mig-manager=true)?"
+                          % (self.params["mig_manager_selector"], self.params["mig_manager_namespace"],
+                             self.node_name))
+        drainer = self.plan_drain()
+        self.mod.changes.record("node %s MIG labels" % self.node_name,
+                                {MIG_CONFIG_LABEL: previous, MIG_STATE_LABEL: state},
+                                {MIG_CONFIG_LABEL: self.config, MIG_STATE_LABEL: "success"}, changed=True)
+        if drainer is not None:
+            self.cordon_and_drain(drainer, bool((node.get("spec") or {}).get("unschedulable")))
+        step = relabel_step(previous, state, self.config)
+        if step == "restart":
+            self.k8s.set_node_labels(self.node_name, {MIG_STATE_LABEL: None})
+            self.restart_mig_manager()
+        elif step == "relabel":
+            self.k8s.set_node_labels(self.node_name, {MIG_CONFIG_LABEL: self.config, MIG_STATE_LABEL: None})
+        if self.mod.check_mode:
+            return  # dry-run writes: nothing to wait for
+        self.wait_success()
+        self.uncordon_if_ours(self.k8s.get("Node", self.node_name) or {})
+
+    def check_config_map(self) -> None:
         name, namespace = self.params["config_map"], self.params["config_map_namespace"]
         if not name:
             return
         config_map = self.k8s.get("ConfigMap", name, namespace)
         if config_map is None:
-            self.fail("ConfigMap %s/%s does not exist: create it first (gpufleet.sharing.mig_operator_config)"
-                      % (namespace, name))
+            self.mod.fail("ConfigMap %s/%s does not exist: create it first (gpufleet.sharing.mig_operator_config)"
+                          % (namespace, name))
         text = (config_map.get("data") or {}).get(CONFIG_KEY)
         try:
             document = yaml.safe_load(text) if text else None
         except yaml.YAMLError as exc:
-            self.fail("ConfigMap %s/%s key %s is not valid YAML: %s" % (namespace, name, CONFIG_KEY, exc))
-        configs = (document or {}).get("mig-configs") if isinstance(document, dict) else None
-        if not isinstance(configs, dict) or self.params["config"] not in configs:
-            self.fail("MIG config %r is not defined in ConfigMap %s/%s (key %s)%s" % (
-                self.params["config"], namespace, name, CONFIG_KEY,
-                "; it defines: %s" % ", ".join(sorted(configs)) if isinstance(configs, dict) else ""))
+            self.mod.fail("ConfigMap %s/%s key %s is not valid YAML: %s" % (namespace, name, CONFIG_KEY, exc))
+        problem = undefined_config(document, self.config, "%s/%s" % (namespace, name))
+        if problem:
+            self.mod.fail(problem)
 
-    def ours_cordoned(self, node):
-        annotations = (node.get("metadata") or {}).get("annotations") or {}
-        return annotations.get(CORDON_MARKER) == CORDON_MARKER_VALUE
+    def plan_drain(self) -> Optional[Drainer]:
+        """The Drainer when draining, after checking that nothing blocks it (before any change)."""
+        if not self.params["drain"]:
+            if self.mod.check_mode:
+                self.mod.result["would_evict"] = []
+            return None
+        drainer = Drainer(self.k8s, self.node_name, self.params["delete_emptydir_data"], self.params["force"],
+                          self.params["drain_timeout"], min(self.params["poll_interval"], 2.0), progress=self.log)
+        _to_evict, _skipped, blocking = drainer.plan()
+        if blocking:
+            self.mod.fail(blocking_message("cannot drain node %s for the MIG change" % self.node_name, blocking),
+                          blocking=blocking)
+        return drainer
 
-    def uncordon_if_ours(self, node):
-        if not (self.params["drain"] and self.ours_cordoned(node)):
-            return
-        if not self.module.check_mode:
-            self.k8s.set_unschedulable(self.node_name, False)
-            self.k8s.set_node_annotations(self.node_name, {CORDON_MARKER: None})
-        self.result["changed"] = True
-        self.result["uncordoned"] = True
-
-    def run(self):
-        config = self.params["config"]
-        node = self.k8s.get("Node", self.node_name)
-        if node is None:
-            self.fail("node %s not found" % self.node_name)
-        previous, state = node_mig_status(node)
-        self.result["previous_config"] = previous
-        self.result["state"] = state
-        if node_is_configured(node, config):
-            # A cordon left by an earlier failed run is lifted once the node is in shape.
-            self.uncordon_if_ours(node)
-            return
-        self.check_config_map()
-        manager_pods = self.mig_manager_pods()
-        if not manager_pods:
-            # Without a MIG manager on the node nobody would act on the label: fail before draining.
-            self.fail("no MIG manager pod (%s in %s) runs on node %s: is migManager enabled in the ClusterPolicy and "
-                      "the node MIG-capable (label nvidia.com/gpu.deploy.mig-manager=true)?"
-                      % (self.params["mig_manager_selector"], self.params["mig_manager_namespace"], self.node_name))
-
-        unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
-        drainer = None
-        to_evict = []
-        if self.params["drain"]:
-            drainer = Drainer(self.k8s, self.node_name, self.params["delete_emptydir_data"], self.params["force"],
-                              self.params["drain_timeout"], min(self.params["poll_interval"], 2.0),
-                              progress=self.log)
-            to_evict, _skipped, blocking = drainer.plan()
-            if blocking:
-                self.fail("cannot drain node %s for the MIG change: %s" % (
-                    self.node_name, "; ".join("%s %s" % (b["pod"], b["reason"]) for b in blocking)),
-                    blocking=blocking)
-        self.result["changed"] = True
-        if self.module._diff:
-            self.result["diff"] = {
-                "before": {MIG_CONFIG_LABEL: previous, MIG_STATE_LABEL: state},
-                "after": {MIG_CONFIG_LABEL: config, MIG_STATE_LABEL: "success"},
-            }
-        if self.module.check_mode:
-            self.result["would_evict"] = [pod_key(p) for p in to_evict]
-            return
-
-        if drainer is not None:
-            if not unschedulable:
-                # Mark first, then cordon: a crash in between leaves a marker and no cordon, which
-                # is harmless; the reverse could leave a cordon nobody lifts.
-                self.k8s.set_node_annotations(self.node_name, {CORDON_MARKER: CORDON_MARKER_VALUE})
-                self.k8s.set_unschedulable(self.node_name, True)
+    def cordon_and_drain(self, drainer: Drainer, unschedulable: bool) -> None:
+        if not unschedulable:
+            # Mark first, then cordon: a crash in between leaves a marker and no cordon, which
+            # is harmless; the reverse could leave a cordon nobody lifts.
+            self.k8s.set_node_annotations(self.node_name, {CORDON_MARKER: CORDON_MARKER_VALUE})
+            self.k8s.set_unschedulable(self.node_name, True)
+        to_evict: List[Dict[str, Any]] = []
+        evicted: List[Dict[str, str]] = []
+        try:
             to_evict, _skipped, blocking = drainer.plan()
             drainer.check_blocking(blocking)
             if to_evict:
-                try:
-                    drainer.evict_all(to_evict)
-                finally:
-                    self.result["evicted"] = [entry["pod"] for entry in drainer.evicted]
-
-        if previous == config and state in ("pending", "rebooting"):
-            pass  # the MIG manager is already at work on this config: just wait for it
-        elif previous == config:
-            # Same label, but failed (or never processed): the MIG manager only reacts to label
-            # changes, and applies the current label when it starts, so restart it on this node.
-            self.k8s.set_node_labels(self.node_name, {MIG_STATE_LABEL: None})
-            self.restart_mig_manager()
+                evicted = drainer.evict_all(to_evict)
+        except DrainError as exc:
+            self.mod.result["evicted"] = [entry["pod"] for entry in drainer.evicted]
+            self.mod.fail("%s. The node stays cordoned." % exc, blocking=exc.details)
+        if self.mod.check_mode:
+            self.mod.result["would_evict"] = [pod_key(p) for p in to_evict]
         else:
-            # Dropping the old state together with the new config means a stale "success" can
-            # never be mistaken for the new config being applied.
-            self.k8s.set_node_labels(self.node_name, {MIG_CONFIG_LABEL: config, MIG_STATE_LABEL: None})
-        self.wait_success()
-        self.uncordon_if_ours(self.k8s.get("Node", self.node_name) or {})
+            self.mod.result["evicted"] = [entry["pod"] for entry in evicted]
 
-    def mig_manager_pods(self):
+    def uncordon_if_ours(self, node: Dict[str, Any]) -> None:
+        if not (self.params["drain"] and cordoned_by_us(node)):
+            return
+        self.k8s.set_unschedulable(self.node_name, False)
+        self.k8s.set_node_annotations(self.node_name, {CORDON_MARKER: None})
+        self.mod.changes.mark()
+        self.mod.result["uncordoned"] = True
+
+    def mig_manager_pods(self) -> List[Dict[str, Any]]:
         return self.k8s.list("Pod", namespace=self.params["mig_manager_namespace"],
                              label_selector=self.params["mig_manager_selector"],
                              field_selector="spec.nodeName=%s" % self.node_name)
 
-    def restart_mig_manager(self):
+    def restart_mig_manager(self) -> None:
         for pod in self.mig_manager_pods():
             self.k8s.delete("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
-        self.result["restarted_mig_manager"] = True
+        self.mod.result["restarted_mig_manager"] = True
 
-    def wait_success(self):
-        config = self.params["config"]
-        history = []
-        self.result["state_history"] = history
-        start = self.k8s.now()
-
-        def probe():
-            live = self.k8s.get("Node", self.node_name)
-            if live is None:
-                raise K8sError("node %s disappeared while waiting for its MIG change" % self.node_name)
-            wanted, state = node_mig_status(live)
-            if not history or history[-1]["state"] != state:
-                history.append({"state": state, "elapsed": round(self.k8s.now() - start, 1)})
-            if wanted != config:
-                raise K8sError("the label %s on %s was changed to %r by someone else while waiting"
-                               % (MIG_CONFIG_LABEL, self.node_name, wanted))
-            if state == "failed":
-                reason = failure_reason(live, self.k8s.events_for("Node", self.node_name))
-                self.result["reason"] = reason
-                raise MigFailed("the MIG manager failed to apply %r on %s: %s. The node stays cordoned; "
-                                "fix the cause and run again" % (config, self.node_name, reason))
-            return state == "success", state or "no state yet"
-
+    def wait_success(self) -> None:
+        history: List[Dict[str, Any]] = []
+        self.mod.result["state_history"] = history
         try:
-            self.k8s.wait_for("MIG config %s on %s" % (config, self.node_name), probe, self.params["timeout"],
-                              self.params["poll_interval"], self.log)
+            wait_mig_config(self.k8s, self.node_name, self.config, self.params["timeout"],
+                            self.params["poll_interval"], self.log, history)
+        except MigConfigFailed as exc:
+            self.mod.result["reason"] = exc.reason
+            self.mod.fail(str(exc))
         except K8sTimeout as exc:
-            self.result["state"] = exc.detail
-            self.fail("%s. The node stays cordoned." % exc)
-        self.result["state"] = "success"
-
-
-def main():
-    argument_spec = dict(
-        node=dict(type="str", required=True),
-        config=dict(type="str", required=True),
-        config_map=dict(type="str"),
-        config_map_namespace=dict(type="str", default="gpu-operator"),
-        drain=dict(type="bool", default=True),
-        delete_emptydir_data=dict(type="bool", default=False),
-        force=dict(type="bool", default=False),
-        drain_timeout=dict(type="int", default=600),
-        timeout=dict(type="int", default=900),
-        poll_interval=dict(type="float", default=5),
-        mig_manager_namespace=dict(type="str", default="gpu-operator"),
-        mig_manager_selector=dict(type="str", default="app=nvidia-mig-manager"),
-    )
-    argument_spec.update(K8S_AUTH_ARGSPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    if not HAS_YAML:
-        module.fail_json(msg="PyYAML is required")
-    if not module.params["config"].strip():
-        module.fail_json(msg="config must not be empty")
-    if module.params["poll_interval"] <= 0 or module.params["timeout"] < 0 or module.params["drain_timeout"] < 0:
-        module.fail_json(msg="timeout and drain_timeout must be >= 0 and poll_interval > 0")
-    k8s = client_from_module(module)
-    runner = MigNodeConfig(module, k8s)
-    try:
-        runner.run()
-    except MigFailed as exc:
-        runner.fail(str(exc))
-    except DrainError as exc:
-        runner.fail("%s. The node stays cordoned." % exc, blocking=exc.details)
-    except K8sError as exc:
-        runner.fail(str(exc))
-    module.exit_json(**runner.result)
+            self.mod.result["state"] = exc.detail
+            self.mod.fail("%s. The node stays cordoned." % exc)
+        self.mod.result["state"] = "success"
 
 
 if __name__ == "__main__":

@@ -20,19 +20,7 @@ author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.sharing.k8s_auth
-attributes:
-  check_mode:
-    support: full
-    description: >-
-      Writes are sent with server-side C(dryRun=All); nothing is stored.
-  diff_mode:
-    support: full
-    description: >-
-      Shows the rendered C(config.yaml) and the ClusterPolicy reference, before and after.
-  platform:
-    platforms: posix
-    support: full
-    description: Runs on the controller (or any host with the Python C(kubernetes) client) and talks to the API server.
+  - gpufleet.sharing.attributes.CLUSTER
 options:
   name:
     description: Name of the ConfigMap.
@@ -114,84 +102,65 @@ cluster_policy_found:
   type: bool
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from typing import Any, Dict
 
-from ..module_utils._gpu_operator import PSA_LABELS
-from ..module_utils._k8s import K8S_AUTH_ARGSPEC, K8sError, client_from_module
-from ..module_utils._mig_operator import CONFIG_KEY, MigOperatorError, merge_host_configs, missing_selections
-from ..module_utils._mig_parted import MigPartedError, merged_configs, parse_config, render_yaml
+from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator import PSA_LABELS
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_operator import (
+    CONFIG_KEY, MigOperatorError, config_map_body, missing_selections, operator_config_document, policy_config_name)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import MigPartedError, render_yaml
+from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
+
+ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
+    name=dict(type="str", default="gpufleet-mig-parted-config"),
+    namespace=dict(type="str", default="gpu-operator"),
+    configs=dict(type="dict", default={}),
+    configs_by_host=dict(type="dict", default={}),
+    include_default_configs=dict(type="bool", default=True),
+    selected=dict(type="dict", default={}),
+    cluster_policy=dict(type="str", default="cluster-policy"),
+    create_namespace=dict(type="bool", default=True),
+)
 
 
-def main():
-    argument_spec = dict(
-        name=dict(type="str", default="gpufleet-mig-parted-config"),
-        namespace=dict(type="str", default="gpu-operator"),
-        configs=dict(type="dict", default={}),
-        configs_by_host=dict(type="dict", default={}),
-        include_default_configs=dict(type="bool", default=True),
-        selected=dict(type="dict", default={}),
-        cluster_policy=dict(type="str", default="cluster-policy"),
-        create_namespace=dict(type="bool", default=True),
-    )
-    argument_spec.update(K8S_AUTH_ARGSPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    params = module.params
+def main() -> None:
+    GpuFleetModule(ARGUMENT_SPEC, cluster=True).run(run)
+
+
+def run(mod: GpuFleetModule) -> None:
+    params = mod.params
     name, namespace = params["name"], params["namespace"]
-    result = {"changed": False, "config_map": "%s/%s" % (namespace, name), "cluster_policy_changed": False}
+    mod.result.update(config_map="%s/%s" % (namespace, name), cluster_policy_changed=False)
 
     # Validate everything before talking to the cluster.
     try:
-        extra = merge_host_configs(params["configs"], params["configs_by_host"])
-        document = merged_configs(extra) if params["include_default_configs"] else {
-            "version": "v1", "mig-configs": extra}
-        parse_config(document, "mig_configs")
+        document = operator_config_document(params["configs"], params["configs_by_host"],
+                                            params["include_default_configs"])
     except (MigOperatorError, MigPartedError) as exc:
-        module.fail_json(msg="invalid MIG configs: %s" % exc, problems=exc.problems, **result)
+        mod.fail("invalid MIG configs: %s" % exc, problems=exc.problems)
     problems = missing_selections(document["mig-configs"], params["selected"])
     if problems:
-        module.fail_json(msg="; ".join(problems), problems=problems, **result)
+        mod.fail("; ".join(problems), problems=problems)
     rendered = render_yaml(document)
-    result["cluster_policy_found"] = False
-    result["config_names"] = sorted(document["mig-configs"])
+    mod.result.update(cluster_policy_found=False, config_names=sorted(document["mig-configs"]))
 
-    k8s = client_from_module(module)
-    body = {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": namespace,
-                         "labels": {"app.kubernetes.io/managed-by": "gpufleet.sharing"}},
-            "data": {CONFIG_KEY: rendered}}
-    try:
-        policy = k8s.get("ClusterPolicy", params["cluster_policy"]) if params["cluster_policy"] else None
-        if params["create_namespace"] and k8s.get("Namespace", namespace) is None:
-            k8s.ensure_namespace(namespace, PSA_LABELS, dry_run=module.check_mode)
-            result["changed"] = True
-            if module.check_mode:
-                # A dry-run namespace does not exist, so a dry-run ConfigMap in it cannot be validated.
-                result["action"] = "created"
-                module.exit_json(**result)
-        applied = k8s.apply(body, dry_run=module.check_mode)
-        result["action"] = applied.action
-        result["changed"] = result["changed"] or applied.changed
-        before_text = ((applied.before or {}).get("data") or {}).get(CONFIG_KEY, "")
-        current_ref = None
-        result["cluster_policy_found"] = policy is not None
-        if policy is not None:
-            current_ref = (((policy.get("spec") or {}).get("migManager") or {}).get("config") or {}).get("name")
-            if current_ref != name:
-                k8s.patch("ClusterPolicy", params["cluster_policy"],
-                          {"spec": {"migManager": {"config": {"name": name}}}}, patch_type="merge",
-                          dry_run=module.check_mode)
-                result["changed"] = True
-                result["cluster_policy_changed"] = True
-    except K8sError as exc:
-        module.fail_json(msg=str(exc), **result)
-    if module._diff:
-        result["diff"] = [
-            {"before_header": "configmap %s/%s %s" % (namespace, name, CONFIG_KEY), "before": before_text,
-             "after_header": "configmap %s/%s %s" % (namespace, name, CONFIG_KEY), "after": rendered},
-            {"before": {"migManager.config.name": current_ref}, "after": {"migManager.config.name": name}}
-            if params["cluster_policy"] else {"before": {}, "after": {}},
-        ]
-    module.exit_json(**result)
+    k8s = mod.k8s
+    policy = k8s.get("ClusterPolicy", params["cluster_policy"]) if params["cluster_policy"] else None
+    if params["create_namespace"] and k8s.get("Namespace", namespace) is None:
+        k8s.ensure_namespace(namespace, PSA_LABELS)
+        mod.changes.mark()
+    applied = k8s.apply(config_map_body(name, namespace, rendered))
+    mod.result["action"] = applied.action
+    what = "configmap %s/%s %s" % (namespace, name, CONFIG_KEY)
+    mod.changes.record(what, ((applied.before or {}).get("data") or {}).get(CONFIG_KEY, ""), rendered,
+                       changed=applied.changed)
+    mod.result["cluster_policy_found"] = policy is not None
+    current_ref = policy_config_name(policy)
+    if policy is not None and current_ref != name:
+        k8s.patch("ClusterPolicy", params["cluster_policy"], {"spec": {"migManager": {"config": {"name": name}}}},
+                  patch_type="merge")
+        mod.changes.record("clusterpolicy %s" % params["cluster_policy"], {"migManager.config.name": current_ref},
+                           {"migManager.config.name": name})
+        mod.result["cluster_policy_changed"] = True
 
 
 if __name__ == "__main__":

@@ -25,19 +25,13 @@ author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.sharing.k8s_auth
+  - gpufleet.sharing.attributes.CLUSTER
 attributes:
   check_mode:
-    support: full
-    description: >-
-      Nothing is changed; RV(would_evict) lists the pods a drain would evict.
-  diff_mode:
-    support: full
-    description: >-
-      Shows C(spec.unschedulable) and the annotations of the node, before and after.
-  platform:
-    platforms: posix
-    support: full
-    description: Runs on the controller (or any host with the Python C(kubernetes) client) and talks to the API server.
+    description:
+      - Reads and plans as a real run; the annotations, the cordon, the evictions and the pod
+        deletions are sent as server-side dry runs (C(dryRun=All)), so nothing is changed, and nothing
+        is waited for. RV(would_evict) lists the pods a drain would evict.
 options:
   node:
     description: Name of the node.
@@ -155,153 +149,128 @@ blocking:
 """
 
 import copy
+from typing import Any, Dict, List, Optional
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils._node_drain import (
+    DrainError, Drainer, blocking_message, planned_annotations, pod_key, pod_ready)
 
-from ..module_utils._k8s import K8S_AUTH_ARGSPEC, K8sError, client_from_module
-from ..module_utils._node_drain import DrainError, Drainer, pod_key
-
-
-def planned_annotations(current, wanted):
-    result = dict(current)
-    for key, value in (wanted or {}).items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = str(value)
-    return result
-
-
-def _ready(pod):
-    if (pod.get("metadata") or {}).get("deletionTimestamp"):
-        return False
-    status = pod.get("status") or {}
-    if status.get("phase") != "Running":
-        return False
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
+    node=dict(type="str", required=True),
+    state=dict(type="str", required=True, choices=["cordon", "drain", "uncordon", "restart_pods"]),
+    namespace=dict(type="str", default="gpu-operator"),
+    pod_selectors=dict(type="list", elements="str", default=[]),
+    delete_emptydir_data=dict(type="bool", default=False),
+    force=dict(type="bool", default=False),
+    grace_period=dict(type="int"),
+    timeout=dict(type="int", default=300),
+    poll_interval=dict(type="float", default=2),
+    annotations=dict(type="dict"),
+)
 
 
-def restart_pods(module, k8s, result):
+def main() -> None:
+    GpuFleetModule(ARGUMENT_SPEC, cluster=True).run(run)
+
+
+def run(mod: GpuFleetModule) -> None:
+    params = mod.params
+    if params["timeout"] < 0 or params["poll_interval"] <= 0:
+        mod.fail("timeout must be >= 0 and poll_interval > 0")
+    if params["state"] == "restart_pods" and not params["pod_selectors"]:
+        mod.fail("state=restart_pods needs pod_selectors (label selectors of the pods to restart)")
+    mod.result.update(node=params["node"], evicted=[])
+    if params["state"] == "restart_pods":
+        restart_pods(mod)
+    else:
+        maintain(mod)
+
+
+def restart_pods(mod: GpuFleetModule) -> None:
     """Delete the node's pods matching each selector and wait for Ready replacements."""
-    params = module.params
+    k8s, params = mod.k8s, mod.params
     node, namespace = params["node"], params["namespace"]
     field = "spec.nodeName=%s" % node
-    try:
-        if k8s.get("Node", node) is None:
-            module.fail_json(msg="node %s not found" % node, **result)
-        old = {}
-        for selector in params["pod_selectors"]:
+    if k8s.get("Node", node) is None:
+        mod.fail("node %s not found" % node)
+    old: Dict[str, List[str]] = {}
+    for selector in params["pod_selectors"]:
+        pods = k8s.list("Pod", namespace=namespace, label_selector=selector, field_selector=field)
+        old[selector] = [p["metadata"]["uid"] for p in pods]
+        mod.result.setdefault("restarted", []).extend(pod_key(p) for p in pods)
+    if not mod.result.get("restarted"):
+        return
+    mod.changes.mark()
+    for selector in params["pod_selectors"]:
+        for pod in k8s.list("Pod", namespace=namespace, label_selector=selector, field_selector=field):
+            if pod["metadata"]["uid"] in old[selector]:
+                k8s.delete("Pod", pod["metadata"]["name"], namespace=namespace)
+    if mod.check_mode:
+        return  # dry-run deletes: no replacement to wait for
+
+    def probe():
+        waiting = []
+        for selector, uids in old.items():
+            if not uids:
+                continue
             pods = k8s.list("Pod", namespace=namespace, label_selector=selector, field_selector=field)
-            old[selector] = [p["metadata"]["uid"] for p in pods]
-            result.setdefault("restarted", []).extend(pod_key(p) for p in pods)
-        result["changed"] = bool(result.get("restarted"))
-        if module.check_mode or not result["changed"]:
-            module.exit_json(**result)
-        for selector in params["pod_selectors"]:
-            for pod in k8s.list("Pod", namespace=namespace, label_selector=selector, field_selector=field):
-                if pod["metadata"]["uid"] in old[selector]:
-                    k8s.delete("Pod", pod["metadata"]["name"], namespace=namespace)
+            if not any(pod_ready(p) and p["metadata"]["uid"] not in uids for p in pods):
+                waiting.append(selector)
+        return not waiting, waiting
 
-        def probe():
-            waiting = []
-            for selector, uids in old.items():
-                if not uids:
-                    continue
-                pods = k8s.list("Pod", namespace=namespace, label_selector=selector, field_selector=field)
-                if not any(_ready(p) and p["metadata"]["uid"] not in uids for p in pods):
-                    waiting.append(selector)
-            return not waiting, waiting
-
-        k8s.wait_for("replacement pods Ready on node %s" % node, probe, params["timeout"], params["poll_interval"],
-                     progress=lambda what, elapsed, detail: module.log(
-                         "node_maintenance: waiting %.0fs for %s: %s" % (elapsed, what, ", ".join(detail))))
-    except K8sError as exc:
-        module.fail_json(msg=str(exc), **result)
-    module.exit_json(**result)
+    k8s.wait_for("replacement pods Ready on node %s" % node, probe, params["timeout"], params["poll_interval"],
+                 progress=lambda what, elapsed, detail: mod.log(
+                     "node_maintenance: waiting %.0fs for %s: %s" % (elapsed, what, ", ".join(detail))))
 
 
-def main():
-    argument_spec = dict(
-        node=dict(type="str", required=True),
-        state=dict(type="str", required=True, choices=["cordon", "drain", "uncordon", "restart_pods"]),
-        namespace=dict(type="str", default="gpu-operator"),
-        pod_selectors=dict(type="list", elements="str", default=[]),
-        delete_emptydir_data=dict(type="bool", default=False),
-        force=dict(type="bool", default=False),
-        grace_period=dict(type="int"),
-        timeout=dict(type="int", default=300),
-        poll_interval=dict(type="float", default=2),
-        annotations=dict(type="dict"),
-    )
-    argument_spec.update(K8S_AUTH_ARGSPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    params = module.params
-    if params["timeout"] < 0 or params["poll_interval"] <= 0:
-        module.fail_json(msg="timeout must be >= 0 and poll_interval > 0")
-    if params["state"] == "restart_pods" and not params["pod_selectors"]:
-        module.fail_json(msg="state=restart_pods needs pod_selectors (label selectors of the pods to restart)")
-    k8s = client_from_module(module)
+def maintain(mod: GpuFleetModule) -> None:
+    """cordon, drain or uncordon (with the annotations)."""
+    k8s, params = mod.k8s, mod.params
     name, state = params["node"], params["state"]
-    result = {"changed": False, "node": name, "evicted": []}
-    drainer = None
-    if state == "restart_pods":
-        restart_pods(module, k8s, result)
+    node = k8s.get("Node", name)
+    if node is None:
+        mod.fail("node %s not found" % name)
+    before_annotations = dict((node.get("metadata") or {}).get("annotations") or {})
+    before = {"unschedulable": bool((node.get("spec") or {}).get("unschedulable")), "annotations": before_annotations}
+    after = {"unschedulable": state != "uncordon",
+             "annotations": planned_annotations(before_annotations, params["annotations"])}
+    drainer: Optional[Drainer] = None
+    if state == "drain":
+        drainer = Drainer(k8s, name, params["delete_emptydir_data"], params["force"], params["timeout"],
+                          params["poll_interval"], params["grace_period"],
+                          progress=lambda what, elapsed, detail: mod.log(
+                              "node_maintenance: %s: %.0fs: %s" % (what, elapsed, detail)))
+        to_evict, mod.result["skipped"], blocking = drainer.plan()
+        if blocking:
+            # Validate before changing anything: the node is not even cordoned.
+            mod.fail(blocking_message("cannot drain node %s" % name, blocking), blocking=blocking)
+        if to_evict:
+            mod.changes.mark()
+    mod.changes.record("node %s" % name, before, after)
+    mod.result["unschedulable"] = after["unschedulable"]
 
+    if params["annotations"]:
+        k8s.set_node_annotations(name, copy.deepcopy(params["annotations"]))
+    k8s.set_unschedulable(name, after["unschedulable"])
+    if drainer is not None:
+        drain(mod, drainer)
+
+
+def drain(mod: GpuFleetModule, drainer: Drainer) -> None:
     try:
-        node = k8s.get("Node", name)
-        if node is None:
-            module.fail_json(msg="node %s not found" % name, **result)
-        before_unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
-        before_annotations = dict((node.get("metadata") or {}).get("annotations") or {})
-        want_unschedulable = state != "uncordon"
-        after_annotations = planned_annotations(before_annotations, params["annotations"])
-
-        to_evict = []
-        if state == "drain":
-            drainer = Drainer(k8s, name, params["delete_emptydir_data"], params["force"], params["timeout"],
-                              params["poll_interval"], params["grace_period"],
-                              progress=lambda what, elapsed, detail: module.log(
-                                  "node_maintenance: %s: %.0fs: %s" % (what, elapsed, detail)))
-            to_evict, skipped, blocking = drainer.plan()
-            result["skipped"] = skipped
-            if blocking:
-                # Validate before changing anything: the node is not even cordoned.
-                module.fail_json(msg="cannot drain node %s: %s" % (
-                    name, "; ".join("%s %s" % (b["pod"], b["reason"]) for b in blocking)),
-                    blocking=blocking, **result)
-
-        node_changes = before_unschedulable != want_unschedulable or before_annotations != after_annotations
-        result["changed"] = node_changes or bool(to_evict)
-        result["unschedulable"] = want_unschedulable
-        if module._diff:
-            result["diff"] = {
-                "before": {"unschedulable": before_unschedulable, "annotations": before_annotations},
-                "after": {"unschedulable": want_unschedulable, "annotations": after_annotations},
-            }
-        if module.check_mode:
-            if state == "drain":
-                result["would_evict"] = [pod_key(p) for p in to_evict]
-            module.exit_json(**result)
-
-        if params["annotations"]:
-            k8s.set_node_annotations(name, copy.deepcopy(params["annotations"]))
-        k8s.set_unschedulable(name, want_unschedulable)
-        if drainer is not None:
-            # Re-read after cordoning: a pod may have been scheduled since the first look.
-            to_evict, skipped, blocking = drainer.plan()
-            result["skipped"] = skipped
-            drainer.check_blocking(blocking)
-        if drainer is not None and to_evict:
-            result["changed"] = True
-            evicted = drainer.evict_all(to_evict)
-            result["evicted"] = [entry["pod"] for entry in evicted]
+        # Re-read after cordoning: a pod may have been scheduled since the first look.
+        to_evict, mod.result["skipped"], blocking = drainer.plan()
+        drainer.check_blocking(blocking)
+        if to_evict:
+            mod.changes.mark()
+            evicted = [entry["pod"] for entry in drainer.evict_all(to_evict)]
+            mod.result["would_evict" if mod.check_mode else "evicted"] = evicted
     except DrainError as exc:
-        result["changed"] = True  # the node was cordoned (and maybe some pods evicted) before this
-        result["evicted"] = [entry["pod"] for entry in drainer.evicted] if drainer is not None else []
-        module.fail_json(msg=str(exc), blocking=exc.details, **result)
-    except K8sError as exc:
-        module.fail_json(msg=str(exc), **result)
-    module.exit_json(**result)
+        mod.changes.mark()  # the node was cordoned (and maybe some pods evicted) before this
+        mod.result["evicted"] = [entry["pod"] for entry in drainer.evicted]
+        mod.fail(str(exc), blocking=exc.details)
+    if mod.check_mode:
+        mod.result.setdefault("would_evict", [])
 
 
 if __name__ == "__main__":

@@ -1,5 +1,9 @@
 """Unit tests for _helm (argv building, output parsing) and _gpu_operator (values, diagnosis)."""
+
+from __future__ import annotations
+
 import json
+import os
 
 import pytest
 
@@ -265,3 +269,133 @@ def test_daemonsets_not_rolled_out():
     assert gop.daemonsets_not_rolled_out([rolling, done, unseen, no_updated_field]) == [
         "DaemonSet b: generation 3 not observed yet", "DaemonSet c: 1/2 updated, 2/2 ready"]
     assert gop.daemonsets_not_rolled_out([]) == []
+
+
+# -- Helm (steps over an injected command runner) ---------------------------------------------------
+
+class Runner:
+    """Answers argv by its first two words; records (argv, stdin)."""
+
+    def __init__(self, answers):
+        self.answers = answers
+        self.calls = []
+
+    def __call__(self, argv, data):
+        self.calls.append((argv, data))
+        return self.answers.get(tuple(argv[1:3]), (0, "", ""))
+
+
+def test_helm_steps_parse_and_raise():
+    runner = Runner({("version", "--short"): (0, "v3.14.2+gabc\n", ""),
+                     ("list", "-n"): (0, json.dumps([{"name": "gpu-operator", "chart": "gpu-operator-v25.10.1"}]), ""),
+                     ("get", "values"): (0, "null", ""),
+                     ("show", "chart"): (0, "name: gpu-operator\nversion: v25.10.1\n", ""),
+                     ("show", "crds"): (0, "---\n", "")})
+    helm = _helm.Helm(HelmCommand("helm"), runner)
+    assert helm.version() == (3, 14, 2)
+    assert helm.release("gpu-operator", "gpu-operator")["chart"] == "gpu-operator-v25.10.1"
+    assert helm.values("gpu-operator", "gpu-operator") == {}
+    assert helm.chart_metadata("nvidia/gpu-operator", "25.10.1")["name"] == "gpu-operator"
+    assert helm.crds_text("nvidia/gpu-operator", "v25.10.1") == "---\n"
+    with pytest.raises(HelmError, match="chart_version v26.1.0 does not match the chart nvidia/gpu-operator"):
+        helm.chart_metadata("nvidia/gpu-operator", "v26.1.0")
+    with pytest.raises(HelmError, match="chart_version is required for the repository chart nvidia/gpu-operator"):
+        helm.chart_metadata("nvidia/gpu-operator", None)
+    with pytest.raises(HelmError, match="chart_ref /no/such: no such chart directory or archive"):
+        helm.chart_metadata("/no/such", None)
+    old = _helm.Helm(HelmCommand("helm"), Runner({("version", "--short"): (0, "v3.11.0", "")}))
+    with pytest.raises(HelmError, match="too old"):
+        old.version()
+
+
+def test_helm_failed_command_carries_argv_and_rc():
+    helm = _helm.Helm(HelmCommand("helm"), Runner({("uninstall", "r"): (1, "", "Error: boom\n")}))
+    with pytest.raises(_helm.HelmFailed) as err:
+        helm.call(helm.command.uninstall("r", "ns"), "uninstall")
+    assert str(err.value) == "helm uninstall failed (rc=1): Error: boom"
+    assert err.value.rc == 1 and err.value.argv[:3] == ["helm", "uninstall", "r"]
+
+
+def test_sync_repository_adds_refreshes_and_dry_run():
+    runner = Runner({("repo", "list"): (1, "Error: no repositories to show", "")})
+    helm = _helm.Helm(HelmCommand("helm"), runner)
+    assert helm.sync_repository("nvidia", "https://n", None, None, dry_run=True) is False
+    assert [argv[1:3] for argv, _data in runner.calls] == [["repo", "list"]]
+    assert helm.sync_repository("nvidia", "https://n", "u", "secret") is True
+    assert [argv[1:3] for argv, _data in runner.calls[1:]] == [["repo", "list"], ["repo", "add"], ["repo", "update"]]
+    assert runner.calls[2][1] == "secret" and "secret" not in runner.calls[2][0]
+    listed = Runner({("repo", "list"): (0, json.dumps([{"name": "nvidia", "url": "https://n"}]), "")})
+    helm = _helm.Helm(HelmCommand("helm"), listed)
+    assert helm.repositories() == {"nvidia": "https://n"}
+    assert helm.sync_repository("nvidia", "https://n", None, None, dry_run=True) is True
+    assert helm.sync_repository("nvidia", "https://n", None, None) is True
+    assert [argv[1:3] for argv, _data in listed.calls] == [["repo", "list"]] * 3 + [["repo", "update"]]
+
+
+def test_upgrade_install_values_file_is_private_and_removed(tmp_path):
+    seen = {}
+
+    def runner(argv, data):
+        path = argv[argv.index("-f") + 1]
+        seen.update(path=path, mode=oct(os.stat(path).st_mode & 0o777), values=json.load(open(path)))
+        return 0, "", ""
+    _helm.Helm(HelmCommand("helm"), runner).upgrade_install("r", "nvidia/gpu-operator", "ns", {"mig": {"strategy": "mixed"}},
+                                                            "v1", str(tmp_path))
+    assert seen["mode"] == "0o600" and seen["values"] == {"mig": {"strategy": "mixed"}}
+    assert os.path.dirname(seen["path"]) == str(tmp_path) and not os.path.exists(seen["path"])
+
+
+def test_find_helm(tmp_path):
+    binary = tmp_path / "helm"
+    binary.write_text("#!/bin/sh\n")
+    with pytest.raises(HelmError, match="is not an executable file"):
+        _helm.find_helm(str(binary), lambda name: name)
+    binary.chmod(0o755)
+    assert _helm.find_helm(str(binary), lambda name: "unused") == str(binary)
+    assert _helm.find_helm("helm", lambda name: "/usr/bin/" + name) == "/usr/bin/helm"
+
+    def missing(name):
+        raise ValueError('Failed to find required executable "%s" in paths: /bin' % name)
+    with pytest.raises(HelmError, match='Failed to find required executable "helm"'):
+        _helm.find_helm("helm", missing)
+
+
+# -- _gpu_operator: the release plan and readiness ----------------------------------------------------
+
+ENTRY = {"name": "gpu-operator", "namespace": "gpu-operator", "revision": "3", "status": "deployed",
+         "chart": "gpu-operator-v25.10.1", "app_version": "v25.10.1"}
+
+
+def test_release_info_and_state():
+    info = gop.release_info(ENTRY, "gpu-operator")
+    assert info == {"name": "gpu-operator", "namespace": "gpu-operator", "revision": 3, "status": "deployed",
+                    "chart": "gpu-operator", "chart_version": "v25.10.1", "app_version": "v25.10.1"}
+    assert gop.release_info(None) == {}
+    assert gop.release_info(dict(ENTRY, chart="weird", revision="x"))["revision"] == "x"
+    assert gop.release_state(info, {"a": 1}) == {"chart": "gpu-operator", "chart_version": "v25.10.1", "values": {"a": 1}}
+    assert gop.release_state({}, {}) == {}
+
+
+def test_release_action_and_pending():
+    assert gop.release_action(None, "gpu-operator", "v25.10.1", {}, {}) == "installed"
+    assert gop.release_action(ENTRY, "gpu-operator", "25.10.1", {"a": 1}, {"a": 1}) == "unchanged"
+    assert gop.release_action(ENTRY, "gpu-operator", "v26.1.0", {}, {}) == "upgraded"
+    assert gop.release_action(ENTRY, "gpu-operator", "v25.10.1", {}, {"a": 1}) == "upgraded"
+    assert gop.release_action(dict(ENTRY, status="failed"), "gpu-operator", "v25.10.1", {}, {}) == "upgraded"
+    assert gop.pending_problem(ENTRY, "gpu-operator") is None
+    assert gop.pending_problem(None, "gpu-operator") is None
+    assert gop.pending_problem(dict(ENTRY, status="pending-upgrade"), "gpu-operator").startswith(
+        "release gpu-operator is pending-upgrade: another helm operation is in progress")
+
+
+def test_readiness_helpers():
+    assert gop.policy_not_ready(None) == "absent"
+    assert gop.policy_not_ready({"metadata": {}}) == "no status"
+    assert gop.policy_not_ready({"status": {"state": "notReady"}}) == "notReady"
+    assert gop.policy_not_ready({"status": {"state": "ready"}}) is None
+    assert gop.rollout_state([]) == (True, "ready")
+    done, detail = gop.rollout_state([{"metadata": {"name": "ds", "generation": 2}, "status": {"observedGeneration": 1}}])
+    assert not done and detail == "ready, but DaemonSet ds: generation 2 not observed yet"
+    assert gop.timeout_report(["ClusterPolicy x: state notReady"], "notReady") == (
+        ["ClusterPolicy x: state notReady"], "ClusterPolicy x: state notReady")
+    assert gop.timeout_report(["P", "D1"], "ready, but D2; D3") == (["P", "D1", "D2", "D3"], "D1 | D2 | D3")

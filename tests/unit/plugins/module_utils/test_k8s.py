@@ -3,6 +3,9 @@
 The transport is a fake DynamicClient (no network); the real HTTP path is covered by the lab tests
 in tests/lab/tests/test_cluster_modules_operator*.py.
 """
+
+from __future__ import annotations
+
 import copy
 import json
 
@@ -22,12 +25,12 @@ class FakeApiException(_k8s._ApiException):
                                 "reason": reason or "Reason", "code": status})
 
 
-class FakeResponse(object):
+class FakeResponse:
     def __init__(self, payload):
         self.data = json.dumps(payload).encode()
 
 
-class FakeDynamic(object):
+class FakeDynamic:
     """Scripted server: a queue of responses (dict payload or exception) per call, plus a log."""
 
     def __init__(self, script=None, handler=None):
@@ -339,7 +342,7 @@ def test_events_for_sorted():
 
 # -- waits ----------------------------------------------------------------------------------------
 
-class FakeClock(object):
+class FakeClock:
     def __init__(self):
         self.now = 0.0
 
@@ -410,7 +413,7 @@ def test_auth_argspec_marks_secret_no_log():
     assert _k8s.K8S_AUTH_ARGSPEC["api_key"]["no_log"] is True
 
 
-class FailingModule(object):
+class FailingModule:
     def __init__(self, params=None):
         self.params = params or {}
 
@@ -436,7 +439,7 @@ def test_bad_kubeconfig_is_a_clean_failure(tmp_path):
     assert exited.value.args[0]["msg"].startswith("cannot load Kubernetes client configuration from %s" % broken)
 
 
-class TextResponse(object):
+class TextResponse:
     def __init__(self, text):
         self.data = text.encode()
 
@@ -444,7 +447,7 @@ class TextResponse(object):
 def test_pod_log_is_text_and_retried():
     calls = []
 
-    class Dyn(object):
+    class Dyn:
         def request(self, method, path, body=None, **kwargs):
             calls.append((path, dict(kwargs.get("query_params") or [])))
             if len(calls) == 1:
@@ -454,3 +457,99 @@ def test_pod_log_is_text_and_retried():
     assert client.pod_log("p", "ns", container="c", tail_lines=5) == "GPU 0: NVIDIA A100 (UUID: GPU-1)\n{not json"
     assert calls[-1] == ("/api/v1/namespaces/ns/pods/p/log", {"container": "c", "tailLines": 5})
     assert client.request_count == 2
+
+
+# -- client-level dry run --------------------------------------------------------------------------
+
+def _echo_handler(method, path, body, kwargs):
+    """A server that answers every GET with 404 and every write with the body it got."""
+    if method == "GET":
+        return FakeApiException(404)
+    return body if isinstance(body, dict) else {}
+
+
+def test_client_dry_run_applies_to_every_write_without_its_own_setting():
+    dyn = FakeDynamic(handler=_echo_handler)
+    client, _sleeps = make_client(dyn, dry_run=True)
+    assert client.dry_run is True
+    client.create(CM)
+    client.replace(CM)
+    client.patch("Node", "gpu-a", {"metadata": {}})
+    client.delete("ConfigMap", "c", namespace="ns")
+    client.evict("p", "ns")
+    assert [c["query"].get("dryRun") for c in dyn.calls] == ["All"] * 5
+    assert dyn.calls[3]["body"]["dryRun"] == ["All"] and dyn.calls[4]["body"]["deleteOptions"] == {"dryRun": ["All"]}
+
+
+def test_per_call_dry_run_overrides_the_client_setting():
+    dyn = FakeDynamic(handler=_echo_handler)
+    client, _sleeps = make_client(dyn, dry_run=True)
+    client.create(CM, dry_run=False)
+    client.patch("Node", "gpu-a", {"metadata": {}}, dry_run=False)
+    assert [c["query"].get("dryRun") for c in dyn.calls] == [None, None]
+    dyn = FakeDynamic(handler=_echo_handler)
+    client, _sleeps = make_client(dyn)
+    assert client.dry_run is False
+    client.create(CM)
+    client.create(CM, dry_run=True)
+    assert [c["query"].get("dryRun") for c in dyn.calls] == [None, "All"]
+
+
+def test_client_dry_run_reaches_apply_update_and_node_helpers():
+    dyn = FakeDynamic([FakeApiException(404), CM, NODE, NODE])
+    client, _sleeps = make_client(dyn, dry_run=True)
+    client.apply(CM)
+    client.set_node_labels("gpu-a", {"x": "2"})
+    assert [(c["method"], c["query"].get("dryRun")) for c in dyn.calls] == [
+        ("GET", None), ("POST", "All"), ("GET", None), ("PUT", "All")]
+
+
+def test_creates_into_a_dry_run_namespace_are_answered_by_the_client():
+    dyn = FakeDynamic(handler=_echo_handler)
+    client, _sleeps = make_client(dyn, dry_run=True)
+    assert client.ensure_namespace("ns", {"a": "b"}).action == "created"
+    assert client.dry_run_namespaces == {"ns"}
+    result = client.apply(dict(CM, metadata={"name": "c", "namespace": "ns"}))
+    assert result.action == "created" and result.after["metadata"]["namespace"] == "ns"
+    assert result.after["data"] == {"k": "v"}
+    # the namespace's GET and dry-run POST, then only the ConfigMap's GET: its create is answered locally
+    assert [(c["method"], c["path"]) for c in dyn.calls] == [
+        ("GET", "/api/v1/namespaces/ns"), ("POST", "/api/v1/namespaces"),
+        ("GET", "/api/v1/namespaces/ns/configmaps/c")]
+    assert client.request_count == 3
+    # other namespaces and real writes still go to the server
+    client.create(dict(CM, metadata={"name": "c", "namespace": "other"}))
+    client.create(dict(CM, metadata={"name": "d", "namespace": "ns"}), dry_run=False)
+    assert [c["path"] for c in dyn.calls[3:]] == [
+        "/api/v1/namespaces/other/configmaps", "/api/v1/namespaces/ns/configmaps"]
+
+
+def test_real_namespace_create_is_not_remembered():
+    dyn = FakeDynamic(handler=_echo_handler)
+    client, _sleeps = make_client(dyn)
+    client.ensure_namespace("ns")
+    assert client.dry_run_namespaces == set()
+
+
+def test_client_from_module_passes_dry_run(monkeypatch):
+    seen = {}
+
+    def connect(params, dry_run=False, **options):
+        seen.update(params=params, dry_run=dry_run, options=options)
+        return "client"
+    monkeypatch.setattr(_k8s, "HAS_KUBERNETES", True)
+    monkeypatch.setattr(_k8s.K8sClient, "connect", staticmethod(connect))
+    assert _k8s.client_from_module(FailingModule({"host": "https://h"}), dry_run=True) == "client"
+    assert seen["dry_run"] is True and seen["params"]["host"] == "https://h"
+    _k8s.client_from_module(FailingModule())
+    assert seen["dry_run"] is False
+
+
+def test_connect_sets_dry_run(tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'http://127.0.0.1:1'}\n"
+        "users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: ctx\n  context: {cluster: c, user: u}\n"
+        "current-context: ctx\n")
+    assert K8sClient.connect({"kubeconfig": str(kubeconfig)}, dry_run=True).dry_run is True
+    assert K8sClient.connect({"kubeconfig": str(kubeconfig)}).dry_run is False

@@ -1,10 +1,13 @@
 """Unit tests for _node_drain.classify_pods, the Drainer (fake client) and _mig_operator."""
+
+from __future__ import annotations
+
 import pytest
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils import _mig_operator as migop
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils._node_drain import (
-    DrainError, Drainer, classify_pods, pod_key)
+    DrainError, Drainer, blocking_message, classify_pods, planned_annotations, pod_key, pod_ready)
 
 
 def pod(name, owner_kind="ReplicaSet", volumes=None, annotations=None, phase="Running", deleting=False, uid=None):
@@ -44,11 +47,12 @@ def test_non_controller_owner_counts_as_unmanaged():
     assert classify_pods([unmanaged])[2][0]["pod"] == "ns/x"
 
 
-class FakeK8s(object):
+class FakeK8s:
     """Enough of K8sClient for the Drainer: evict answers from a script, pods vanish when evicted."""
 
-    def __init__(self, refusals):
+    def __init__(self, refusals, dry_run=False):
         self.refusals = dict(refusals)  # pod name -> number of 429s before success
+        self.dry_run = dry_run
         self.live = {}
         self.now_value = 0.0
         self.evictions = []
@@ -126,6 +130,30 @@ def test_check_blocking():
         Drainer(FakeK8s({}), "n").check_blocking([{"pod": "ns/x", "reason": "why"}])
 
 
+def test_dry_run_drainer_evicts_once_and_waits_for_nothing():
+    k8s = FakeK8s({"a": 100}, dry_run=True)
+    pods = [pod("b"), pod("a")]
+    k8s.live = dict((p["metadata"]["name"], p) for p in pods)
+    drainer = Drainer(k8s, "n", timeout=30, interval=1)
+    planned = drainer.evict_all(pods)
+    assert [e["pod"] for e in planned] == ["ns/a", "ns/b"]  # the budget's refusal is no error here
+    assert k8s.evictions == ["a", "b"] and k8s.now_value == 0.0
+    assert drainer.evicted == []  # nothing was evicted
+    with pytest.raises(DrainError, match="eviction of ns/broken from n failed: boom"):
+        Drainer(FakeK8s({}, dry_run=True), "n").evict_all([pod("broken")])
+
+
+def test_blocking_message_annotations_and_ready():
+    assert blocking_message("cannot drain node n", [{"pod": "ns/a", "reason": "r1"}, {"pod": "ns/b", "reason": "r2"}]) \
+        == "cannot drain node n: ns/a r1; ns/b r2"
+    assert planned_annotations({"a": "1", "b": "2"}, {"a": None, "c": 3}) == {"b": "2", "c": "3"}
+    assert planned_annotations({"a": "1"}, None) == {"a": "1"}
+    ready = {"metadata": {}, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+    assert pod_ready(ready)
+    assert not pod_ready(dict(ready, metadata={"deletionTimestamp": "x"}))
+    assert not pod_ready(dict(ready, status={"phase": "Pending"}))
+
+
 # -- _mig_operator ---------------------------------------------------------------------------------
 
 ITEMS_A = [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.20gb": 2}}]
@@ -163,3 +191,81 @@ def test_node_status_and_reason():
     assert migop.failure_reason(node, events) == (
         "lab.gpufleet.io/mig-config-failure=GPU 0 busy; event MigConfigFailed: GPU 0 busy")
     assert "gave no reason" in migop.failure_reason({"metadata": {}}, [])
+
+
+def test_operator_config_document_and_configmap():
+    document = migop.operator_config_document({}, {"h1": {"halves": ITEMS_A}}, include_default_configs=False)
+    assert document == {"version": "v1", "mig-configs": {"halves": ITEMS_A}}
+    with_defaults = migop.operator_config_document(None, {"h1": {"halves": ITEMS_A}}, include_default_configs=True)
+    assert "all-disabled" in with_defaults["mig-configs"] and with_defaults["mig-configs"]["halves"] == ITEMS_A
+    with pytest.raises(migop.MigOperatorError):
+        migop.operator_config_document({}, {"h1": {"x": ITEMS_A}, "h2": {"x": ITEMS_B}}, True)
+    body = migop.config_map_body("cm", "ns", "text")
+    assert body["data"] == {"config.yaml": "text"} and body["metadata"]["namespace"] == "ns"
+    assert body["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "gpufleet.sharing"}
+
+
+def test_policy_config_name_and_undefined_config():
+    assert migop.policy_config_name(None) is None
+    assert migop.policy_config_name({"spec": {"migManager": {"config": {"name": "cm"}}}}) == "cm"
+    assert migop.undefined_config({"mig-configs": {"a": []}}, "a", "ns/cm") is None
+    assert migop.undefined_config({"mig-configs": {"b": [], "a": []}}, "c", "ns/cm") == (
+        "MIG config 'c' is not defined in ConfigMap ns/cm (key config.yaml); it defines: a, b")
+    assert migop.undefined_config("text", "c", "ns/cm") == "MIG config 'c' is not defined in ConfigMap ns/cm (key config.yaml)"
+
+
+def test_cordon_marker_and_relabel_step():
+    assert not migop.cordoned_by_us({"metadata": {}})
+    assert migop.cordoned_by_us({"metadata": {"annotations": {migop.CORDON_MARKER: migop.CORDON_MARKER_VALUE}}})
+    assert migop.relabel_step("a", "pending", "a") == "wait"
+    assert migop.relabel_step("a", "rebooting", "a") == "wait"
+    assert migop.relabel_step("a", "failed", "a") == "restart"
+    assert migop.relabel_step("a", None, "a") == "restart"
+    assert migop.relabel_step("b", "success", "a") == "relabel"
+
+
+class NodeSequence:
+    """A client whose Node GETs return the given objects one after the other (time moves 1s a poll)."""
+
+    def __init__(self, nodes, events=None):
+        self.nodes = list(nodes)
+        self.events = events or []
+        self.clock = 0.0
+
+    def now(self):
+        return self.clock
+
+    def get(self, kind, name, namespace=None):
+        return self.nodes.pop(0)
+
+    def events_for(self, kind, name, namespace=None):
+        return self.events
+
+    def wait_for(self, what, probe, timeout, interval=2.0, progress=None):
+        while True:
+            done, detail = probe()
+            if done:
+                return detail
+            self.clock += 1.0
+
+
+def mig_node(config, state, annotations=None):
+    return {"metadata": {"labels": {migop.MIG_CONFIG_LABEL: config, migop.MIG_STATE_LABEL: state},
+                         "annotations": annotations or {}}}
+
+
+def test_wait_mig_config_history_failure_and_interference():
+    history = []
+    k8s = NodeSequence([mig_node("a", None), mig_node("a", "pending"), mig_node("a", "pending"), mig_node("a", "success")])
+    migop.wait_mig_config(k8s, "n", "a", 60, 1, None, history)
+    assert history == [{"state": None, "elapsed": 0.0}, {"state": "pending", "elapsed": 1.0},
+                       {"state": "success", "elapsed": 3.0}]
+    failing = NodeSequence([mig_node("a", "failed", {"example.com/mig-failure": "busy"})])
+    with pytest.raises(migop.MigConfigFailed) as err:
+        migop.wait_mig_config(failing, "n", "a", 60, 1, None, [])
+    assert err.value.reason == "example.com/mig-failure=busy"
+    assert str(err.value).startswith("the MIG manager failed to apply 'a' on n: example.com/mig-failure=busy.")
+    with pytest.raises(K8sError, match="changed to 'b' by someone else"):
+        migop.wait_mig_config(NodeSequence([mig_node("b", "success")]), "n", "a", 60, 1, None, [])
+    with pytest.raises(K8sError, match="node n disappeared"):
+        migop.wait_mig_config(NodeSequence([None]), "n", "a", 60, 1, None, [])

@@ -470,10 +470,11 @@ def test_parse_rendered_config_errors_name_the_key():
 
 
 def test_node_gpus_for_plan_or_labels():
+    # the host's intent in its other shapes is _fleet_plan.HostPlan's job (test_fleet_plan.py)
     assert s.node_gpus_for("n", [{"count": 2}], {}, "none").full_gpus == 2
-    assert s.node_gpus_for("n", {"gpus": [{"count": 3}]}, {}, "none").full_gpus == 3
     assert s.node_gpus_for("n", None, {"nvidia.com/gpu.count": "4"}, "none").source == "labels"
     assert "must be a list" in problems_of(s.node_gpus_for, "n", "8xH100", {}, "none")[0]
+    assert "must be a list" in problems_of(s.node_gpus_for, "n", {"gpus": [{"count": 3}]}, {}, "none")[0]
 
 
 def h100_fact(index, mig=None):
@@ -493,7 +494,7 @@ def test_plan_from_host_applies_the_mig_selection():
     assert [p.get("mig") for p in planned] == [{"3g.40gb": 2}, {"3g.40gb": 2}]
     custom = {"half": [{"devices": [0], "mig-enabled": False}, {"devices": [1], "mig-enabled": True, "mig-devices": {"7g.80gb": 1}}]}
     assert [p.get("mig") for p in s.plan_from_host(facts, "half", custom)] == [None, {"7g.80gb": 1}]
-    gpus = s.node_gpus_for("n", {"gpu_facts": facts, "mig_config": "all-disabled"}, {}, "mixed")
+    gpus = s.node_gpus_for("n", s.plan_from_host(facts, "all-disabled"), {}, "mixed")
     assert (gpus.full_gpus, gpus.mig_gpus, gpus.product) == (2, 0, "NVIDIA-H100-80GB-HBM3")
     assert "selected mig-config not present: nope" in problems_of(s.plan_from_host, facts, "nope")[0]
 

@@ -1,7 +1,9 @@
 # -*- coding: utf-8 -*-
 """A small in-memory stand-in for _k8s.K8sClient, for module unit tests (the lab tests use the real API).
 
-It records every write so tests can prove that check mode and bad input change nothing.
+It records every write so tests can prove that check mode and bad input change nothing: ``writes``
+holds the writes that were stored, ``dry_writes`` those sent as dry runs (the client's ``dry_run``,
+set by ``run(..., check_mode=True)``, or the call's own ``dry_run``), which store nothing.
 """
 
 from __future__ import annotations
@@ -11,15 +13,19 @@ import json
 
 import pytest
 
+from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils import _module
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import ApplyResult, K8sError, K8sTimeout
 
 
-class FakeK8s(object):
+class FakeK8s:
     def __init__(self):
         self.objects = {}  # (kind, namespace, name) -> obj
         self.writes = []
+        self.dry_writes = []
+        self.dry_run = False
         self.logs = {}
         self.request_count = 0
         self.request_timeout = 30
@@ -46,6 +52,12 @@ class FakeK8s(object):
         self.request_count += 1
         return self.logs.get(name, "")
 
+    def _write(self, entry, dry_run):
+        """Record one write; True when it is a dry run (and must store nothing)."""
+        dry = self.dry_run if dry_run is None else bool(dry_run)
+        (self.dry_writes if dry else self.writes).append(entry)
+        return dry
+
     # the client API used by the modules
     def get(self, kind, name, namespace=None):
         self.request_count += 1
@@ -70,18 +82,21 @@ class FakeK8s(object):
             items = [copy.deepcopy(e) for e in self.events]
         return items
 
-    def apply(self, body, dry_run=False, compare="exact"):
+    def apply(self, body, dry_run=None, compare="exact"):
         self.request_count += 1
-        self.writes.append(("apply", body["kind"], body["metadata"]["name"]))
+        dry = self._write(("apply", body["kind"], body["metadata"]["name"]), dry_run)
         key = (body["kind"], body["metadata"].get("namespace"), body["metadata"]["name"])
         before = self.objects.get(key)
-        self.objects[key] = copy.deepcopy(body)
+        if not dry:
+            self.objects[key] = copy.deepcopy(body)
         return ApplyResult("updated" if before else "created", before, body)
 
-    def patch(self, kind, name, patch, namespace=None, patch_type="merge", dry_run=False):
+    def patch(self, kind, name, patch, namespace=None, patch_type="merge", dry_run=None):
         self.request_count += 1
-        self.writes.append(("patch", kind, name, json.dumps(patch, sort_keys=True)))
+        dry = self._write(("patch", kind, name, json.dumps(patch, sort_keys=True)), dry_run)
         obj = self.objects[(kind, namespace, name)]
+        if dry:
+            obj = copy.deepcopy(obj)
 
         def merge(target, change):
             for key, value in change.items():
@@ -92,21 +107,25 @@ class FakeK8s(object):
         merge(obj, patch)
         return obj
 
-    def set_node_labels(self, node, labels, dry_run=False):
+    def set_node_labels(self, node, labels, dry_run=None):
         self.request_count += 2
-        self.writes.append(("labels", node, json.dumps(labels, sort_keys=True)))
+        dry = self._write(("labels", node, json.dumps(labels, sort_keys=True)), dry_run)
         obj = self.objects[("Node", None, node)]
+        if dry:
+            obj = copy.deepcopy(obj)
         obj["metadata"].setdefault("labels", {}).update(labels)
         return True, obj
 
-    def delete(self, kind, name, namespace=None, dry_run=False, grace_period_seconds=None):
+    def delete(self, kind, name, namespace=None, dry_run=None, grace_period_seconds=None):
         self.request_count += 1
-        self.writes.append(("delete", kind, name))
+        if self._write(("delete", kind, name), dry_run):
+            return (kind, namespace, name) in self.objects
         return self.objects.pop((kind, namespace, name), None) is not None
 
-    def create(self, body, dry_run=False, namespace=None):
+    def create(self, body, dry_run=None, namespace=None):
         self.request_count += 1
-        self.writes.append(("create", body["kind"], body["metadata"]["name"]))
+        if self._write(("create", body["kind"], body["metadata"]["name"]), dry_run):
+            return copy.deepcopy(body)
         obj = copy.deepcopy(body)
         if self.pod_behaviour is not None:
             phase, log = self.pod_behaviour(obj)
@@ -115,11 +134,11 @@ class FakeK8s(object):
         self.objects[(body["kind"], body["metadata"].get("namespace"), body["metadata"]["name"])] = obj
         return obj
 
-    def ensure_namespace(self, name, labels=None, dry_run=False):
+    def ensure_namespace(self, name, labels=None, dry_run=None):
         if ("Namespace", None, name) in self.objects:
             self.request_count += 1
             return ApplyResult("unchanged", None, None)
-        return self.apply({"kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}})
+        return self.apply({"kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}}, dry_run=dry_run)
 
     def request(self, method, path, body=None, query=None, content_type=None, retry_429=True):
         self.request_count += 1
@@ -127,6 +146,8 @@ class FakeK8s(object):
             namespace = path.split("/")[4]
             selector = dict(q for q in query or [])["labelSelector"]
             wanted = dict(term.split("=", 1) for term in selector.split(","))
+            if dict(query or []).get("dryRun") == "All":
+                return {}
             for key in [k for k, o in self.objects.items() if k[0] == "Pod" and k[1] == namespace
                         and all((o["metadata"].get("labels") or {}).get(a) == b for a, b in wanted.items())]:
                 self.writes.append(("delete", "Pod", key[2]))
@@ -148,14 +169,22 @@ class FakeK8s(object):
 
 class ModuleExit(Exception):
     def __init__(self, result, failed):
-        super(ModuleExit, self).__init__(result.get("msg"))
+        super().__init__(result.get("msg"))
         self.result = result
         self.failed = failed
 
 
 def run(module, args, fake, monkeypatch, check_mode=False, diff=False):
-    """Run ``module.main()`` in-process against ``fake``; returns (result, failed)."""
-    monkeypatch.setattr(module, "client_from_module", lambda _m: fake)
+    """Run ``module.main()`` in-process against ``fake``; returns (result, failed).
+
+    The fake stands in for the client whether the module builds it itself (``client_from_module``)
+    or gets it from the module base (``GpuFleetModule.k8s``, dry run in check mode)."""
+    def connect(_module, dry_run=False, **_options):
+        fake.dry_run = dry_run
+        return fake
+    if hasattr(module, "client_from_module"):
+        monkeypatch.setattr(module, "client_from_module", connect)
+    monkeypatch.setattr(_module, "client_from_module", connect)
 
     def exit_json(self, **kwargs):
         raise ModuleExit(kwargs, False)
@@ -164,7 +193,6 @@ def run(module, args, fake, monkeypatch, check_mode=False, diff=False):
         kwargs["msg"] = msg
         raise ModuleExit(kwargs, True)
 
-    from ansible.module_utils import basic
     monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
     monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
     payload = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)

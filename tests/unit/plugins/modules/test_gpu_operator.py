@@ -1,6 +1,9 @@
 """gpu_operator module, in process: a fake helm executable (records argv, stdin and the values
 file as helm saw it) and the real K8sClient over a scripted transport. The real helm 4 against the
 lab's API server is exercised in tests/lab/tests/test_cluster_modules_operator.py."""
+
+from __future__ import annotations
+
 import json
 import os
 import stat
@@ -10,6 +13,7 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils import _k8s, _module
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient
 from ansible_collections.gpufleet.sharing.plugins.modules import gpu_operator
 
@@ -64,7 +68,7 @@ CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinitio
                 "versions": [{"name": "v1", "served": True, "storage": True}]}}
 
 
-class Cluster(object):
+class Cluster:
     """Scripted API: namespace, CRD and a ready ClusterPolicy exist; writes are recorded."""
 
     def __init__(self):
@@ -81,9 +85,7 @@ class Cluster(object):
         }
 
     def request(self, method, path, body=None, **kwargs):
-        from ansible_collections.gpufleet.sharing.plugins.module_utils import _k8s
-
-        class Response(object):
+        class Response:
             def __init__(self, data):
                 self.data = json.dumps(data).encode()
         if method != "GET":
@@ -107,10 +109,10 @@ def env(tmp_path, monkeypatch):
     state_path.write_text(json.dumps(state))
     monkeypatch.setenv("FAKE_HELM_STATE", str(state_path))
     cluster = Cluster()
-    monkeypatch.setattr(gpu_operator, "client_from_module",
-                        lambda module: K8sClient(cluster, sleep=lambda s: None))
+    monkeypatch.setattr(_module, "client_from_module",
+                        lambda module, dry_run=False: K8sClient(cluster, sleep=lambda s: None, dry_run=dry_run))
 
-    class Env(object):
+    class Env:
         binary = str(helm)
         k8s = cluster
 

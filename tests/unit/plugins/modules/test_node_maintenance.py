@@ -1,6 +1,9 @@
 """node_maintenance and mig_node_config in process, over the real K8sClient and a small in-memory
 API (nodes, pods, eviction, configmaps). The lab tests cover the same modules against the lab's
 API server with PodDisruptionBudgets and the MIG manager."""
+
+from __future__ import annotations
+
 import copy
 import json
 
@@ -8,17 +11,19 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _k8s
+from ansible_collections.gpufleet.sharing.plugins.module_utils import _k8s, _module
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient
 from ansible_collections.gpufleet.sharing.plugins.modules import mig_node_config, node_maintenance
 
 
-class Api(object):
-    """Objects by REST path; PUT checks resourceVersion; eviction deletes the pod (or answers 429)."""
+class Api:
+    """Objects by REST path; PUT checks resourceVersion; eviction deletes the pod (or answers 429).
+    Writes with dryRun=All are recorded in ``dry_writes`` and change nothing."""
 
     def __init__(self):
         self.objects = {}
         self.writes = []
+        self.dry_writes = []
         self.rv = 10
         self.refuse_evictions = 0
         self.on_label = None
@@ -36,7 +41,7 @@ class Api(object):
         return exc
 
     def request(self, method, path, body=None, **kwargs):
-        class Response(object):
+        class Response:
             def __init__(self, data):
                 self.data = json.dumps(data).encode()
         query = dict(kwargs.get("query_params") or [])
@@ -55,16 +60,20 @@ class Api(object):
                     items = [o for o in items if o["spec"].get("nodeName") == selector.split("=", 1)[1]]
                 return Response({"items": items, "metadata": {}})
             raise self.error(404, "not found")
-        self.writes.append((method, path))
+        dry = query.get("dryRun") == "All"
+        (self.dry_writes if dry else self.writes).append((method, path))
         if path.endswith("/eviction"):
             if self.refuse_evictions:
                 self.refuse_evictions -= 1
                 raise self.error(429, "Cannot evict pod as it would violate the pod's disruption budget.")
-            self.objects.pop(path[: -len("/eviction")], None)
+            if not dry:
+                self.objects.pop(path[: -len("/eviction")], None)
             return Response({})
         if method == "PUT":
             if body["metadata"]["resourceVersion"] != self.objects[path]["metadata"]["resourceVersion"]:
                 raise self.error(409, "the object has been modified")
+            if dry:
+                return Response(body)
             self.rv += 1
             body = copy.deepcopy(body)
             body["metadata"]["resourceVersion"] = str(self.rv)
@@ -73,7 +82,8 @@ class Api(object):
                 self.on_label(self, path, body)
             return Response(body)
         if method == "DELETE":
-            self.objects.pop(path, None)
+            if not dry:
+                self.objects.pop(path, None)
             return Response({})
         raise AssertionError("unexpected %s %s" % (method, path))
 
@@ -98,8 +108,8 @@ def api(monkeypatch):
     server.add(NODE, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-a", "labels": {}}, "spec": {}})
     server.add(pod_path("app"), make_pod("app"))
     server.add(pod_path("agent"), make_pod("agent", controller="DaemonSet"))
-    for module in (node_maintenance, mig_node_config):
-        monkeypatch.setattr(module, "client_from_module", lambda _module: K8sClient(server, sleep=lambda s: None))
+    monkeypatch.setattr(_module, "client_from_module",
+                        lambda _module, dry_run=False: K8sClient(server, sleep=lambda s: None, dry_run=dry_run))
     return server
 
 
@@ -116,9 +126,27 @@ def test_drain_check_mode_reports_and_writes_nothing(api, capsys):
     result = run(node_maintenance, {"node": "gpu-a", "state": "drain"}, capsys, check=True, diff=True)
     assert result["changed"] and result["would_evict"] == ["work/app"]
     assert result["skipped"] == [{"pod": "work/agent", "reason": "DaemonSet pod"}]
-    assert result["diff"] == {"before": {"unschedulable": False, "annotations": {}},
-                              "after": {"unschedulable": True, "annotations": {}}}
+    assert (result["diff"]["before"], result["diff"]["after"]) == (
+        {"unschedulable": False, "annotations": {}}, {"unschedulable": True, "annotations": {}})
+    assert result["evicted"] == []
     assert api.writes == []
+    # check mode: the cordon (GET + dry-run PUT) and the eviction are sent as dry runs
+    assert api.dry_writes == [("PUT", NODE), ("POST", pod_path("app") + "/eviction")]
+    assert "unschedulable" not in api.objects[NODE]["spec"] and pod_path("app") in api.objects
+
+
+def test_drain_check_mode_tolerates_a_budget_refusal(api, capsys):
+    api.refuse_evictions = 1
+    result = run(node_maintenance, {"node": "gpu-a", "state": "drain", "timeout": 0}, capsys, check=True)
+    assert not result.get("failed") and result["would_evict"] == ["work/app"], result
+    assert api.writes == []
+
+
+def test_restart_pods_check_mode_sends_dry_run_deletes(api, capsys):
+    args = {"node": "gpu-a", "state": "restart_pods", "namespace": "work", "pod_selectors": ["app=x"]}
+    result = run(node_maintenance, args, capsys, check=True)  # (this fake API ignores label selectors)
+    assert result["changed"] and result["restarted"] == ["work/agent", "work/app"] and not result.get("failed")
+    assert api.writes == [] and api.dry_writes == [("DELETE", pod_path("agent")), ("DELETE", pod_path("app"))]
 
 
 def test_drain_blocked_by_emptydir_changes_nothing(api, capsys):
@@ -183,8 +211,11 @@ def test_mig_node_config_success_then_unchanged(api, capsys):
     add_mig_manager(api)
     api.on_label = mig_manager("success")
     args = {"node": "gpu-a", "config": "all-balanced", "poll_interval": 0.01, "timeout": 5, "drain_timeout": 5}
-    planned = run(mig_node_config, args, capsys, check=True)
+    planned = run(mig_node_config, args, capsys, check=True, diff=True)
     assert planned["changed"] and planned["would_evict"] == ["work/app"] and api.writes == []
+    assert planned["evicted"] == [] and planned["diff"]["after"]["nvidia.com/mig.config"] == "all-balanced"
+    # marker, cordon, eviction and label change as dry runs; no wait
+    assert [w[0] for w in api.dry_writes] == ["PUT", "PUT", "POST", "PUT"]
     done = run(mig_node_config, args, capsys)
     assert done["changed"] and done["state"] == "success" and done["uncordoned"], done
     node = api.objects[NODE]

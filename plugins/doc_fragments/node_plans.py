@@ -1,0 +1,78 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.sharing contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The per-host plan options of gpu_sharing and gpu_verify (``_fleet_plan.NODE_PLANS_ARGSPEC``)."""
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+
+    DOCUMENTATION = r"""
+options:
+  node_plans:
+    description:
+      - The per-host plan, one entry per node, as the C(gpu_sharing) and C(verify) roles build it from
+        the inventory (filter P(gpufleet.sharing.node_plans#filter)). Used to validate the configs and
+        to compute what each node must advertise.
+      - Each GPU's MIG layout is O(node_plans[].gpus[].mig), or, with O(node_plans[].gpu_facts), what
+        the host's MIG selection (O(node_plans[].mig_config)) makes of the GPUs it has.
+      - Nodes without a plan are read from their GPU Feature Discovery labels (physical GPU count,
+        product and MIG devices).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      node:
+        description: Kubernetes node name.
+        type: str
+        required: true
+      gpus:
+        description: Planned GPUs. Given, O(node_plans[].gpu_facts) is not used.
+        type: list
+        elements: dict
+        suboptions:
+          model:
+            description: GPU model (catalog key such as V(H100-80GB), product name or PCI device id).
+            type: str
+          count:
+            description: How many GPUs of this kind.
+            type: int
+            default: 1
+          mig:
+            description: MIG layout of each of these GPUs, profile -> count. Omitted, MIG is disabled.
+            type: dict
+          product:
+            description: Product name as nvidia-smi prints it; without it only the suffix of product labels is checked.
+            type: str
+          pci_device_id:
+            description: PCI device id, to tell models apart that share a name.
+            type: str
+      gpu_facts:
+        description: The host's C(gpufleet_gpus) facts (M(gpufleet.sharing.gpu_facts)).
+        type: list
+        elements: dict
+      mig_config:
+        description:
+          - The host's selected mig-parted config, as the C(mig) role takes it. Applied to O(node_plans[].gpu_facts)
+            to get each GPU's planned layout; GPUs it does not select keep their current layout.
+          - Not given (or empty) means V(all-disabled), MIG off, as everywhere in the collection.
+        type: str
+        default: all-disabled
+      mig_configs:
+        description: The host's extra named mig-parted configs (name -> items).
+        type: dict
+        default: {}
+      sharing_config:
+        description:
+          - The host's sharing config, same fields as an entry of O(configs) without C(nodes). Hosts naming
+            the same config must give the same content; they are added to its C(nodes).
+        type: dict
+  node_gpus:
+    description:
+      - Short form of O(node_plans) for planned GPUs, node name -> list of GPUs as in O(node_plans[].gpus)
+        (a mapping with the fields of a O(node_plans) entry is taken as one). An entry here wins over
+        the node's O(node_plans) entry.
+    type: dict
+    default: {}
+"""

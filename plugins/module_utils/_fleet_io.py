@@ -1,0 +1,223 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Acting on the fleet plan in the cluster: wait until nodes advertise it, run verification pods.
+
+I/O through ``_k8s.K8sClient``; what a node or a pod must show is ``_fleet_plan``'s and ``_verify``'s
+(pure) job. Used by gpu_sharing (wait) and gpu_verify (pods).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import BUILTIN_TYPES, K8sClient, K8sError, K8sTimeout
+from ansible_collections.gpufleet.sharing.plugins.module_utils._module import ModuleFailure
+from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import ExpectedNode, SharingConfig, SharingError, parse_rendered_config
+from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import (
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    RUN_ID_LABEL,
+    Check,
+    compare_node,
+    pending_reason,
+    pod_check,
+    pod_manifest,
+    pod_name,
+    pods_for,
+)
+
+
+def read_cluster_policy(k8s: K8sClient, name: Optional[str], required: bool) -> Optional[Dict[str, Any]]:
+    """The named ClusterPolicy, else the cluster's only one; None when there is none and it is not required."""
+    if name:
+        policy = k8s.get("ClusterPolicy", name)
+        if policy is None:
+            raise ModuleFailure("ClusterPolicy %s not found: install the GPU Operator first (gpufleet.sharing.gpu_operator)" % name)
+        return policy
+    policies = k8s.list("ClusterPolicy")
+    if len(policies) > 1 or (required and not policies):
+        raise ModuleFailure("found %d ClusterPolicies (%s); set cluster_policy_name" % (
+            len(policies), ", ".join(p["metadata"]["name"] for p in policies) or "none: install the GPU Operator first"))
+    return policies[0] if policies else None
+
+
+def read_cluster_configs(k8s: K8sClient, configmap: Optional[str], namespace: str) -> Tuple[Dict[str, SharingConfig], List[Check]]:
+    """The sharing configs in force: those in the ConfigMap the ClusterPolicy names (problems become checks)."""
+    configs: Dict[str, SharingConfig] = {}
+    checks: List[Check] = []
+    if not configmap:
+        return configs, checks
+    cm = k8s.get("ConfigMap", configmap, namespace)
+    for key, text in sorted(((cm or {}).get("data") or {}).items()):
+        try:
+            configs[key] = parse_rendered_config(key, text)
+        except SharingError as exc:
+            checks.append(Check("(cluster)", "plan", key, "valid config", "invalid", False, str(exc)))
+    if cm is None:
+        checks.append(Check("(cluster)", "plan", configmap, "ConfigMap exists", "absent", False,
+                            "ConfigMap %s/%s named by the ClusterPolicy does not exist" % (namespace, configmap)))
+    return configs, checks
+
+
+def wait_until_advertised(k8s: K8sClient, expectations: Mapping[str, ExpectedNode], timeout: float, interval: float,
+                          log: Callable[[str], None]) -> Tuple[Dict[str, Any], Dict[str, List[str]]]:
+    """Poll (one node list per poll) until every node advertises its expectation.
+
+    Returns what was waited on (nodes, timeout, waited, progress: one line per change in what is
+    missing) and, on timeout, node -> what is still missing (empty when every node matched).
+    """
+    progress_log: List[str] = []
+    last = [""]
+    start = k8s.now()
+    info: Dict[str, Any] = {"nodes": sorted(expectations), "timeout": timeout,
+                            "waiting_for": "capacity, allocatable and GFD labels as planned (see expected)"}
+
+    def probe() -> Tuple[bool, Dict[str, List[str]]]:
+        live = {n["metadata"]["name"]: n for n in k8s.list("Node")}
+        missing = {}
+        for name, exp in expectations.items():
+            failed = [c.message for c in compare_node(exp, live.get(name)) if not c.ok]
+            if failed:
+                missing[name] = failed
+        return not missing, missing
+
+    def progress(_what: str, elapsed: float, detail: Mapping[str, List[str]]) -> None:
+        summary = "; ".join("%s %s" % (n, m[0]) + (" (+%d)" % (len(m) - 1) if len(m) > 1 else "")
+                            for n, m in sorted(detail.items()))
+        if summary != last[0]:
+            last[0] = summary
+            progress_log.append("%.0fs: waiting for %d node(s): %s" % (elapsed, len(detail), summary))
+            log(progress_log[-1])
+
+    try:
+        k8s.wait_for("nodes to advertise the planned sharing", probe, timeout=timeout, interval=interval, progress=progress)
+    except K8sTimeout as exc:
+        info.update(waited=round(exc.elapsed, 1), progress=progress_log, not_ready=exc.detail)
+        return info, dict(exc.detail or {})
+    info.update(waited=round(k8s.now() - start, 1), progress=progress_log)
+    return info, {}
+
+
+def read_pod_log(k8s: K8sClient, name: str, namespace: str) -> Tuple[Optional[str], Optional[str]]:
+    """The pod's log text, or (None, reason) when it cannot be read."""
+    try:
+        return k8s.pod_log(name, namespace), None
+    except K8sError as exc:
+        return None, "cannot read the log: %s" % exc
+
+
+class PodRun:
+    """One verification run's pods. ``params`` are gpu_verify's options (namespace, pod_*, parallel, ...)."""
+
+    def __init__(self, k8s: K8sClient, params: Mapping[str, Any], run_id: str, warn: Callable[[str], None]) -> None:
+        self.k8s = k8s
+        self.params = params
+        self.run_id = run_id
+        self.warn = warn
+        self.namespace = params["namespace"]
+        self.selector = "%s=%s,%s=%s" % (MANAGED_BY_LABEL, MANAGED_BY_VALUE, RUN_ID_LABEL, run_id)
+        self.checks: List[Check] = []
+        self.pods: List[Dict[str, Any]] = []
+
+    def run(self, expected: Sequence[ExpectedNode], hostnames: Mapping[str, str]) -> None:
+        """A pod per node and advertised resource type; ``hostnames``: node -> kubernetes.io/hostname."""
+        wanted = [w for exp in expected for w in pods_for(exp)]
+        if not wanted:
+            return
+        self.k8s.ensure_namespace(self.namespace, labels=self.params["namespace_labels"])
+        created: Dict[str, Any] = {}
+        p = self.params
+
+        def create(indexed: Tuple[int, Any]) -> None:
+            index, want = indexed
+            name = pod_name(self.run_id, want.node, want.resource, index)
+            body = pod_manifest(want, name, self.namespace, self.run_id, p["pod_image"], p["pod_command"],
+                                tolerations=p["pod_tolerations"], run_as_user=p["pod_run_as_user"],
+                                hostname=hostnames.get(want.node) or want.node)
+            body["metadata"]["annotations"].update(p["pod_annotations"] or {})
+            self.k8s.create(body)
+            created[name] = want
+
+        try:
+            self.parallel(create, list(enumerate(wanted)))
+            self.collect(created)
+        finally:
+            # by label, so that a pod whose create answer was lost is removed too
+            self.cleanup(created)
+
+    def parallel(self, func: Callable[[Any], Any], items: Sequence[Any]) -> List[Any]:
+        """Run func over items with up to ``parallel`` threads; the first error is raised after all ran."""
+        workers = max(1, min(self.params["parallel"], len(items)))
+        if workers == 1:
+            return [func(item) for item in items]
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(func, items))
+
+    def poll(self, created: Mapping[str, Any]) -> Tuple[Dict[str, Tuple[str, float]], Dict[str, Any]]:
+        """Until every pod finished or the timeout: name -> (phase, seconds), and the pods last seen."""
+        start = time.monotonic()
+        finished: Dict[str, Tuple[str, float]] = {}
+        live: Dict[str, Any] = {}
+        while True:
+            for pod in self.k8s.list("Pod", namespace=self.namespace, label_selector=self.selector):
+                name = pod["metadata"]["name"]
+                live[name] = pod
+                phase = (pod.get("status") or {}).get("phase")
+                if name in created and phase in ("Succeeded", "Failed") and name not in finished:
+                    finished[name] = (phase, round(time.monotonic() - start, 1))
+            if len(finished) == len(created) or time.monotonic() - start >= self.params["pod_timeout"]:
+                return finished, live
+            time.sleep(self.params["poll_interval"])
+
+    def collect(self, created: Mapping[str, Any]) -> None:
+        finished, live = self.poll(created)
+        events = self.k8s.list("Event", namespace=self.namespace) if len(finished) < len(created) else []
+        names = sorted(finished)
+        logs = dict(zip(names, self.parallel(lambda name: read_pod_log(self.k8s, name, self.namespace), names)))
+        timeout = self.params["pod_timeout"]
+        for name, want in sorted(created.items()):
+            entry = {"name": name, "node": want.node, "resource": want.resource, "expected": want.describe()}
+            if name in finished:
+                check = self.judge_finished(entry, want, finished[name], logs[name], live.get(name))
+            else:
+                mine = [e for e in events if (e.get("involvedObject") or {}).get("name") == name]
+                reason = pending_reason(live.get(name), mine)
+                check = pod_check(want, "Timeout", reason="%s after %ds" % (reason, timeout))
+                entry.update(outcome="Timeout", seconds=timeout, log="", reason=reason)
+            entry["ok"] = check.ok
+            self.pods.append(entry)
+            self.checks.append(check)
+
+    @staticmethod
+    def judge_finished(entry: Dict[str, Any], want: Any, finished: Tuple[str, float],
+                       log_read: Tuple[Optional[str], Optional[str]], pod: Optional[Mapping[str, Any]]) -> Check:
+        phase, seconds = finished
+        log, log_error = log_read
+        reason = ""
+        if phase == "Failed":
+            reason = pending_reason(pod, []) if log_error is None else log_error
+            status = (pod or {}).get("status") or {}
+            if status.get("reason"):
+                reason = "%s: %s" % (status.get("reason"), status.get("message") or "")
+        entry.update(outcome=phase, seconds=seconds, log=log or "", reason=reason)
+        return pod_check(want, phase if log_error is None else "Failed", log or "", reason or (log_error or ""))
+
+    def cleanup(self, created: Mapping[str, Any]) -> None:
+        """Delete this run's pods, also after a failure: one delete-collection, one by one as fallback."""
+        if not created:
+            return
+        try:
+            self.k8s.request("DELETE", BUILTIN_TYPES["Pod"].path(namespace=self.namespace),
+                             query=[("labelSelector", self.selector), ("gracePeriodSeconds", 0)])
+            return
+        except K8sError as exc:
+            if exc.status not in (404, 405):
+                self.warn("delete-collection of verification pods failed (%s); deleting one by one" % exc)
+        for name in created:
+            try:
+                self.k8s.delete("Pod", name, namespace=self.namespace, grace_period_seconds=0)
+            except K8sError as exc:
+                self.warn("could not delete verification pod %s/%s: %s" % (self.namespace, name, exc))
