@@ -78,8 +78,8 @@ def _text_files() -> list[tuple[str, str]]:
     return result
 
 
-@pytest.fixture(scope="module")
-def text_files() -> list[tuple[str, str]]:
+@pytest.fixture(name="text_files", scope="module")
+def text_files_fixture() -> list[tuple[str, str]]:
     return _text_files()
 
 
