@@ -40,7 +40,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
 
 # What "no MIG config given" means, everywhere: MIG off (the mig role's default, what it would apply).
 DEFAULT_MIG_CONFIG = "all-disabled"
-# The chart default when the ClusterPolicy does not set spec.mig.strategy (SPECS 7.2).
+# The chart default when the ClusterPolicy does not set spec.mig.strategy (docs/reference/specs.md §7.2).
 CHART_MIG_STRATEGY = "single"
 # A node carrying one of these labels (GPU Feature Discovery) is a GPU node.
 GPU_NODE_LABELS = ("nvidia.com/gpu.present", "nvidia.com/gpu.count")

@@ -5,9 +5,9 @@
 
 Pure (no I/O) except ``wait_operator_ready``, which polls through the K8sClient it is given.
 
-Values follow SPECS §7.2: ``mig.strategy``, ``migManager.enabled``, ``migManager.config.name``,
+Values follow docs/reference/specs.md §7.2: ``mig.strategy``, ``migManager.enabled``, ``migManager.config.name``,
 ``driver.enabled``, ``toolkit.enabled``, ``devicePlugin.config.{name,default}``. ClusterPolicy
-``status.state`` is ``ready`` | ``notReady`` | ``ignored`` (SPECS §7.3).
+``status.state`` is ``ready`` | ``notReady`` | ``ignored`` (docs/reference/specs.md §7.3).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sCl
 
 MIG_STRATEGIES = ("none", "single", "mixed")
 PSA_LABELS = {
-    "pod-security.kubernetes.io/enforce": "privileged",  # operands are privileged (SPECS §7.1)
+    "pod-security.kubernetes.io/enforce": "privileged",  # operands are privileged (docs/reference/specs.md §7.1)
 }
 
 

@@ -14,7 +14,7 @@ Stable API (also documented in docs/architecture.md, section "_k8s API")::
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     k8s = client_from_module(module, dry_run=module.check_mode)   # fails the module cleanly
                                                # (missing lib, bad kubeconfig); modules built on
-                                               # _module.GpuFleetModule get this as ``mod.k8s``
+                                               # _cluster_module.ClusterModule get this as ``mod.k8s``
 
     k8s.get("Node", "gpu-a")                   # dict, or None on 404
     k8s.list("Pod", namespace="ns", label_selector="app=x", field_selector="spec.nodeName=gpu-a")
@@ -67,13 +67,13 @@ except ImportError:  # pragma: no cover - exercised through missing_required_lib
     HAS_KUBERNETES = False
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
 
-    class _ApiException(Exception):  # type: ignore[no-redef]
+    class _ApiException(Exception):
         status = None
 
 try:
     from urllib3.exceptions import HTTPError as _Urllib3HTTPError
 except ImportError:  # pragma: no cover
-    class _Urllib3HTTPError(Exception):  # type: ignore[no-redef]
+    class _Urllib3HTTPError(Exception):
         pass
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib

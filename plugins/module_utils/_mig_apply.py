@@ -157,7 +157,7 @@ def busy_problems(gpus: Sequence[Mapping[str, Any]], indexes: Iterable[int]) -> 
 
 
 def clear_commands(change: GpuChange) -> List[List[str]]:
-    """nvidia-smi argv destroying a GPU's CIs, then its GIs (SPECS §4.6)."""
+    """nvidia-smi argv destroying a GPU's CIs, then its GIs (docs/reference/specs.md §4.6)."""
     if not change.had_instances or not change.before["mig_enabled"]:
         return []
     index = str(change.index)

@@ -4,7 +4,7 @@
 """MIG geometry per GPU model: the single source of truth for profiles and placements.
 
 Pure data and lookups, no I/O. Facts come from NVIDIA's MIG user guide, nvidia-smi captures and
-the mig-parted defaults (see docs/architecture.md and the SPECS references in the comments).
+the mig-parted defaults (see docs/architecture.md and the docs/reference/specs.md references in the comments).
 Where the MIG user guide and a real capture disagree, the capture wins (e.g. H200 memory sizes).
 """
 
@@ -39,7 +39,7 @@ class MigProfile:
 
     @property
     def resource_suffix(self) -> str:
-        """Device-plugin resource name suffix: '+' becomes '.' (SPECS 9.1)."""
+        """Device-plugin resource name suffix: '+' becomes '.' (docs/reference/specs.md §9.1)."""
         return self.name.replace('+', '.')
 
     def placement_text(self) -> str:
@@ -87,7 +87,7 @@ class GpuModel:
 
     @property
     def mig_mode_persists_across_reboot(self) -> bool:
-        """Ampere keeps MIG mode in the InfoROM; Hopper and later lose it on reboot (SPECS 4.1)."""
+        """Ampere keeps MIG mode in the InfoROM; Hopper and later lose it on reboot (docs/reference/specs.md §4.1)."""
         return self.architecture == 'ampere'
 
     def profile(self, name: str) -> Optional[MigProfile]:
@@ -132,7 +132,7 @@ def normalize_profile_name(name: str) -> str:
 
 # The 8-memory-slice family (A100, H100, H200, GH200, B200) shares one geometry; only names,
 # sizes and SM counts differ. Rows: class, nvidia-smi GI profile id, max instances, memory
-# slices, compute slices, allowed starts. [SPECS 3.1 canonical -lgipp, 3.2 rules as data;
+# slices, compute slices, allowed starts. [docs/reference/specs.md §3.1 canonical -lgipp, 3.2 rules as data;
 # VERIFIED for H200 by tests/fixtures/h200/mig_lgipp.txt]
 # One geometry row: class, GI profile id, max instances, memory slices, compute slices, starts.
 GeometryRow = Tuple[str, int, int, int, int, Tuple[int, ...]]
@@ -147,7 +147,7 @@ _EIGHT_SLICE_GEOMETRY: Tuple[GeometryRow, ...] = (
     ('7g', 0, 1, 8, 7, (0,)),
 )
 
-# A30: 4 memory slices, 4 compute slices; its nvidia-smi profile ids differ. [SPECS 2.9, S10 -lgipp]
+# A30: 4 memory slices, 4 compute slices; its nvidia-smi profile ids differ. [docs/reference/specs.md §2.9, S10 -lgipp]
 _FOUR_SLICE_GEOMETRY: Tuple[GeometryRow, ...] = (
     ('1g', 14, 4, 1, 1, (0, 1, 2, 3)),
     ('1g+me', 21, 1, 1, 1, (0, 1, 2, 3)),
@@ -199,8 +199,8 @@ def _gib(*values: Any) -> Dict[str, Any]:
     return dict(zip(('1g', '1g-2mem', '2g', '3g', '4g', '7g'), values))
 
 
-_HOPPER_SM = _gib(16, 26, 32, 60, 64, 132)  # H100/H200 -lgip SM column [SPECS 2.3, 2.6; H200 capture]
-_AMPERE_SM = _gib(14, 14, 28, 42, 56, 98)   # A100 [SPECS 2.1, 2.2]
+_HOPPER_SM = _gib(16, 26, 32, 60, 64, 132)  # H100/H200 -lgip SM column [docs/reference/specs.md §2.3, 2.6; H200 capture]
+_AMPERE_SM = _gib(14, 14, 28, 42, 56, 98)   # A100 [docs/reference/specs.md §2.1, 2.2]
 
 
 MODELS: Tuple[GpuModel, ...] = (
@@ -230,7 +230,7 @@ MODELS: Tuple[GpuModel, ...] = (
         'ampere',
         {'1g': '10', '1g-2mem': '20', '2g': '20', '3g': '40', '4g': '40', '7g': '80'},
         _gib(9.50, 19.50, 19.50, 39.25, 39.25, 78.75), _AMPERE_SM,
-        {'1g.10gb': 2, '2g.20gb': 1, '3g.40gb': 1}, False),  # placements DERIVED (SPECS 2.2)
+        {'1g.10gb': 2, '2g.20gb': 1, '3g.40gb': 1}, False),  # placements DERIVED (docs/reference/specs.md §2.2)
     _eight_slice_model(
         'H100-80GB',
         ('NVIDIA H100 80GB HBM3', 'NVIDIA H100 PCIe', 'NVIDIA H800', 'NVIDIA H800 PCIe'),
@@ -255,7 +255,7 @@ MODELS: Tuple[GpuModel, ...] = (
         'hopper',
         {'1g': '12', '1g-2mem': '24', '2g': '24', '3g': '48', '4g': '48', '7g': '96'},
         _gib(None, None, None, None, None, None), {},
-        {'1g.12gb': 2, '2g.24gb': 1, '3g.48gb': 1}, False),  # DERIVED (SPECS 2.5)
+        {'1g.12gb': 2, '2g.24gb': 1, '3g.48gb': 1}, False),  # DERIVED (docs/reference/specs.md §2.5)
     _eight_slice_model(
         'H200',
         ('NVIDIA H200', 'NVIDIA H200 NVL'),
@@ -271,7 +271,7 @@ MODELS: Tuple[GpuModel, ...] = (
         'hopper',
         {'1g': '18', '1g-2mem': '36', '2g': '36', '3g': '72', '4g': '72', '7g': '144'},
         _gib(17.50, 35.25, 35.25, None, None, None), _gib(16, 26, 32, None, None, None),
-        {'1g.18gb': 2, '2g.36gb': 1, '3g.72gb': 1}, False),  # DERIVED (SPECS 2.7)
+        {'1g.18gb': 2, '2g.36gb': 1, '3g.72gb': 1}, False),  # DERIVED (docs/reference/specs.md §2.7)
     _eight_slice_model(
         'B200',
         ('NVIDIA B200',),
@@ -279,7 +279,7 @@ MODELS: Tuple[GpuModel, ...] = (
         'blackwell',
         {'1g': '23', '1g-2mem': '45', '2g': '45', '3g': '90', '4g': '90', '7g': '180'},
         _gib(22.00, 44.25, 44.25, None, None, None), _gib(18, 30, 36, None, None, None),
-        {'1g.23gb': 2, '2g.45gb': 1, '3g.90gb': 1}, False),  # DERIVED (SPECS 2.8)
+        {'1g.23gb': 2, '2g.45gb': 1, '3g.90gb': 1}, False),  # DERIVED (docs/reference/specs.md §2.8)
 )
 MODELS_BY_KEY: Dict[str, GpuModel] = dict((m.key, m) for m in MODELS)
 _BY_PCI_ID: Dict[str, GpuModel] = dict((pci, m) for m in MODELS for pci in m.pci_device_ids)

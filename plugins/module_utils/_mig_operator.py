@@ -5,7 +5,7 @@
 
 The GPU Operator's MIG manager applies the config named by the node label
 ``nvidia.com/mig.config`` from the ConfigMap ``migManager.config.name`` (key ``config.yaml``) and
-reports ``nvidia.com/mig.config.state`` = pending | rebooting | success | failed (SPECS §7.2, §7.4).
+reports ``nvidia.com/mig.config.state`` = pending | rebooting | success | failed (docs/reference/specs.md §7.2, §7.4).
 
 Pure (no I/O) except ``wait_mig_config``, which polls through the K8sClient it is given.
 """

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """nvidia-mig-parted ``version: v1`` configs: parse, validate, select per GPU, compare, render.
 
-Pure logic, no I/O. The schema rules and messages follow mig-parted's v1 spec (SPECS §6.1):
+Pure logic, no I/O. The schema rules and messages follow mig-parted's v1 spec (docs/reference/specs.md §6.1):
 unknown keys are rejected (``unexpected field: ...``), ``devices`` and ``mig-enabled`` are
 required, ``mig-devices`` is required when MIG is enabled and must be empty when it is not.
 Items of the selected config are walked in order and an item applies to every GPU matched by
@@ -25,7 +25,7 @@ TOP_LEVEL_FIELDS = ("version", "mig-configs")
 
 _FILTER_PART = re.compile(r"^0x([0-9a-fA-F]{4})([0-9a-fA-F]{4})$")
 # GI profiles (``3g.40gb``, ``1g.10gb+me``, ``1g.24gb+me.all``, ``1g.24gb-me``) and CI-on-GI
-# profiles (``1c.3g.40gb``), SPECS §1.2.
+# profiles (``1c.3g.40gb``), docs/reference/specs.md §1.2.
 _PROFILE = re.compile(r"^(?:(\d+)c\.)?(\d+)g\.(\d+)gb((?:[+-][a-z]+(?:\.[a-z]+)*)*)$")
 
 
@@ -301,7 +301,7 @@ def desired_state(items: Sequence[MigConfigItem], gpus: Sequence[Mapping[str, An
 
     ``gpus`` are gpu_facts entries (``index``, ``pci_device_id``, ``mig.capable``). A GPU that is
     not MIG-capable is skipped by ``devices: all`` and ``mig-enabled: false`` items and is an error
-    when an item names it explicitly with ``mig-enabled: true`` (SPECS §6.1). Two matching items
+    when an item names it explicitly with ``mig-enabled: true`` (docs/reference/specs.md §6.1). Two matching items
     that ask different things of one GPU are an error: mig-parted would apply both in turn and
     never assert success.
     """
@@ -386,7 +386,7 @@ def desired_layout(current: Mapping[str, Any], desired: Optional[DesiredGpu]) ->
 
 
 # ---------------------------------------------------------------------------------------------
-# Default named configs (SPECS §6.5), derived from the catalog
+# Default named configs (docs/reference/specs.md §6.5), derived from the catalog
 
 
 def default_configs(models: Optional[Sequence[GpuModel]] = None) -> Dict[str, List[Dict[str, Any]]]:

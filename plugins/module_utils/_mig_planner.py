@@ -5,7 +5,7 @@
 
 A layout is a mapping profile name -> instance count for ONE GPU. Pure functions, no I/O.
 
-Geometry rules (SPECS 3.2): every GPU instance needs an allowed start on the memory-slice axis
+Geometry rules (docs/reference/specs.md §3.2): every GPU instance needs an allowed start on the memory-slice axis
 with no two instances overlapping; the compute slices of all instances must fit the GPU; no
 profile may exceed its maximum count. The planner finds explicit placements by a backtracking
 search over bit masks, which is exhaustive (a layout is rejected only when no placement exists).
@@ -76,13 +76,13 @@ class GpuPlan:
     def creation_order(self) -> Tuple[str, ...]:
         """nvidia-smi `-cgi` tuples with explicit starts, largest instance first.
 
-        Explicit starts sidestep the driver's ordering issue (SPECS 3.2: `-cgi 19,19,14,9` fails
+        Explicit starts sidestep the driver's ordering issue (docs/reference/specs.md §3.2: `-cgi 19,19,14,9` fails
         while `-cgi 9,19,14,19` succeeds); largest-first matches nvidia-mig-parted's own order.
         """
         return tuple('%s:%d' % (p.profile, p.start) for p in self.placements)
 
     def resources(self, strategy: str) -> Optional[Dict[str, int]]:
-        """Extended resources this GPU yields under a device-plugin MIG strategy (SPECS 9.1).
+        """Extended resources this GPU yields under a device-plugin MIG strategy (docs/reference/specs.md §9.1).
 
         `none` exposes no MIG device; `single` is possible only with one profile (None otherwise);
         `mixed` names one resource per profile ('+' becomes '.').

@@ -6,9 +6,9 @@
 Every module's ``main()`` is a few lines::
 
     def main() -> None:
-        GpuFleetModule(ARGUMENT_SPEC, cluster=True).run(run)
+        ClusterModule(ARGUMENT_SPEC).run(run)          # host modules: GpuFleetModule(ARGUMENT_SPEC)
 
-    def run(mod: GpuFleetModule) -> None:     # read -> plan -> write
+    def run(mod: ClusterModule) -> None:          # read -> plan -> write
         node = mod.k8s.get("Node", mod.params["node"])
         ...
         mod.changes.record("node gpu-a labels", before, after, changed=True)
@@ -16,13 +16,16 @@ Every module's ``main()`` is a few lines::
         if problems:
             mod.fail("what is wrong, and where", problems=problems)
 
-- ``fail()`` raises; ``run()`` turns it (and any ``K8sError``) into ``fail_json`` carrying the result
-  gathered so far, so no helper ever exits the process itself.
+- ``fail()`` raises; ``run()`` turns it (and the errors a subclass expects, ``K8sError`` for
+  ``_cluster_module.ClusterModule``) into ``fail_json`` carrying the result gathered so far, so no
+  helper ever exits the process itself.
+- This file does not import the Kubernetes layer: host modules built on it ship to GPU hosts
+  without ``_k8s`` (and never try to import the ``kubernetes`` package there).
 - ``changes`` collects the changed flag and the diff entries; ``run()`` adds ``diff`` only under
   ``--diff``.
 - Check mode, the one rule for cluster modules: the module plans and reads exactly as in a real run,
   and every write request goes to the API server as a server-side dry run (``dryRun=All``). That is
-  set once, on the client (``mod.k8s`` is built with ``dry_run=mod.check_mode``); modules do not branch
+  set once, on the client (``ClusterModule.k8s`` is built with ``dry_run=mod.check_mode``); modules do not branch
   on check mode for writes. The API server validates and defaults each object but stores nothing, so
   no resourceVersion moves and the diff shows what would really be stored. What the API server
   cannot dry-run (helm) is not done but reported as planned, and nothing is waited for that a write
@@ -32,16 +35,10 @@ Every module's ``main()`` is a few lines::
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional
+from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Tuple, Type
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import (
-    K8S_AUTH_ARGSPEC,
-    K8sClient,
-    K8sError,
-    client_from_module,
-)
 
 
 class ModuleFailure(Exception):
@@ -84,12 +81,13 @@ def _diffable(value: Any) -> Any:
 
 
 class GpuFleetModule:
-    """An AnsibleModule plus the result, the change tracker and (for cluster modules) the client."""
+    """An AnsibleModule plus the result and the change tracker."""
 
-    def __init__(self, argument_spec: Mapping[str, Any], cluster: bool = False, **module_options: Any) -> None:
+    # Errors of a lower layer that become a clean failure (see ``failure_from``).
+    expected_errors: Tuple[Type[Exception], ...] = ()
+
+    def __init__(self, argument_spec: Mapping[str, Any], **module_options: Any) -> None:
         spec = dict(argument_spec)
-        if cluster:
-            spec.update(K8S_AUTH_ARGSPEC)
         module_options.setdefault("supports_check_mode", True)
         self.ansible = AnsibleModule(argument_spec=spec, **module_options)
         self.params: Dict[str, Any] = self.ansible.params
@@ -97,14 +95,10 @@ class GpuFleetModule:
         self.diff_mode: bool = bool(self.ansible._diff)
         self.result: Dict[str, Any] = {"changed": False}
         self.changes = Changes()
-        self._k8s: Optional[K8sClient] = None
 
-    @property
-    def k8s(self) -> K8sClient:
-        """The cluster client, connected on first use; writes are server-side dry runs in check mode."""
-        if self._k8s is None:
-            self._k8s = client_from_module(self.ansible, dry_run=self.check_mode)
-        return self._k8s
+    def failure_from(self, exc: Exception) -> ModuleFailure:
+        """The failure to report for one of ``expected_errors``."""
+        return ModuleFailure(str(exc))
 
     def fail(self, msg: str, **extra: Any) -> NoReturn:
         raise ModuleFailure(msg, **extra)
@@ -130,9 +124,7 @@ class GpuFleetModule:
             body(self)
         except ModuleFailure as exc:
             self.ansible.fail_json(msg=exc.msg, **self._final_result(exc.extra))
-        except K8sError as exc:
-            extra: Dict[str, Any] = {}
-            if getattr(exc, "status", None) is not None:
-                extra["status"] = exc.status
-            self.ansible.fail_json(msg=str(exc), **self._final_result(extra))
+        except self.expected_errors as exc:  # pylint: disable=catching-non-exception
+            failure = self.failure_from(exc)
+            self.ansible.fail_json(msg=failure.msg, **self._final_result(failure.extra))
         self.ansible.exit_json(**self._final_result())

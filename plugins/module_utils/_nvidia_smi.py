@@ -4,7 +4,7 @@
 """Parse nvidia-smi output and assemble per-GPU facts. Pure functions, no I/O.
 
 Every parser works on tokens, not column positions: table widths change between drivers
-(SPECS 4.3 shows 79- and 81-character `-lgip` tables) and older drivers omit columns
+(docs/reference/specs.md §4.3 shows 79- and 81-character `-lgip` tables) and older drivers omit columns
 (`-lci` without Placement, `-L` with legacy MIG UUIDs). Which commands to run, and how few,
 is decided by `commands_for()` so that the module and its tests agree on the count.
 """
@@ -20,14 +20,14 @@ QUERY_FIELDS = ('index', 'name', 'uuid', 'pci.bus_id', 'pci.device_id', 'memory.
                 'mig.mode.current', 'mig.mode.pending', 'driver_version')
 QUERY_ARGV = ('--query-gpu=' + ','.join(QUERY_FIELDS), '--format=csv,noheader,nounits')
 
-# Messages nvidia-smi prints instead of a table (SPECS 4.3-4.4, 5).
+# Messages nvidia-smi prints instead of a table (docs/reference/specs.md §4.3-4.4, 5).
 NO_MIG_ENABLED = 'No MIG-enabled devices found'
 NO_MIG_SUPPORTED = 'No MIG-supported devices found'
 NO_GPU_INSTANCES = 'No GPU instances found'
 NO_COMPUTE_INSTANCES = 'No compute instances found'
 NO_DEVICES = 'No devices were found'
 NOT_AVAILABLE = ('[N/A]', 'N/A', '[Not Supported]', 'Not Supported', '')
-# "nothing to list" answers: not errors, whatever the exit code (SPECS 4.3, 5).
+# "nothing to list" answers: not errors, whatever the exit code (docs/reference/specs.md §4.3, 5).
 EMPTY_ANSWERS = (NO_MIG_ENABLED, NO_MIG_SUPPORTED, NO_GPU_INSTANCES, NO_COMPUTE_INSTANCES)
 
 # `nvidia-smi -i N` + these: the MIG mode of one GPU (read after a mode change).
@@ -278,7 +278,7 @@ def commands_for(query_rows: List[Row], gather_profiles: bool = True) -> List[Tu
 
 
 def empty_answer(out: str, err: str) -> bool:
-    """nvidia-smi printed a "nothing to list" answer (SPECS 4.3, 5): not an error, whatever the exit code."""
+    """nvidia-smi printed a "nothing to list" answer (docs/reference/specs.md §4.3, 5): not an error, whatever the exit code."""
     return any(message in out + err for message in EMPTY_ANSWERS)
 
 

@@ -7,12 +7,12 @@ Pure logic, no I/O. The single source of truth for "what this node must advertis
 :func:`expected_node`; ``gpu_sharing`` (plan, check-mode diff, wait), ``gpu_verify`` (comparison)
 and the report all call it.
 
-Facts followed (SPECS = shared/reference/SPECS.md):
-- config file format ``version: v1``, ``sharing.timeSlicing`` / ``sharing.mps`` (SPECS 9.2);
-- capacity = devices x replicas, ``renameByDefault`` -> ``<name>.shared`` and ``<name>`` 0 (SPECS 9.3);
-- ``-SHARED`` product suffix unless renamed (SPECS 9.4);
-- time-slicing of ``nvidia.com/mig-*`` only with the mixed MIG strategy, MPS never on MIG (SPECS 9.2, 10);
-- GFD labels per strategy (SPECS 8).
+Facts followed (docs/reference/specs.md):
+- config file format ``version: v1``, ``sharing.timeSlicing`` / ``sharing.mps`` (docs/reference/specs.md §9.2);
+- capacity = devices x replicas, ``renameByDefault`` -> ``<name>.shared`` and ``<name>`` 0 (docs/reference/specs.md §9.3);
+- ``-SHARED`` product suffix unless renamed (docs/reference/specs.md §9.4);
+- time-slicing of ``nvidia.com/mig-*`` only with the mixed MIG strategy, MPS never on MIG (docs/reference/specs.md §9.2, 10);
+- GFD labels per strategy (docs/reference/specs.md §8).
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ class SharingConfig:
 
 
 def normalize_resource_name(name: str) -> str:
-    """The device plugin adds ``nvidia.com/`` when it is missing (SPECS 9.2)."""
+    """The device plugin adds ``nvidia.com/`` when it is missing (docs/reference/specs.md §9.2)."""
     name = name.strip()
     if "/" not in name:
         return RESOURCE_PREFIX + name
@@ -278,7 +278,7 @@ def parse_configs(raw_configs: Sequence[Mapping[str, Any]], default: Optional[st
 
 
 # --------------------------------------------------------------------------------------------
-# Rendering (device-plugin config file v1, SPECS 9.2). Deterministic: same input, same bytes.
+# Rendering (device-plugin config file v1, docs/reference/specs.md §9.2). Deterministic: same input, same bytes.
 
 
 def render_config(cfg: SharingConfig) -> str:
@@ -335,7 +335,7 @@ def assign_nodes(configs: Mapping[str, SharingConfig], node_labels: Mapping[str,
 
 
 def effective_config_name(node_labels: Mapping[str, str], existing_keys: Sequence[str], default: Optional[str]) -> Optional[str]:
-    """The config the device plugin applies on a node (SPECS 9.5): label if it names a key, else default."""
+    """The config the device plugin applies on a node (docs/reference/specs.md §9.5): label if it names a key, else default."""
     label = node_labels.get(CONFIG_LABEL)
     if label and label in existing_keys:
         return label
@@ -349,12 +349,12 @@ def effective_config_name(node_labels: Mapping[str, str], existing_keys: Sequenc
 
 
 def sanitize_product(name: str) -> str:
-    """GFD product label value: drop characters outside [A-Za-z0-9-_. ], spaces become '-' (SPECS 8)."""
+    """GFD product label value: drop characters outside [A-Za-z0-9-_. ], spaces become '-' (docs/reference/specs.md §8)."""
     return _PRODUCT_UNSAFE_RE.sub("", name).strip().replace(" ", "-")
 
 
 def mig_resource_name(profile: str) -> str:
-    """Mixed-strategy resource of a GI profile: ``+`` becomes ``.`` (SPECS 9.1)."""
+    """Mixed-strategy resource of a GI profile: ``+`` becomes ``.`` (docs/reference/specs.md §9.1)."""
     return MIG_RESOURCE_PREFIX + profile.replace("+", ".")
 
 
@@ -658,7 +658,7 @@ class ExpectedNode:
 
 def _describe(resource: str, physical: int, cfg: Optional[SharingConfig], product_base: Optional[str], product_tail: str,
               resources: Dict[str, int], labels: Dict[str, str], suffixes: Dict[str, str]) -> None:
-    """Capacity and GFD labels of one resource type (SPECS 8, 9.3, 9.4)."""
+    """Capacity and GFD labels of one resource type (docs/reference/specs.md §8, 9.3, 9.4)."""
     replicas = cfg.replicas_for(resource) if cfg else 1
     shared = replicas > 1
     if shared and cfg is not None and cfg.rename_by_default:
@@ -701,7 +701,7 @@ def expected_node(node: str, gpus: NodeGpus, mig_strategy: str, cfg: Optional[Sh
             # GFD counts every physical GPU; a node whose GPUs are all MIG-enabled shows gpu.replicas=0.
             labels["nvidia.com/gpu.count"] = str(gpus.full_gpus + gpus.mig_gpus)
             if gpus.full_gpus == 0:
-                # No full GPU is exposed: GFD describes the MIG parents unshared (SPECS 8 mixed example).
+                # No full GPU is exposed: GFD describes the MIG parents unshared (docs/reference/specs.md §8 mixed example).
                 labels["nvidia.com/gpu.replicas"] = "0"
                 labels["nvidia.com/gpu.sharing-strategy"] = "none"
                 if base:

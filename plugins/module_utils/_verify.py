@@ -37,7 +37,7 @@ MANAGED_BY_VALUE = "gpufleet.sharing"
 RUN_ID_LABEL = "gpufleet.sharing/verify-run"
 NODE_LABEL = "gpufleet.sharing/verify-node"
 
-# nvidia-smi -L lines (SPECS 4.7): "GPU 0: <name> (UUID: GPU-...)" and "  MIG 1g.10gb  Device  0: (UUID: MIG-...)"
+# nvidia-smi -L lines (docs/reference/specs.md §4.7): "GPU 0: <name> (UUID: GPU-...)" and "  MIG 1g.10gb  Device  0: (UUID: MIG-...)"
 _GPU_LINE_RE = re.compile(r"^GPU \d+: .+\(UUID: GPU-[^)]+\)\s*$")
 _MIG_LINE_RE = re.compile(r"^\s+MIG (\S+)\s+Device\s+\d+: \(UUID: MIG-[^)]+\)\s*$")
 

@@ -258,7 +258,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator imp
 from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import (
     Helm, HelmCommand, HelmError, HelmFailed, find_helm, helm_environment, repo_of)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
-from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
 
 try:
     import yaml
@@ -293,10 +293,10 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
 
 
 def main() -> None:
-    GpuFleetModule(ARGUMENT_SPEC, cluster=True, required_by={"repo_password": "repo_username"}).run(run)
+    ClusterModule(ARGUMENT_SPEC, required_by={"repo_password": "repo_username"}).run(run)
 
 
-def run(mod: GpuFleetModule) -> None:
+def run(mod: ClusterModule) -> None:
     params = mod.params
     if not HAS_YAML:
         mod.fail("PyYAML is required")
@@ -321,7 +321,7 @@ def run(mod: GpuFleetModule) -> None:
 class GpuOperator:
     """The release (helm) and the cluster objects around it (namespace, CRDs, readiness)."""
 
-    def __init__(self, mod: GpuFleetModule) -> None:
+    def __init__(self, mod: ClusterModule) -> None:
         self.mod = mod
         self.params = params = mod.params
         env = helm_environment(params["host"], params["api_key"], params["ca_cert"], params["validate_certs"])

@@ -266,7 +266,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan impor
     sharing_changes,
 )
 from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import read_cluster_policy, wait_until_advertised
-from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
     CONFIG_ARGSPEC,
     CONFIG_LABEL,
@@ -293,7 +293,7 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def read_configmaps(mod: GpuFleetModule, in_use: Optional[str]) -> Tuple[Optional[Dict[str, Any]], Dict[str, str], Dict[str, str]]:
+def read_configmaps(mod: ClusterModule, in_use: Optional[str]) -> Tuple[Optional[Dict[str, Any]], Dict[str, str], Dict[str, str]]:
     """Our ConfigMap's data, and the data of the one the ClusterPolicy names now (what the plugins load)."""
     namespace, cm_name = mod.params["namespace"], mod.params["configmap_name"]
     live_cm = mod.k8s.get("ConfigMap", cm_name, namespace)
@@ -305,7 +305,7 @@ def read_configmaps(mod: GpuFleetModule, in_use: Optional[str]) -> Tuple[Optiona
     return live_cm, ours, {}
 
 
-def plan(mod: GpuFleetModule, configs: Mapping[str, SharingConfig], plans: Mapping[str, HostPlan],
+def plan(mod: ClusterModule, configs: Mapping[str, SharingConfig], plans: Mapping[str, HostPlan],
          rendered: Mapping[str, str], policy: Mapping[str, Any], live_data: Mapping[str, str]) -> Tuple[ClusterView, FleetPlan]:
     """Read the nodes, plan the fleet, refuse with every problem at once."""
     p = mod.params
@@ -325,7 +325,7 @@ def plan(mod: GpuFleetModule, configs: Mapping[str, SharingConfig], plans: Mappi
     return cluster, fleet
 
 
-def restart_pods(mod: GpuFleetModule, nodes: Sequence[str]) -> Dict[str, List[str]]:
+def restart_pods(mod: ClusterModule, nodes: Sequence[str]) -> Dict[str, List[str]]:
     """The device-plugin/GFD pods on ``nodes`` (they load the config only when they start)."""
     pods: Dict[str, List[str]] = {}
     for selector in mod.params["restart_selectors"] if nodes else []:
@@ -336,15 +336,15 @@ def restart_pods(mod: GpuFleetModule, nodes: Sequence[str]) -> Dict[str, List[st
     return {n: sorted(p) for n, p in sorted(pods.items())}
 
 
-def run(mod: GpuFleetModule) -> None:
+def run(mod: ClusterModule) -> None:
     mod.result.update(configmap={}, rendered={}, assignments={}, labels_changed={}, cluster_policy_patch={},
                       restarted={}, expected={})
     apply_plan(mod)
     mod.result["api_requests"] = mod.k8s.request_count
 
 
-def apply_plan(mod: GpuFleetModule) -> None:
-    """Read -> plan -> write (no write in check mode) -> wait."""
+def apply_plan(mod: ClusterModule) -> None:
+    """Read -> plan -> write (dry runs in check mode) -> wait (not in check mode: nothing changed)."""
     p = mod.params
     try:
         plans, raw_configs = read_intent(dict(p, configs=p["configs"] or []))
@@ -372,19 +372,15 @@ def apply_plan(mod: GpuFleetModule) -> None:
     if mod.diff_mode:
         mod.result["diff"] = change.diff("%s/%s" % (p["namespace"], p["configmap_name"]), ours, rendered, fleet, cluster,
                                          policy["metadata"]["name"])
-    if not mod.check_mode:
-        write(mod, rendered if change.configmap_action != "unchanged" else None, policy["metadata"]["name"],
-              change.cluster_policy_patch, change.labels_changed, pods)
-        if p["wait"] and fleet.expectations:
-            wait(mod, fleet)
+    write(mod, rendered if change.configmap_action != "unchanged" else None, policy["metadata"]["name"],
+          change.cluster_policy_patch, change.labels_changed, pods)
+    if p["wait"] and fleet.expectations and not mod.check_mode:
+        wait(mod, fleet)
 
 
-def write(mod: GpuFleetModule, data: Optional[Mapping[str, str]], policy_name: str, cp_patch: Mapping[str, Any],
+def write(mod: ClusterModule, data: Optional[Mapping[str, str]], policy_name: str, cp_patch: Mapping[str, Any],
           labels_changed: Mapping[str, Mapping[str, Any]], pods: Mapping[str, List[str]]) -> None:
-    """ConfigMap first, then the ClusterPolicy, then labels, then restarts.
-
-    Check mode sends none of these (not even as dry runs): the result and the diff are the plan.
-    """
+    """ConfigMap first, then the ClusterPolicy, then labels, then restarts (dry runs in check mode)."""
     namespace = mod.params["namespace"]
     if data is not None:
         mod.k8s.apply({"apiVersion": "v1", "kind": "ConfigMap",
@@ -400,7 +396,7 @@ def write(mod: GpuFleetModule, data: Optional[Mapping[str, str]], policy_name: s
             mod.k8s.delete("Pod", pod, namespace=namespace)
 
 
-def wait(mod: GpuFleetModule, fleet: FleetPlan) -> None:
+def wait(mod: ClusterModule, fleet: FleetPlan) -> None:
     """Until every node in scope advertises its expectation; on timeout fail naming what is missing."""
     timeout = mod.params["wait_timeout"]
     info, missing = wait_until_advertised(mod.k8s, fleet.expectations, timeout, mod.params["wait_interval"],
@@ -413,7 +409,7 @@ def wait(mod: GpuFleetModule, fleet: FleetPlan) -> None:
 
 
 def main() -> None:
-    GpuFleetModule(ARGUMENT_SPEC, cluster=True).run(run)
+    ClusterModule(ARGUMENT_SPEC).run(run)
 
 
 if __name__ == "__main__":

@@ -242,7 +242,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan impor
     plan_fleet,
     read_intent,
 )
-from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
     ExpectedNode,
     SharingError,
@@ -297,7 +297,7 @@ ARGUMENT_SPEC = dict(
 NodeList = List[Dict[str, Any]]
 
 
-def read(mod: GpuFleetModule) -> Tuple[Intent, ClusterView, NodeList, List[Check]]:
+def read(mod: ClusterModule) -> Tuple[Intent, ClusterView, NodeList, List[Check]]:
     """The intent (the plan given, else the cluster's configs) and the cluster as it is."""
     p = mod.params
     nodes = mod.k8s.list("Node")
@@ -317,7 +317,7 @@ def read(mod: GpuFleetModule) -> Tuple[Intent, ClusterView, NodeList, List[Check
     return intent, cluster, nodes, checks
 
 
-def evaluate(mod: GpuFleetModule, intent: Intent, cluster: ClusterView, nodes: NodeList) -> Tuple[List[Check], List[ExpectedNode]]:
+def evaluate(mod: ClusterModule, intent: Intent, cluster: ClusterView, nodes: NodeList) -> Tuple[List[Check], List[ExpectedNode]]:
     """Every check of every node in scope against the fleet plan."""
     objs = {n["metadata"]["name"]: n for n in nodes}
     try:
@@ -338,7 +338,7 @@ def evaluate(mod: GpuFleetModule, intent: Intent, cluster: ClusterView, nodes: N
     return checks, expected
 
 
-def compare(mod: GpuFleetModule) -> Tuple[List[Check], List[ExpectedNode], NodeList, float]:
+def compare(mod: ClusterModule) -> Tuple[List[Check], List[ExpectedNode], NodeList, float]:
     """Compare, optionally polling (one node list per poll) until the nodes match or wait_timeout."""
     p = mod.params
     intent, cluster, nodes, plan_checks = read(mod)
@@ -353,7 +353,7 @@ def compare(mod: GpuFleetModule) -> Tuple[List[Check], List[ExpectedNode], NodeL
     return plan_checks + checks, expected, nodes, waited
 
 
-def run(mod: GpuFleetModule) -> None:
+def run(mod: ClusterModule) -> None:
     p = mod.params
     if p["checks"] and not HAS_JMESPATH:
         mod.fail("user checks need the jmespath Python library on the host running this module")
@@ -370,7 +370,7 @@ def run(mod: GpuFleetModule) -> None:
     report(mod, checks, expected, run_id, pods.pods, {"elapsed": time.monotonic() - start, "waited": waited})
 
 
-def report(mod: GpuFleetModule, checks: List[Check], expected: List[ExpectedNode], run_id: str,
+def report(mod: ClusterModule, checks: List[Check], expected: List[ExpectedNode], run_id: str,
            pods: List[Dict[str, Any]], times: Mapping[str, float]) -> None:
     p, requests = mod.params, mod.k8s.request_count
     summary = build_report(checks, expected, run_id,
@@ -386,7 +386,7 @@ def report(mod: GpuFleetModule, checks: List[Check], expected: List[ExpectedNode
 
 
 def main() -> None:
-    GpuFleetModule(ARGUMENT_SPEC, cluster=True).run(run)
+    ClusterModule(ARGUMENT_SPEC).run(run)
 
 
 if __name__ == "__main__":

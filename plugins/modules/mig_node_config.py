@@ -160,7 +160,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sTi
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_operator import (
     CONFIG_KEY, CORDON_MARKER, CORDON_MARKER_VALUE, MIG_CONFIG_LABEL, MIG_STATE_LABEL, MigConfigFailed,
     cordoned_by_us, node_is_configured, node_mig_status, relabel_step, undefined_config, wait_mig_config)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._node_drain import (
     DrainError, Drainer, blocking_message, pod_key)
 
@@ -187,10 +187,10 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
 
 
 def main() -> None:
-    GpuFleetModule(ARGUMENT_SPEC, cluster=True).run(run)
+    ClusterModule(ARGUMENT_SPEC).run(run)
 
 
-def run(mod: GpuFleetModule) -> None:
+def run(mod: ClusterModule) -> None:
     params = mod.params
     if not HAS_YAML:
         mod.fail("PyYAML is required")
@@ -204,7 +204,7 @@ def run(mod: GpuFleetModule) -> None:
 class MigNodeConfig:
     """Plan (read), then cordon and drain, relabel, wait for the MIG manager, uncordon."""
 
-    def __init__(self, mod: GpuFleetModule) -> None:
+    def __init__(self, mod: ClusterModule) -> None:
         self.mod = mod
         self.k8s = mod.k8s
         self.params = mod.params

@@ -108,7 +108,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator imp
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_operator import (
     CONFIG_KEY, MigOperatorError, config_map_body, missing_selections, operator_config_document, policy_config_name)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import MigPartedError, render_yaml
-from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     name=dict(type="str", default="gpufleet-mig-parted-config"),
@@ -123,10 +123,10 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
 
 
 def main() -> None:
-    GpuFleetModule(ARGUMENT_SPEC, cluster=True).run(run)
+    ClusterModule(ARGUMENT_SPEC).run(run)
 
 
-def run(mod: GpuFleetModule) -> None:
+def run(mod: ClusterModule) -> None:
     params = mod.params
     name, namespace = params["name"], params["namespace"]
     mod.result.update(config_map="%s/%s" % (namespace, name), cluster_policy_changed=False)

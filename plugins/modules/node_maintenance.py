@@ -151,7 +151,7 @@ blocking:
 import copy
 from typing import Any, Dict, List, Optional
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._node_drain import (
     DrainError, Drainer, blocking_message, planned_annotations, pod_key, pod_ready)
 
@@ -170,10 +170,10 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
 
 
 def main() -> None:
-    GpuFleetModule(ARGUMENT_SPEC, cluster=True).run(run)
+    ClusterModule(ARGUMENT_SPEC).run(run)
 
 
-def run(mod: GpuFleetModule) -> None:
+def run(mod: ClusterModule) -> None:
     params = mod.params
     if params["timeout"] < 0 or params["poll_interval"] <= 0:
         mod.fail("timeout must be >= 0 and poll_interval > 0")
@@ -186,7 +186,7 @@ def run(mod: GpuFleetModule) -> None:
         maintain(mod)
 
 
-def restart_pods(mod: GpuFleetModule) -> None:
+def restart_pods(mod: ClusterModule) -> None:
     """Delete the node's pods matching each selector and wait for Ready replacements."""
     k8s, params = mod.k8s, mod.params
     node, namespace = params["node"], params["namespace"]
@@ -223,7 +223,7 @@ def restart_pods(mod: GpuFleetModule) -> None:
                      "node_maintenance: waiting %.0fs for %s: %s" % (elapsed, what, ", ".join(detail))))
 
 
-def maintain(mod: GpuFleetModule) -> None:
+def maintain(mod: ClusterModule) -> None:
     """cordon, drain or uncordon (with the annotations)."""
     k8s, params = mod.k8s, mod.params
     name, state = params["node"], params["state"]
@@ -256,7 +256,7 @@ def maintain(mod: GpuFleetModule) -> None:
         drain(mod, drainer)
 
 
-def drain(mod: GpuFleetModule, drainer: Drainer) -> None:
+def drain(mod: ClusterModule, drainer: Drainer) -> None:
     try:
         # Re-read after cordoning: a pod may have been scheduled since the first look.
         to_evict, mod.result["skipped"], blocking = drainer.plan()

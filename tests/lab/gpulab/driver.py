@@ -1,7 +1,7 @@
 """Simulated driver (NVML-level) semantics shared by the nvidia-smi and mig-parted emulators.
 
 Functions here mutate an in-memory ``gpustate.HostState``; callers hold ``gpustate.locked``.
-Each rule cites the reference fact it follows (SPECS §x) or says it is a modelling choice.
+Each rule cites the reference fact it follows (docs/reference/specs.md §x) or says it is a modelling choice.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from typing import Callable, List, Optional, Sequence, Tuple
 from gpulab.gpustate import ComputeInstance, Gpu, GpuInstance, HostState, mig_uuid
 from gpulab.models import GiProfile, ModelSpec, load_model, parse_profile_name
 
-# NVML return strings used verbatim in nvidia-smi messages (SPECS §5).
+# NVML return strings used verbatim in nvidia-smi messages (docs/reference/specs.md §5).
 INSUFFICIENT_RESOURCES = "Insufficient Resources"
 INVALID_ARGUMENT = "Invalid Argument"
 IN_USE = "In use by another client"
 NOT_SUPPORTED = "Not Supported"
 NOT_FOUND = "Not Found"
 
-# CI-profile enum by compute-slice count (SPECS §1.3).
+# CI-profile enum by compute-slice count (docs/reference/specs.md §1.3).
 CI_PROFILE_ENUM = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
 
 
@@ -52,7 +52,7 @@ def used_compute_slices(gpu: Gpu) -> int:
 
 
 def free_starts(gpu: Gpu, profile: GiProfile) -> List[int]:
-    """Allowed starts (SPECS §3.2, from -lgipp) whose memory range is currently unoccupied."""
+    """Allowed starts (docs/reference/specs.md §3.2, from -lgipp) whose memory range is currently unoccupied."""
     used = occupied_slices(gpu)
     return [start for start in profile.starts if not any(used[start:start + profile.size])]
 
@@ -68,7 +68,7 @@ def _max_disjoint(starts: List[int], size: int) -> int:
 
 
 def free_instances(gpu: Gpu, profile: GiProfile) -> int:
-    """The "Free" column of -lgip: how many more instances of this profile fit now (SPECS §4.3:
+    """The "Free" column of -lgip: how many more instances of this profile fit now (docs/reference/specs.md §4.3:
     it drops as instances are created because profiles share the placement axis)."""
     if not gpu.mig_current:
         return profile.instances_total
@@ -83,7 +83,7 @@ def free_instances(gpu: Gpu, profile: GiProfile) -> int:
 def gi_id_for(spec: ModelSpec, start: int, size: int) -> int:
     """GPU-instance ID from the placement, as a heap index over the memory-slice axis.
 
-    Modelling choice reproducing SPECS §4.4/§4.5 samples (1g@0 -> 7, 1g@1 -> 8, 2g@2 -> 4,
+    Modelling choice reproducing docs/reference/specs.md §4.4/§4.5 samples (1g@0 -> 7, 1g@1 -> 8, 2g@2 -> 4,
     3g@4 -> 2; 7g -> 0): level base = memory_slices/size - 1, plus start/size.
     """
     return spec.memory_slices // size - 1 + start // size
@@ -94,7 +94,7 @@ def gi_id_for(spec: ModelSpec, start: int, size: int) -> int:
 def create_gpu_instance(gpu: Gpu, profile: GiProfile, start: Optional[int] = None) -> GpuInstance:
     """Create a GI. Without ``start`` the simulated driver takes the HIGHEST free allowed start.
 
-    Modelling choice: this reproduces the documented outcomes of SPECS §3.2 ("-cgi 19,19,14,9"
+    Modelling choice: this reproduces the documented outcomes of docs/reference/specs.md §3.2 ("-cgi 19,19,14,9"
     fails with Insufficient Resources, "-cgi 9,19,14,19" succeeds) and §3.2/§4.6 ("-cgi 9,3g.20gb"
     yields 4:4 then 0:4). With ``start`` the placement is used as given or the call fails.
     """
@@ -124,7 +124,7 @@ def create_gpu_instance(gpu: Gpu, profile: GiProfile, start: Optional[int] = Non
 
 
 def destroy_gpu_instance(gpu: Gpu, gi: GpuInstance) -> None:
-    """A GI with compute instances cannot be destroyed (SPECS §5: -dgi before -dci)."""
+    """A GI with compute instances cannot be destroyed (docs/reference/specs.md §5: -dgi before -dci)."""
     if gi.compute_instances or any(proc.gi_id == gi.gi_id for proc in gpu.processes):
         raise DriverError(IN_USE)
     gpu.gpu_instances.remove(gi)
@@ -135,7 +135,7 @@ def destroy_gpu_instance(gpu: Gpu, gi: GpuInstance) -> None:
 def ci_profiles(gi: GpuInstance, spec: ModelSpec) -> List[Tuple[int, int, str]]:
     """(compute slices, CI-profile ID, name) available in a GI; the full-GI one is the default.
 
-    Modelling choice: slice counts {1, 2, 3, 4, 7} up to the GI's G; names per SPECS §1.2.
+    Modelling choice: slice counts {1, 2, 3, 4, 7} up to the GI's G; names per docs/reference/specs.md §1.2.
     """
     profile = spec.profile(str(gi.profile_id))
     g = profile.compute_slices if profile else 1
@@ -200,7 +200,7 @@ def create_compute_instance(gpu: Gpu, gi: GpuInstance, token: Optional[str] = No
 
 
 def destroy_compute_instance(gpu: Gpu, gi: GpuInstance, ci: ComputeInstance) -> None:
-    """A CI with a running process cannot be destroyed (SPECS §5 "In use by another client")."""
+    """A CI with a running process cannot be destroyed (docs/reference/specs.md §5 "In use by another client")."""
     if any(proc.gi_id == gi.gi_id and proc.ci_id == ci.ci_id for proc in gpu.processes):
         raise DriverError(IN_USE)
     gi.compute_instances.remove(ci)
@@ -210,7 +210,7 @@ def destroy_compute_instance(gpu: Gpu, gi: GpuInstance, ci: ComputeInstance) -> 
 
 def gpu_busy(state: HostState, gpu: Gpu) -> bool:
     """Clients attached: simulated compute processes, or an active service listed in the
-    host's optional ``gpu_client_services`` (SPECS §5: nvsm / dcgm keep the GPU busy on DGX)."""
+    host's optional ``gpu_client_services`` (docs/reference/specs.md §5: nvsm / dcgm keep the GPU busy on DGX)."""
     if gpu.processes:
         return True
     clients = state.gpu_client_services
@@ -220,11 +220,11 @@ def gpu_busy(state: HostState, gpu: Gpu) -> bool:
 def set_mig_mode(state: HostState, gpu: Gpu, enable: bool) -> str:
     """Request a MIG mode; returns "effective" or "pending".
 
-    SPECS §4.1: Ampere -- the driver attempts a GPU reset; effective when nothing holds the GPU,
+    docs/reference/specs.md §4.1: Ampere -- the driver attempts a GPU reset; effective when nothing holds the GPU,
     and the mode persists in the InfoROM across reboots. Hopper+ -- no reset needed; effective
-    when idle; lost at reboot (gpustate.apply_reboot). Busy GPU -> pending (SPECS §5).
+    when idle; lost at reboot (gpustate.apply_reboot). Busy GPU -> pending (docs/reference/specs.md §5).
     Modelling choice: changing the mode while GPU instances exist fails with "In use by another
-    client" (mig-parted clears instances first, SPECS §6.2).
+    client" (mig-parted clears instances first, docs/reference/specs.md §6.2).
     """
     if not gpu.mig_capable:
         raise DriverError(NOT_SUPPORTED)
@@ -242,7 +242,7 @@ def set_mig_mode(state: HostState, gpu: Gpu, enable: bool) -> str:
 
 def reset_gpu(state: HostState, gpu: Gpu) -> None:
     """`nvidia-smi -r`: refused while clients are attached; applies a pending MIG mode and
-    destroys all MIG instances (SPECS §4.1: instances never survive a reset)."""
+    destroys all MIG instances (docs/reference/specs.md §4.1: instances never survive a reset)."""
     if gpu_busy(state, gpu):
         raise DriverError(IN_USE)
     gpu.gpu_instances = []

@@ -44,7 +44,7 @@ class StateError(Exception):
 @dataclass
 class ComputeInstance:
     ci_id: int
-    profile_id: int  # CI-profile enum (SPECS §1.3): 1 slice -> 0, 2 -> 1, 3 -> 2, 4 -> 3, 7 -> 4
+    profile_id: int  # CI-profile enum (docs/reference/specs.md §1.3): 1 slice -> 0, 2 -> 1, 3 -> 2, 4 -> 3, 7 -> 4
     profile: str  # "3g.20gb" (full GI) or "1c.3g.20gb"
     uuid: str
 
@@ -118,7 +118,7 @@ class HostState:
     services_enabled: Dict[str, bool] = field(default_factory=dict)
     next_pid: int = 4100  # fake PIDs handed to simulated workloads
     # Services whose active state counts as a client holding every GPU (e.g. ["nvsm", "nvidia-dcgm"]
-    # to model a DGX, SPECS §5); empty by default.
+    # to model a DGX, docs/reference/specs.md §5); empty by default.
     gpu_client_services: List[str] = field(default_factory=list)
     schema: int = SCHEMA_VERSION
 
@@ -330,7 +330,7 @@ def create(path: str, hostname: str, gpus: Sequence[Tuple[str, int]],
 
 
 def apply_reboot(state: HostState, actor: str = "reboot") -> None:
-    """In-memory reboot: processes and MIG instances are gone (SPECS §4.1: never persistent);
+    """In-memory reboot: processes and MIG instances are gone (docs/reference/specs.md §4.1: never persistent);
     Ampere applies a pending mode (InfoROM bit); Hopper+ loses MIG mode entirely."""
     for gpu in state.gpus:
         gpu.processes = []

@@ -5,7 +5,7 @@ GPU state file (and read unit files), never the machine the lab runs on.
     shutdown_main(argv, state_path) -> exit code
     systemctl_main(argv, state_path, env=None) -> exit code
 
-Reboot semantics are gpustate.apply_reboot (SPECS §4.1). Delays (``shutdown -r +5``) are
+Reboot semantics are gpustate.apply_reboot (docs/reference/specs.md §4.1). Delays (``shutdown -r +5``) are
 announced but not waited for: the lab reboots at once (modelling choice, keeps runs fast).
 Units are the keys of ``HostState.services`` plus any ``*.service`` file found in the directories
 of ``GPULAB_SYSTEMD_UNIT_PATH`` (colon-separated; default: none, so tests never depend on the
@@ -43,7 +43,7 @@ _SELECTED_RE = re.compile(r'^\s*Environment\s*=\s*"?MIG_PARTED_SELECTED_CONFIG=(
 
 
 def _selected_config(env: Mapping[str, str]) -> str:
-    """MIG_PARTED_SELECTED_CONFIG from the unit's drop-ins (SPECS §6.4 override.conf); the
+    """MIG_PARTED_SELECTED_CONFIG from the unit's drop-ins (docs/reference/specs.md §6.4 override.conf); the
     packaged default is all-disabled."""
     selected = "all-disabled"
     for directory in _boot_unit_dirs(env):
@@ -61,7 +61,7 @@ def _boot_unit_dirs(env: Mapping[str, str]) -> List[str]:
 def boot_services(state_path: str, env: Optional[Mapping[str, str]] = None) -> Optional[int]:
     """What enabled boot-time units do to the GPUs after a simulated reboot.
 
-    Only ``nvidia-mig-manager.service`` acts on GPUs (SPECS §6.4): when it is enabled in the state,
+    Only ``nvidia-mig-manager.service`` acts on GPUs (docs/reference/specs.md §6.4): when it is enabled in the state,
     it applies the selected config (override.conf drop-in) from ``config.yaml`` in
     ``GPULAB_MIG_MANAGER_DIR`` (default /etc/nvidia-mig-manager), as service.sh's ``apply`` does.
     Not simulated: service.sh's regeneration of config.yaml with ``generate-config``, its hooks,

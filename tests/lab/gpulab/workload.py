@@ -2,7 +2,7 @@
 
 No real process runs: a "workload" is a record (fake PID, name, memory) in the host's GPU state,
 which nvidia-smi shows in its Processes table and --query-compute-apps, and which makes the
-simulated driver treat the GPU as busy (MIG mode goes pending, reset is refused, SPECS §5).
+simulated driver treat the GPU as busy (MIG mode goes pending, reset is refused, docs/reference/specs.md §5).
 
     python -m gpulab.workload start --state FILE --gpu 0 [--mig-device N] --name train.py --mib 2000 [--pid N]
     python -m gpulab.workload stop --state FILE --pid N

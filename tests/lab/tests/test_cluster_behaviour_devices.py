@@ -1,4 +1,4 @@
-"""What a GPU node advertises (gpulab.cluster.devices): the SPECS examples, pure, no server."""
+"""What a GPU node advertises (gpulab.cluster.devices): the examples of docs/reference/specs.md, pure, no server."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ sharing:
       replicas: 4
 """
 
-# SPECS §10, time-slicing-config-fine.yaml key a100-40gb.
+# docs/reference/specs.md §10, time-slicing-config-fine.yaml key a100-40gb.
 FINE_A100_40GB = """
 version: v1
 flags:
@@ -48,7 +48,7 @@ sharing:
       replicas: 7
 """
 
-# CI profile enum by compute slices (SPECS §1.3), enough for the layouts below.
+# CI profile enum by compute slices (docs/reference/specs.md §1.3), enough for the layouts below.
 _CI_PROFILE_ID = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4}
 
 
@@ -93,7 +93,7 @@ def test_time_slicing_replicas_4_on_8_h100():
     assert result.labels["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
     assert result.labels["nvidia.com/gpu.memory"] == "81559"
     assert result.labels["nvidia.com/gpu.family"] == "hopper"
-    assert "nvidia.com/mig.strategy" not in result.labels  # only when strategy != none (SPECS §8)
+    assert "nvidia.com/mig.strategy" not in result.labels  # only when strategy != none (docs/reference/specs.md §8)
     ids = [device.id for device in result.devices["nvidia.com/gpu"]]
     assert len(set(ids)) == 32
     uuid0 = result.devices["nvidia.com/gpu"][0].gpu_uuid
@@ -120,10 +120,10 @@ def test_no_config_means_one_device_per_gpu():
 def test_mps_replicas_and_request_limit():
     config = "version: v1\nsharing:\n  mps:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 10\n"
     result = node(host([("H100-80GB", 8)]), "none", config)
-    assert result.resources == {"nvidia.com/gpu": 80}  # SPECS §9.3
+    assert result.resources == {"nvidia.com/gpu": 80}  # docs/reference/specs.md §9.3
     assert result.labels["nvidia.com/gpu.sharing-strategy"] == "mps"
     assert result.labels["nvidia.com/mps.capable"] == "true"
-    assert result.max_request("nvidia.com/gpu") == 1  # MPS defaults failRequestsGreaterThanOne (SPECS §9.2)
+    assert result.max_request("nvidia.com/gpu") == 1  # MPS defaults failRequestsGreaterThanOne (docs/reference/specs.md §9.2)
     assert node(host([("H100-80GB", 1)]), "none", TS4).max_request("nvidia.com/gpu") is None
 
 
@@ -152,7 +152,7 @@ def test_mixed_all_balanced_h100():
     set_mig(state, 0, ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"])
     result = node(state, "mixed")
     assert result.resources == {"nvidia.com/mig-1g.10gb": 2, "nvidia.com/mig-2g.20gb": 1, "nvidia.com/mig-3g.40gb": 1}
-    # The real GFD output of SPECS §8 (values that do not depend on the driver version).
+    # The real GFD output of docs/reference/specs.md §8 (values that do not depend on the driver version).
     expected = {
         "nvidia.com/gpu.count": "1",
         "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
@@ -188,7 +188,7 @@ def test_mixed_all_balanced_h100():
 
 
 def test_spec_fine_grained_a100_example():
-    """SPECS §10: A100-40GB all-balanced with the fine-grained time-slicing config."""
+    """docs/reference/specs.md §10: A100-40GB all-balanced with the fine-grained time-slicing config."""
     state = host([("A100-40GB", 1)])
     set_mig(state, 0, ["3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb"])
     result = node(state, "mixed", FINE_A100_40GB)
@@ -211,7 +211,7 @@ def test_spec_fine_grained_a100_example():
 
 
 def test_configmap_strategy_is_overridden_by_clusterpolicy():
-    """flags.migStrategy: mixed in the ConfigMap, ClusterPolicy single wins (SPECS §7.3, §10)."""
+    """flags.migStrategy: mixed in the ConfigMap, ClusterPolicy single wins (docs/reference/specs.md §7.3, §10)."""
     state = host([("A100-40GB", 1)])
     set_mig(state, 0, ["1g.5gb"] * 7)
     result = node(state, "single", FINE_A100_40GB)
@@ -466,11 +466,11 @@ def test_driver_labels_and_views_from_state():
     assert views[0].mig_profiles["7g.80gb"].multiprocessors == 132
 
 
-# ------------------------------------------------------------------------------ more SPECS examples
+# ------------------------------------------------------------------------------ more reference examples
 
 
 def _t4_node(count: int) -> List[devices.GpuView]:
-    """Tesla T4 is not a lab model: GpuViews built by hand (SPECS §9.3 operator doc example)."""
+    """Tesla T4 is not a lab model: GpuViews built by hand (docs/reference/specs.md §9.3 operator doc example)."""
     return [devices.GpuView(index=i, name="Tesla T4", uuid=f"GPU-t4-{i}", memory_mib=15360, family="turing") for i in range(count)]
 
 
@@ -488,7 +488,7 @@ def test_spec_t4_example_time_slicing_and_rename():
 
 def test_spec_replicas_10_on_8_gpus():
     result = node(host([("A100-80GB", 8)]), "none", TS4.replace("replicas: 4", "replicas: 10"))
-    assert result.resources == {"nvidia.com/gpu": 80}  # SPECS §9.3
+    assert result.resources == {"nvidia.com/gpu": 80}  # docs/reference/specs.md §9.3
 
 
 def test_spec_single_8_a100_all_1g5gb_counts_56():
@@ -497,7 +497,7 @@ def test_spec_single_8_a100_all_1g5gb_counts_56():
         set_mig(state, index, ["1g.5gb"] * 7)
     result = node(state, "single")
     assert result.resources == {"nvidia.com/gpu": 56}
-    assert result.labels["nvidia.com/gpu.count"] == "56"  # SPECS §8
+    assert result.labels["nvidia.com/gpu.count"] == "56"  # docs/reference/specs.md §8
     assert result.labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"
 
 
@@ -505,7 +505,7 @@ def test_spec_h100_nvl_mixed_memory_labels():
     state = host([("H100-NVL", 1)])
     set_mig(state, 0, ["1g.12gb", "1g.24gb"])
     result = node(state, "mixed")
-    # Real capture (SPECS §8): 1g.12gb -> 11008 MiB, 1g.24gb -> 22144 MiB, product NVIDIA-H100-NVL-MIG-1g.12gb.
+    # Real capture (docs/reference/specs.md §8): 1g.12gb -> 11008 MiB, 1g.24gb -> 22144 MiB, product NVIDIA-H100-NVL-MIG-1g.12gb.
     assert result.labels["nvidia.com/mig-1g.12gb.memory"] == "11008"
     assert result.labels["nvidia.com/mig-1g.24gb.memory"] == "22144"
     assert result.labels["nvidia.com/mig-1g.12gb.product"] == "NVIDIA-H100-NVL-MIG-1g.12gb"

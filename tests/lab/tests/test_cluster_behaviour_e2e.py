@@ -87,7 +87,7 @@ def test_operator_mig_and_pods_through_the_api(lab, api):
     wait_for("MIG success", lambda: core.read_node("gpu-h100").metadata.labels.get("nvidia.com/mig.config.state") == "success"
              and core.read_node("gpu-h100").status.allocatable.get("nvidia.com/mig-2g.20gb") == "1", timeout=20)
     allocatable = core.read_node("gpu-h100").status.allocatable
-    assert allocatable["nvidia.com/mig-1g.10gb"] == "4"  # 2 devices x 2 replicas (SPECS §10)
+    assert allocatable["nvidia.com/mig-1g.10gb"] == "4"  # 2 devices x 2 replicas (docs/reference/specs.md §10)
     assert allocatable["nvidia.com/mig-3g.40gb"] == "1"
     labels = core.read_node("gpu-h100").metadata.labels
     assert labels["nvidia.com/mig-1g.10gb.product"] == "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb-SHARED"

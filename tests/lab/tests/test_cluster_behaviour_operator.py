@@ -179,7 +179,7 @@ def test_clusterpolicy_deploys_operands_and_labels_nodes(make_lab):
     wait_for("allocatable gpu-b", lambda: lab.allocatable("gpu-b") == {"nvidia.com/gpu": "1"})
     gfd = wait_for("GFD labels", lambda: lab.labels("gpu-a").get("nvidia.com/gpu.product"))
     assert gfd == "NVIDIA-H100-80GB-HBM3"
-    assert lab.labels("gpu-a")["nvidia.com/mig.strategy"] == "single"  # chart default (SPECS §7.2)
+    assert lab.labels("gpu-a")["nvidia.com/mig.strategy"] == "single"  # chart default (docs/reference/specs.md §7.2)
     assert lab.labels("gpu-a")["nvidia.com/gpu.workload.config"] == "container"
     lab.store.create("nvidia.com/v1/clusterpolicies", {"metadata": {"name": "second"}, "spec": {}})
     wait_for("second ignored", lambda: (lab.store.get("nvidia.com/v1/clusterpolicies", None, "second").get("status") or {})
@@ -221,7 +221,7 @@ def test_time_slicing_configmap_edit_needs_a_restart(make_lab):
 
     lab.configmap("ts", {"any": TS.format(replicas=3)})
     time.sleep(0.5)
-    assert lab.allocatable("gpu-a") == {"nvidia.com/gpu": "32"}  # not watched (SPECS §9.5)
+    assert lab.allocatable("gpu-a") == {"nvidia.com/gpu": "32"}  # not watched (docs/reference/specs.md §9.5)
 
     old = lab.operand_pods("nvidia-device-plugin-daemonset")[0]["metadata"]["uid"]
     lab.store.patch("apps/v1/daemonsets", NS, "nvidia-device-plugin-daemonset",
@@ -452,7 +452,7 @@ def test_deleting_the_clusterpolicy_removes_operands(make_lab):
 
 
 def test_host_reboot_restarts_containers_and_mig_manager_reapplies(make_lab):
-    """Hopper loses MIG mode at reboot (SPECS §4.1); the restarted MIG manager applies its label again."""
+    """Hopper loses MIG mode at reboot (docs/reference/specs.md §4.1); the restarted MIG manager applies its label again."""
     lab = make_lab({"gpu-a": [("H100-80GB", 1)]})
     lab.policy({"mig": {"strategy": "mixed"}})
     lab.wait_ready()

@@ -133,12 +133,17 @@ def test_bad_input_changes_nothing(lab):
 
 def test_check_mode_changes_nothing_and_shows_the_plan(lab):
     before = {name: store_get(lab, "/api/v1/nodes/%s" % name)["metadata"]["labels"] for name in NODE_GPUS}
+    node_rvs = {name: store_get(lab, "/api/v1/nodes/%s" % name)["metadata"]["resourceVersion"] for name in NODE_GPUS}
     policy_rv = store_get(lab, "/apis/nvidia.com/v1/clusterpolicies/cluster-policy")["metadata"]["resourceVersion"]
     lab.api.metrics.reset()
     result = run_module("gpu_sharing", sharing_args(lab), lab.tmp, check_mode=True, diff=True)
     assert not result.get("failed"), result.get("msg")
     assert result["changed"] is True
-    assert writes(metrics(lab)) == {}
+    # The one check-mode rule (docs/architecture.md): the planned writes go to the API server as dry
+    # runs, so they are validated there, and nothing is stored.
+    assert writes(metrics(lab)), "check mode sent no dry-run write"
+    assert {name: store_get(lab, "/api/v1/nodes/%s" % name)["metadata"]["resourceVersion"]
+            for name in NODE_GPUS} == node_rvs
     assert store_get(lab, "/api/v1/namespaces/gpu-operator/configmaps/gpufleet-device-plugin-config") is None
     assert store_get(lab, "/apis/nvidia.com/v1/clusterpolicies/cluster-policy")["metadata"]["resourceVersion"] == policy_rv
     for name, labels in before.items():

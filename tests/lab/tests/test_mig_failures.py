@@ -207,7 +207,7 @@ def test_check_mode_reports_the_plan_and_leaves_state_byte_identical(lab, tmp_pa
 
 
 def test_pending_mode_needs_a_reboot_only_when_allowed(lab, tmp_path):
-    """Ampere with a client attached: enabling MIG stays pending and the reset is refused (SPECS §5).
+    """Ampere with a client attached: enabling MIG stays pending and the reset is refused (docs/reference/specs.md §5).
 
     Without mig_reboot_allowed the role stops with a message saying so; with it, the role reboots
     the host (the lab's reboot shim), applies the layout and checks it.

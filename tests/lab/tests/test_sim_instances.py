@@ -1,4 +1,4 @@
-"""GPU/compute instance creation and destruction through nvidia-smi mig (SPECS §3.2, §4.4-§4.6, §5)."""
+"""GPU/compute instance creation and destruction through nvidia-smi mig (docs/reference/specs.md §3.2, §4.4-§4.6, §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""MIG mode changes, reset and reboot: Ampere vs Hopper, idle vs busy (SPECS §4.1, §5)."""
+"""MIG mode changes, reset and reboot: Ampere vs Hopper, idle vs busy (docs/reference/specs.md §4.1, §5)."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def test_reset_refused_while_processes_run_then_applies_pending(make_host):
 
 
 def test_gpu_client_services_keep_the_gpu_busy(make_host):
-    """SPECS §5: on a DGX, nvsm/dcgm hold the GPU until stopped (opt-in per host)."""
+    """docs/reference/specs.md §5: on a DGX, nvsm/dcgm hold the GPU until stopped (opt-in per host)."""
     path = make_host([("A100-40GB", 1)])
     with gpustate.locked(path) as state:
         state.gpu_client_services = ["nvsm", "nvidia-dcgm"]

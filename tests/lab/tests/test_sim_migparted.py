@@ -1,4 +1,4 @@
-"""nvidia-mig-parted emulation: schema errors, apply/assert/export, hooks, reset (SPECS §6, §5)."""
+"""nvidia-mig-parted emulation: schema errors, apply/assert/export, hooks, reset (docs/reference/specs.md §6, §5)."""
 
 from __future__ import annotations
 
@@ -137,7 +137,7 @@ def test_impossible_geometry_fails_after_all_orderings(node, config_file):
 
 
 def test_largest_first_builds_what_a_naive_order_cannot(make_host):
-    """-cgi 19,19,14,9 fails on the driver (SPECS §3.2); mig-parted's largest-first order works."""
+    """-cgi 19,19,14,9 fails on the driver (docs/reference/specs.md §3.2); mig-parted's largest-first order works."""
     path = make_host([("A100-40GB", 1)])
     config = {"version": "v1", "mig-configs": {"c": [
         {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}}]}}
@@ -150,7 +150,7 @@ def test_largest_first_builds_what_a_naive_order_cannot(make_host):
 
 
 def test_orderings_are_retried_after_a_failure(make_host, monkeypatch):
-    """When an ordering fails, mig-parted clears and tries the next permutation (SPECS §3.2)."""
+    """When an ordering fails, mig-parted clears and tries the next permutation (docs/reference/specs.md §3.2)."""
     path = make_host([("A100-40GB", 1)])
     real_create = migparted.driver.create_gpu_instance
     calls = {"n": 0}

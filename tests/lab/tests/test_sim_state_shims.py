@@ -210,7 +210,7 @@ def test_workload_cli_on_mig_device(make_host):
 # --------------------------------------------------------------------------- boot-time units
 
 def test_mig_manager_reapplies_the_selected_config_at_boot(make_host, tmp_path):
-    """SPECS §4.1 + §6.4: Hopper loses MIG mode at reboot; an enabled nvidia-mig-manager.service
+    """docs/reference/specs.md §4.1 + §6.4: Hopper loses MIG mode at reboot; an enabled nvidia-mig-manager.service
     applies the config selected in its override.conf again."""
     path = make_host([("H100-80GB", 1)], enabled=["nvidia-mig-manager"])
     etc = tmp_path / "etc-mig"

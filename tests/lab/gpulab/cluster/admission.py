@@ -105,7 +105,7 @@ def _extended_resource_problems(cpath: str, limits: Obj, requests: Obj) -> Probl
     for rname in set(limits) | set(requests):
         if not _is_extended_resource(rname):
             continue
-        # SPECS-independent Kubernetes rule: extended resources cannot be overcommitted.
+        # A Kubernetes rule: extended resources cannot be overcommitted.
         if rname not in limits:
             problems.append(("%s.resources.limits" % cpath,
                              "Required value: Limit must be set for non overcommitable "

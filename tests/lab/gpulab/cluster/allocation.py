@@ -4,7 +4,7 @@ Extended resources are integers; a resource no plugin publishes is checked again
 allocatable the way the kubelet's admission predicate does. Each container gets distinct device
 IDs (a MIG device or a time-slicing replica is never handed out twice), spread over the physical
 devices the way the plugin's preferred allocation does; ``failRequestsGreaterThanOne`` refuses
-requests > 1 (SPECS §9.3).
+requests > 1 (docs/reference/specs.md §9.3).
 """
 
 from __future__ import annotations

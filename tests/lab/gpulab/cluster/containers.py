@@ -2,7 +2,7 @@
 user containers (``Workload``), and the lab-only pod annotations that steer it.
 
 A container whose command contains ``nvidia-smi -L`` logs exactly the devices it was allocated,
-in the real ``-L`` format (SPECS §4.7); with no device it logs ``No devices were found`` and
+in the real ``-L`` format (docs/reference/specs.md §4.7); with no device it logs ``No devices were found`` and
 exits 6; other workloads log nothing. Annotations (prefix ``lab.gpufleet.io/``):
 ``runtime-seconds`` (how long it runs), ``exit-code``, ``gpu-process`` ("false": hold no GPU
 process), ``allocated-devices`` (written by the kubelet: ``container=id,id;container=...``).
@@ -88,7 +88,7 @@ class Workload:
             if allocated:
                 log = devmod.render_smi_list(allocated)
             else:
-                # A container without NVIDIA devices (SPECS §5 "No devices were found", rc 6).
+                # A container without NVIDIA devices (docs/reference/specs.md §5 "No devices were found", rc 6).
                 log, exit_code = "No devices were found\n", exit_code or 6
         long_running = pod["spec"].get("restartPolicy", "Always") == "Always"
         return Outcome(ok=True, log=log, exit_code=exit_code, runtime=None if long_running else runtime)

@@ -5,10 +5,10 @@ simulator's state), the ClusterPolicy MIG strategy and the selected device-plugi
 compute:
 
 * the extended resources the device plugin registers (capacity == allocatable),
-* the labels GPU Feature Discovery writes (SPECS §8, §9.4),
+* the labels GPU Feature Discovery writes (docs/reference/specs.md §8, §9.4),
 * the allocatable devices (IDs the kubelet hands out) and what ``nvidia-smi -L`` prints inside a
-  container that received them (SPECS §4.7),
-* the error the plugin dies with when its config or the node's MIG layout is invalid (SPECS §9.2,
+  container that received them (docs/reference/specs.md §4.7),
+* the error the plugin dies with when its config or the node's MIG layout is invalid (docs/reference/specs.md §9.2,
   §8 single strategy).
 
 This is an independent model: it must never import the collection's ``plugins/module_utils``, so
@@ -27,7 +27,7 @@ from gpulab.cluster.pluginconfig import (GPU_RESOURCE, NO_SHARING, PROFILE_RE, R
                                          parse_plugin_config)
 from gpulab.models import load_model
 
-# Replicated device IDs are "<device id>::<n>" (SPECS §9.2, AnnotatedID).
+# Replicated device IDs are "<device id>::<n>" (docs/reference/specs.md §9.2, AnnotatedID).
 REPLICA_SEPARATOR = "::"
 
 
@@ -114,7 +114,7 @@ class NodeDevices:
     log: List[str] = dataclasses.field(default_factory=list)
 
     def max_request(self, resource: str) -> Optional[int]:
-        """1 when the plugin refuses requests > 1 for this shared resource (SPECS §9.3)."""
+        """1 when the plugin refuses requests > 1 for this shared resource (docs/reference/specs.md §9.3)."""
         base = resource[: -len(".shared")] if resource.endswith(".shared") else resource
         if self.sharing.replicas_for(base) > 1 and self.sharing.fail_requests_greater_than_one:
             return 1
@@ -126,13 +126,13 @@ class NodeDevices:
 
 
 def sanitize_product(name: str) -> str:
-    """GFD product label value: drop characters outside [A-Za-z0-9-_. ], spaces become '-' (SPECS §8)."""
+    """GFD product label value: drop characters outside [A-Za-z0-9-_. ], spaces become '-' (docs/reference/specs.md §8)."""
     kept = "".join(ch for ch in name if ch.isascii() and (ch.isalnum() or ch in "-_. "))
     return kept.strip().replace(" ", "-")
 
 
 def profile_slices(profile: str) -> Tuple[int, int]:
-    """(GPU-instance slices, compute-instance slices) of a profile name (SPECS §1.2)."""
+    """(GPU-instance slices, compute-instance slices) of a profile name (docs/reference/specs.md §1.2)."""
     match = PROFILE_RE.match(profile)
     if not match:
         raise ValueError(f"not a MIG profile name: {profile!r}")
@@ -142,13 +142,13 @@ def profile_slices(profile: str) -> Tuple[int, int]:
 
 
 def is_full_compute_profile(profile: str) -> bool:
-    """True for `<G>g.<GB>gb[attrs]` (C == G); only those become mixed-strategy resources (SPECS §9.1)."""
+    """True for `<G>g.<GB>gb[attrs]` (C == G); only those become mixed-strategy resources (docs/reference/specs.md §9.1)."""
     match = PROFILE_RE.match(profile)
     return bool(match) and match.group("c") is None
 
 
 def mig_resource_name(profile: str) -> str:
-    """`1g.10gb+me` -> `nvidia.com/mig-1g.10gb.me` ('+' becomes '.', '-me' is kept; SPECS §9.1)."""
+    """`1g.10gb+me` -> `nvidia.com/mig-1g.10gb.me` ('+' becomes '.', '-me' is kept; docs/reference/specs.md §9.1)."""
     return f"{RESOURCE_DOMAIN}/mig-{profile.replace('+', '.')}"
 
 
@@ -156,8 +156,8 @@ def gib_to_mib(gib: float) -> int:
     """Memory of a MIG profile in MiB from the GiB column of `-lgip` (two decimals).
 
     NVML reports MIG memory in MiB that are multiples of 32 on every capture we have, so round to
-    32 MiB: 9.75 -> 9984 and 19.62 -> 20096 (H100, SPECS §8 GFD example), 10.75 -> 11008 and
-    21.62 -> 22144 (H100 NVL, SPECS §8), 32.50 -> 33280 (H200 NVML capture).
+    32 MiB: 9.75 -> 9984 and 19.62 -> 20096 (H100, docs/reference/specs.md §8 GFD example), 10.75 -> 11008 and
+    21.62 -> 22144 (H100 NVL, docs/reference/specs.md §8), 32.50 -> 33280 (H200 NVML capture).
     """
     return int(round(gib * 1024 / 32.0)) * 32
 
@@ -173,7 +173,7 @@ def _device_profile(gpu: GpuView, mig: MigDeviceView) -> Optional[MigProfileSpec
 def _base_devices(gpus: Sequence[GpuView], strategy: str) -> Tuple[Dict[str, List[Device]], Optional[str]]:
     """Physical devices per resource before replication, and the plugin's startup error if any.
 
-    none: every GPU is one `nvidia.com/gpu`, MIG mode is ignored (SPECS §9.1);
+    none: every GPU is one `nvidia.com/gpu`, MIG mode is ignored (docs/reference/specs.md §9.1);
     single: MIG devices are `nvidia.com/gpu`; all GPUs must agree on MIG mode and on one profile;
     mixed: full GPUs are `nvidia.com/gpu`, each MIG device `nvidia.com/mig-<profile>`; partial
     compute-instance profiles (`1c.3g.20gb`) are not exposed.
@@ -205,7 +205,7 @@ def _base_devices(gpus: Sequence[GpuView], strategy: str) -> Tuple[Dict[str, Lis
 
 
 def _replicate(devices: Dict[str, List[Device]], sharing: SharingConfig) -> Dict[str, List[Device]]:
-    """Expand shared resources into `<id>::<n>` replicas; renamed ones become `<name>.shared` (SPECS §9.3, §10)."""
+    """Expand shared resources into `<id>::<n>` replicas; renamed ones become `<name>.shared` (docs/reference/specs.md §9.3, §10)."""
     result: Dict[str, List[Device]] = {}
     for resource, physical in devices.items():
         replicas = sharing.replicas_for(resource)
@@ -230,7 +230,7 @@ def _sharing_labels(prefix: str, resource: str, sharing: SharingConfig) -> Dict[
 
 
 def _product(base: str, resource: str, sharing: SharingConfig) -> str:
-    """`-SHARED` suffix when the resource is replicated and not renamed (SPECS §9.4)."""
+    """`-SHARED` suffix when the resource is replicated and not renamed (docs/reference/specs.md §9.4)."""
     if sharing.replicas_for(resource) > 1 and not sharing.rename_by_default:
         return f"{base}-SHARED"
     return base
@@ -281,7 +281,7 @@ def _common_labels(gpus: Sequence[GpuView], strategy: str, sharing: SharingConfi
 
 
 def _full_gpu_labels(gpus: Sequence[GpuView], exposes_full_gpus: bool, sharing: SharingConfig) -> Dict[str, str]:
-    """`nvidia.com/gpu.*` for physical GPUs; replicas 0 when no full GPU is exposed (MIG parents, SPECS §8)."""
+    """`nvidia.com/gpu.*` for physical GPUs; replicas 0 when no full GPU is exposed (MIG parents, docs/reference/specs.md §8)."""
     first = gpus[0]
     product = sanitize_product(first.name)
     labels = {
@@ -312,7 +312,7 @@ def _gfd_labels(gpus: Sequence[GpuView], strategy: str, sharing: SharingConfig, 
     if strategy == "single":
         profiles = sorted({mig.profile for gpu in enabled for mig in gpu.mig_devices})
         if len(enabled) != len(gpus) or len(profiles) != 1:
-            # Mixed MIG modes, several profiles or no MIG device at all (SPECS §8).
+            # Mixed MIG modes, several profiles or no MIG device at all (docs/reference/specs.md §8).
             labels.update(
                 {
                     "nvidia.com/gpu.product": f"{product}-MIG-INVALID",
@@ -359,7 +359,7 @@ def compute_node(
     """Resources, labels and devices of one node for the current GPU state.
 
     `mig_strategy` is the ClusterPolicy's `spec.mig.strategy`; it is passed to the plugin as an env
-    var and so overrides `flags.migStrategy` of the ConfigMap (SPECS §7.3, §10).
+    var and so overrides `flags.migStrategy` of the ConfigMap (docs/reference/specs.md §7.3, §10).
     """
     if mig_strategy not in STRATEGIES:
         raise ValueError(f"unknown MIG strategy {mig_strategy!r}")
@@ -416,7 +416,7 @@ def is_gfd_label(key: str) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
-# `nvidia-smi -L` inside a container (SPECS §4.7)
+# `nvidia-smi -L` inside a container (docs/reference/specs.md §4.7)
 
 
 def render_smi_list(devices: Iterable[Device]) -> str:

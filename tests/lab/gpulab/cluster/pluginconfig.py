@@ -1,4 +1,4 @@
-"""The NVIDIA device plugin's config (SPECS §9.2, §9.5): parsing one named config into a
+"""The NVIDIA device plugin's config (docs/reference/specs.md §9.2, §9.5): parsing one named config into a
 ``SharingConfig`` and selecting which ConfigMap key a node loads. Pure, no I/O.
 
 Like ``devices.py`` an independent model: it must never import the collection's
@@ -33,7 +33,7 @@ class SharedResource:
 
 @dataclasses.dataclass(frozen=True)
 class SharingConfig:
-    """A parsed, validated device-plugin config (`version: v1`, SPECS §9.2)."""
+    """A parsed, validated device-plugin config (`version: v1`, docs/reference/specs.md §9.2)."""
 
     method: str = "none"  # "none" | "time-slicing" | "mps"
     rename_by_default: bool = False
@@ -66,7 +66,7 @@ def _resource_full_name(raw: Any, where: str) -> str:
         raise PluginConfigError(f"{where}.name: a resource name is required")
     name = raw.strip()
     if "/" not in name:
-        name = f"{RESOURCE_DOMAIN}/{name}"  # prefix added when omitted (SPECS §9.2)
+        name = f"{RESOURCE_DOMAIN}/{name}"  # prefix added when omitted (docs/reference/specs.md §9.2)
     domain, _sep, short = name.partition("/")
     if domain != RESOURCE_DOMAIN:
         raise PluginConfigError(f"{where}.name: invalid resource name {raw!r}: only {RESOURCE_DOMAIN}/ resources can be shared")
@@ -103,7 +103,7 @@ def _parse_sharing_section(section: Any, method: str) -> Tuple[bool, Optional[bo
             raise PluginConfigError(f"{entry_where}: resource {name} is listed twice")
         seen[name] = replicas
         if entry.get("devices") not in (None, "all"):
-            # Parsed but not honoured by the real plugin (SPECS §9.2).
+            # Parsed but not honoured by the real plugin (docs/reference/specs.md §9.2).
             warnings.append("Customizing the 'devices' field is not yet supported in the config. Ignoring...")
         if method == "mps" and name != GPU_RESOURCE:
             raise PluginConfigError(f"{entry_where}: sharing MIG devices with MPS is not supported ({name})")
@@ -145,7 +145,7 @@ def parse_plugin_config(text: str) -> SharingConfig:
         raise PluginConfigError("sharing: timeSlicing and mps are mutually exclusive")
     if mps is not None and not has_ts:
         rename, fail_gt_one, resources, warnings = _parse_sharing_section(mps, "mps")
-        # MPS refuses requests > 1 unless told otherwise (SPECS §9.2).
+        # MPS refuses requests > 1 unless told otherwise (docs/reference/specs.md §9.2).
         return SharingConfig("mps", rename, True if fail_gt_one is None else fail_gt_one, resources, flags_strategy, tuple(warnings))
     if time_slicing is not None:
         rename, fail_gt_one, resources, warnings = _parse_sharing_section(time_slicing, "time-slicing")
@@ -155,7 +155,7 @@ def parse_plugin_config(text: str) -> SharingConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ConfigChoice:
-    """Which named config the plugin on a node loads (SPECS §9.5)."""
+    """Which named config the plugin on a node loads (docs/reference/specs.md §9.5)."""
 
     name: Optional[str]  # None: no config (plain plugin, no sharing)
     text: Optional[str]
@@ -176,7 +176,7 @@ def select_plugin_config(
     * node label present and known -> that key; unknown -> skipped (the config-manager logs and keeps
       the current config);
     * no label -> ClusterPolicy `devicePlugin.config.default`; under the operator an omitted default
-      means the config is applied to no node until it is labelled (SPECS §9.5).
+      means the config is applied to no node until it is labelled (docs/reference/specs.md §9.5).
     """
     if not configmap_name:
         return ConfigChoice(None, None)

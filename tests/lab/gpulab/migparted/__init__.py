@@ -1,10 +1,10 @@
 """Emulation of ``nvidia-mig-parted`` (apply | assert | export) over a gpustate file.
 
-A test instrument, not the product. Follows SPECS §6.1-§6.3: the v1 schema and its error texts,
+A test instrument, not the product. Follows docs/reference/specs.md §6.1-§6.3: the v1 schema and its error texts,
 the CLI flags and MIG_PARTED_* environment variables, device-filter matching by PCI id, the hooks
 file, the apply algorithm (apply-start -> mode -> reset -> config -> apply-exit) and the creation
 ordering retries (largest profile first, then other permutations on failure, no explicit
-placements: SPECS §3.2).
+placements: docs/reference/specs.md §3.2).
 
 Entry points:
     main(argv, state_path, env=None) -> exit code       # CLI (stdout/stderr)

@@ -1,4 +1,4 @@
-"""``apply`` and ``assert`` (SPECS §6.2), for the CLI and as a Python API."""
+"""``apply`` and ``assert`` (docs/reference/specs.md §6.2), for the CLI and as a Python API."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def _set_modes(state: HostState, desired: Mapping[int, Desired], skip_reset: boo
             continue
         log.debug(f"Updating MIG mode of GPU {index} to {'enabled' if want.mig_enabled else 'disabled'}")
         try:
-            clear(gpu)  # mig-parted clears instances before a mode change (SPECS §6.2)
+            clear(gpu)  # mig-parted clears instances before a mode change (docs/reference/specs.md §6.2)
             outcome = driver.set_mig_mode(state, gpu, want.mig_enabled)
         except DriverError as error:
             raise MigPartedError(f"Error applying MIG configuration with hooks: error setting MIG mode on GPU "
@@ -97,7 +97,7 @@ def _set_modes(state: HostState, desired: Mapping[int, Desired], skip_reset: boo
         except DriverError as error:
             blocked.append((gpu, str(error)))
     if blocked:
-        # nvidia-smi -r output relayed by mig-parted (SPECS §5 "mig-parted reset blocked").
+        # nvidia-smi -r output relayed by mig-parted (docs/reference/specs.md §5 "mig-parted reset blocked").
         sys.stdout.write("\n".join(reset_blocked_lines(blocked)) + "\n")
         raise MigPartedError("Error applying MIG configuration with hooks: error resetting all GPUs: exit status 255")
 
@@ -137,7 +137,7 @@ def _needs(state_path: str, items: Sequence[ConfigItem]) -> Tuple[Dict[int, Desi
 
 
 def do_apply(state_path: str, items: Sequence[ConfigItem], options: Options, log: Log) -> None:
-    """SPECS §6.2 apply algorithm. State is locked per step, never while a hook runs (hooks may
+    """docs/reference/specs.md §6.2 apply algorithm. State is locked per step, never while a hook runs (hooks may
     call the lab's systemctl shim, which writes the same state file)."""
     hooks = load_hooks(options.hooks_file)
     parted_env = options.parted_env()

@@ -1,4 +1,4 @@
-"""The v1 configuration file of nvidia-mig-parted and its error texts (SPECS §6.1)."""
+"""The v1 configuration file of nvidia-mig-parted and its error texts (docs/reference/specs.md §6.1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``export``: the current MIG configuration as a v1 config (SPECS §6.2)."""
+"""``export``: the current MIG configuration as a v1 config (docs/reference/specs.md §6.2)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from gpulab.models import parse_profile_name
 
 
 def export_config(state_path: str, label: str = "current") -> Dict[str, Any]:
-    """The current configuration as a v1 config (SPECS §6.2 ``export``)."""
+    """The current configuration as a v1 config (docs/reference/specs.md §6.2 ``export``)."""
     state = gpustate.load(state_path)
     per_gpu: List[Tuple[int, bool, Dict[str, int]]] = []
     for gpu in state.gpus:

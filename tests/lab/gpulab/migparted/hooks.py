@@ -1,4 +1,4 @@
-"""The hooks file of nvidia-mig-parted and running its commands (SPECS §6.3)."""
+"""The hooks file of nvidia-mig-parted and running its commands (docs/reference/specs.md §6.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What a configuration asks of each GPU, and creating MIG devices with ordering retries (SPECS §3.2)."""
+"""What a configuration asks of each GPU, and creating MIG devices with ordering retries (docs/reference/specs.md §3.2)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class Desired:
 
 
 def desired_per_gpu(state: HostState, items: Sequence[ConfigItem]) -> Dict[int, Desired]:
-    """Walk items in order; every matching item configures the GPU (SPECS §6.1); later wins."""
+    """Walk items in order; every matching item configures the GPU (docs/reference/specs.md §6.1); later wins."""
     desired: Dict[int, Desired] = {}
     for item in items:
         for gpu in state.gpus:
@@ -50,7 +50,7 @@ def devices_applied(gpu: Gpu, want: Desired) -> bool:
 
 
 def device_plan(gpu: Gpu, devices: Mapping[str, int]) -> List[Tuple[str, Optional[str], int, int]]:
-    """Expand counts into (GI profile, CI token, G, memory slices), largest first (SPECS §3.2)."""
+    """Expand counts into (GI profile, CI token, G, memory slices), largest first (docs/reference/specs.md §3.2)."""
     spec = load_model(gpu.model)
     plan = []
     for name, count in devices.items():
@@ -80,7 +80,7 @@ def _try_order(gpu: Gpu, order: Sequence[Tuple[str, Optional[str], int, int]]) -
     for gi_name, ci_token, _g, _size in order:
         profile = spec.profile(gi_name)
         try:
-            gi = driver.create_gpu_instance(gpu, profile)  # no explicit placement (SPECS §3.2)
+            gi = driver.create_gpu_instance(gpu, profile)  # no explicit placement (docs/reference/specs.md §3.2)
             driver.create_compute_instance(gpu, gi, ci_token)
         except DriverError:
             return False

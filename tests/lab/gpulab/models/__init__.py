@@ -41,7 +41,7 @@ class ModelError(Exception):
 
 @dataclass(frozen=True)
 class GiProfile:
-    """One GPU-instance profile as the driver reports it (SPECS §1.3, §2, §4.3)."""
+    """One GPU-instance profile as the driver reports it (docs/reference/specs.md §1.3, §2, §4.3)."""
 
     profile_id: int
     name: str  # without the "MIG " prefix, e.g. "1g.18gb+me"
@@ -56,7 +56,7 @@ class GiProfile:
     ofa: int
     starts: Tuple[int, ...]  # allowed placement starts (memory-slice axis), from -lgipp
     size: int  # memory slices occupied, from -lgipp
-    compute_slices: int  # the "<G>g" of the name (SPECS §1.2)
+    compute_slices: int  # the "<G>g" of the name (docs/reference/specs.md §1.2)
     base_memory_gb: int  # the "<GB>gb" of the name
 
     @property
@@ -89,7 +89,7 @@ class ModelSpec:
     @property
     def resets_on_mig_change(self) -> bool:
         """Ampere: the driver resets the GPU to apply a mode change and the mode persists in the
-        InfoROM; Hopper+: no reset, and the mode is lost at reboot (SPECS §4.1)."""
+        InfoROM; Hopper+: no reset, and the mode is lost at reboot (docs/reference/specs.md §4.1)."""
         return self.architecture == "ampere"
 
     def profile(self, token: str) -> Optional[GiProfile]:

@@ -1,7 +1,7 @@
 """Emulation of ``nvidia-smi`` over a gpustate file (a test instrument, not the product).
 
 Read-only output on the H200 reference host reproduces tests/fixtures/h200/* byte for byte;
-mutating commands follow SPECS §4-§5 (messages verbatim where SPECS has them). Usage:
+mutating commands follow docs/reference/specs.md §4-§5 (messages verbatim where the reference has them). Usage:
 
     main(argv, state_path) -> exit code          # writes to sys.stdout / sys.stderr
     run(argv, state_path) -> (rc, stdout, stderr)  # same, captured
@@ -9,7 +9,7 @@ mutating commands follow SPECS §4-§5 (messages verbatim where SPECS has them).
 
 Exit codes (nvidia-smi documents 0 ok, 2 invalid argument, 3 not supported, 6 not found,
 9 driver not reachable, 255 other): "Insufficient Resources" and "In use by another client"
-map to 255 (modelling choice; SPECS §5 shows mig-parted reporting "exit status 255" for a
+map to 255 (modelling choice; docs/reference/specs.md §5 shows mig-parted reporting "exit status 255" for a
 blocked reset).
 
 Modules: ``common`` (exit codes, output, ``-i`` selection), ``queries`` (``-L``, ``--query-*``),

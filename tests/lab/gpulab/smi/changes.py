@@ -12,7 +12,7 @@ from gpulab.smi.common import RC_INVALID, RC_NOT_FOUND, RC_OK, RC_OTHER, SmiExit
 
 
 def set_mig(state: HostState, gpus: Sequence[Gpu], value: str) -> int:
-    """``-mig 0|1`` with the messages of SPECS §4.1 / §5."""
+    """``-mig 0|1`` with the messages of docs/reference/specs.md §4.1 / §5."""
     if value not in ("0", "1"):
         raise SmiExit(RC_INVALID, f'Invalid value "{value}" for option -mig. Please run \'nvidia-smi -h\' for help.')
     enable = value == "1"
@@ -42,7 +42,7 @@ def set_mig(state: HostState, gpus: Sequence[Gpu], value: str) -> int:
 
 
 def reset_blocked_lines(blocked: Sequence[Tuple[Gpu, str]]) -> List[str]:
-    """What ``nvidia-smi -r`` prints for GPUs whose reset was refused (SPECS §5 "reset blocked");
+    """What ``nvidia-smi -r`` prints for GPUs whose reset was refused (docs/reference/specs.md §5 "reset blocked");
     nvidia-mig-parted relays the same text."""
     lines = ["The following GPUs could not be reset:"]
     lines += [f"  GPU {gpu.pci_bus_id}: {error}" for gpu, error in blocked]
@@ -57,7 +57,7 @@ def reset_blocked_lines(blocked: Sequence[Tuple[Gpu, str]]) -> List[str]:
 
 
 def reset(state: HostState, gpus: Sequence[Gpu]) -> int:
-    """``-r``: refused with processes (text of SPECS §5 "reset blocked"), else applies pending mode."""
+    """``-r``: refused with processes (text of docs/reference/specs.md §5 "reset blocked"), else applies pending mode."""
     blocked: List[Tuple[Gpu, str]] = []
     for gpu in gpus:
         try:
@@ -86,7 +86,7 @@ def _split_tuples(text: str) -> List[Tuple[str, Optional[int]]]:
 
 
 def mig_cgi(state: HostState, gpus: Sequence[Gpu], text: str, with_ci: bool) -> int:
-    """``-cgi <profile[:start],...> [-C]`` (SPECS §4.6 messages; placement rule: driver.create_gpu_instance)."""
+    """``-cgi <profile[:start],...> [-C]`` (docs/reference/specs.md §4.6 messages; placement rule: driver.create_gpu_instance)."""
     enabled = mig_enabled(gpus)
     if not enabled:
         out("No MIG-enabled devices found.")
@@ -118,7 +118,7 @@ def mig_cgi(state: HostState, gpus: Sequence[Gpu], text: str, with_ci: bool) -> 
 
 
 def mig_cci(state: HostState, gpus: Sequence[Gpu], text: Optional[str], gi_filter: Optional[List[int]]) -> int:
-    """``-cci [profiles] [-gi IDs]``: default profile = the whole GI (SPECS §4.5 ``*``)."""
+    """``-cci [profiles] [-gi IDs]``: default profile = the whole GI (docs/reference/specs.md §4.5 ``*``)."""
     tokens = [t.strip() for t in text.split(",")] if text else [None]
     last_error = None
     targets = gi_rows(gpus, gi_filter)
@@ -143,7 +143,7 @@ def mig_cci(state: HostState, gpus: Sequence[Gpu], text: Optional[str], gi_filte
 
 def mig_dci(state: HostState, gpus: Sequence[Gpu], gi_filter: Optional[List[int]],
             ci_filter: Optional[List[int]]) -> int:
-    """``-dci``: refused for a CI with a running process (SPECS §5 "In use by another client")."""
+    """``-dci``: refused for a CI with a running process (docs/reference/specs.md §5 "In use by another client")."""
     rows = list(ci_rows(gpus, gi_filter, ci_filter))
     empty = nothing_found(gpus, rows, "compute instances")
     if empty:
@@ -164,7 +164,7 @@ def mig_dci(state: HostState, gpus: Sequence[Gpu], gi_filter: Optional[List[int]
 
 
 def mig_dgi(state: HostState, gpus: Sequence[Gpu], gi_filter: Optional[List[int]]) -> int:
-    """``-dgi``: a GI that still has CIs is "In use by another client" (SPECS §5)."""
+    """``-dgi``: a GI that still has CIs is "In use by another client" (docs/reference/specs.md §5)."""
     rows = gi_rows(gpus, gi_filter)
     empty = nothing_found(gpus, rows, "GPU instances")
     if empty:

@@ -61,7 +61,7 @@ def _bus_key(text: str) -> Optional[Tuple[int, int, int, int]]:
 
 
 def select_gpus(state: HostState, spec: Optional[str]) -> List[Gpu]:
-    """``-i`` accepts comma-separated indexes, PCI bus ids or UUIDs (SPECS §4.1)."""
+    """``-i`` accepts comma-separated indexes, PCI bus ids or UUIDs (docs/reference/specs.md §4.1)."""
     if spec is None:
         return list(state.gpus)
     chosen: List[Gpu] = []

@@ -45,7 +45,7 @@ def mig_lgip(gpus: Sequence[Gpu]) -> int:
 
 
 def mig_lgipp(gpus: Sequence[Gpu]) -> int:
-    """Static possible placements (SPECS §1.1, §3.1 format)."""
+    """Static possible placements (docs/reference/specs.md §1.1, §3.1 format)."""
     capable = [gpu for gpu in gpus if gpu.mig_capable]
     if not capable:
         out("No MIG-supported devices found.")
@@ -59,7 +59,7 @@ def mig_lgipp(gpus: Sequence[Gpu]) -> int:
 
 
 def mig_lgi(gpus: Sequence[Gpu], gi_filter: Optional[List[int]]) -> int:
-    """Table of SPECS §4.4."""
+    """Table of docs/reference/specs.md §4.4."""
     rows = gi_rows(gpus, gi_filter)
     empty = nothing_found(gpus, rows, "GPU instances")
     if empty:
@@ -74,7 +74,7 @@ def mig_lgi(gpus: Sequence[Gpu], gi_filter: Optional[List[int]]) -> int:
 
 
 def mig_lci(gpus: Sequence[Gpu], gi_filter: Optional[List[int]], ci_filter: Optional[List[int]]) -> int:
-    """Table of SPECS §4.5 (newer drivers, with the Placement column)."""
+    """Table of docs/reference/specs.md §4.5 (newer drivers, with the Placement column)."""
     rows = list(ci_rows(gpus, gi_filter, ci_filter))
     empty = nothing_found(gpus, rows, "compute instances")
     if empty:
@@ -91,7 +91,7 @@ def mig_lci(gpus: Sequence[Gpu], gi_filter: Optional[List[int]], ci_filter: Opti
 
 
 def mig_lcip(gpus: Sequence[Gpu], gi_filter: Optional[List[int]]) -> int:
-    """CI profiles per GI; the default (whole-GI) profile is marked ``*`` (SPECS §4.5). The
+    """CI profiles per GI; the default (whole-GI) profile is marked ``*`` (docs/reference/specs.md §4.5). The
     table shape is a modelling choice (no capture with MIG enabled)."""
     gis = gi_rows(gpus, gi_filter)
     empty = nothing_found(gpus, gis, "GPU instances")

@@ -15,7 +15,7 @@ Field = Tuple[str, Callable[..., str]]
 
 
 def list_gpus(gpus: Sequence[Gpu]) -> None:
-    """``-L`` (SPECS §4.7, R470+ format)."""
+    """``-L`` (docs/reference/specs.md §4.7, R470+ format)."""
     for gpu in gpus:
         out(f"GPU {gpu.index}: {gpu.name} (UUID: {gpu.uuid})")
         if gpu.mig_current:

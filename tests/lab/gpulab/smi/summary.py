@@ -23,7 +23,7 @@ def _full_line(text: str) -> str:
 
 def summary(state: HostState, gpus: Sequence[Gpu]) -> None:
     """Plain ``nvidia-smi``: layout of the real 580 capture (tests/fixtures/h200/smi.txt); the
-    MIG devices table follows SPECS §4.8 widened to the 580 frame (modelling choice)."""
+    MIG devices table follows docs/reference/specs.md §4.8 widened to the 580 frame (modelling choice)."""
     sections = (41, 24, 22)
     out(time.asctime() + "       ")
     out(_bar((WIDE,)))

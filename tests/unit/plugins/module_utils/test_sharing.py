@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Unit tests for _sharing: every SPECS 9-10 example plus the validation rules."""
+"""Unit tests for _sharing: every docs/reference/specs.md §9-10 example plus the validation rules."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def problems_of(func, *args, **kwargs):
 
 
 # ---------------------------------------------------------------------------------------------
-# SPECS 9.3: full GPUs, time-slicing
+# docs/reference/specs.md §9.3: full GPUs, time-slicing
 
 
 def test_eight_h100_replicas_4_advertise_32_with_shared_product():
@@ -106,7 +106,7 @@ def test_labelled_node_expects_the_config_label():
 
 
 # ---------------------------------------------------------------------------------------------
-# SPECS 10: A100 fine-grained mixed example
+# docs/reference/specs.md §10: A100 fine-grained mixed example
 
 FINE = {
     "name": "a100-40gb",
@@ -139,7 +139,7 @@ def test_a100_fine_grained_mixed_example():
     assert exp.labels["nvidia.com/mig-1g.5gb.count"] == "2"
     assert exp.labels["nvidia.com/mig-3g.20gb.replicas"] == "3"
     assert exp.labels["nvidia.com/mig.strategy"] == "mixed"
-    # A MIG-enabled parent: gpu.count physical, replicas 0, unshared product (SPECS 8 mixed example).
+    # A MIG-enabled parent: gpu.count physical, replicas 0, unshared product (docs/reference/specs.md §8 mixed example).
     assert exp.labels["nvidia.com/gpu.count"] == "1"
     assert exp.labels["nvidia.com/gpu.replicas"] == "0"
     assert exp.labels["nvidia.com/gpu.product"] == "A100-SXM4-40GB"
@@ -190,7 +190,7 @@ def test_mixed_unshared_mig_resource_labels():
 
 
 # ---------------------------------------------------------------------------------------------
-# single strategy (SPECS 8, 10)
+# single strategy (docs/reference/specs.md §8, 10)
 
 
 def test_single_strategy_mig_devices_are_gpu():
@@ -223,7 +223,7 @@ def test_mig_layout_under_strategy_none_is_rejected():
 
 
 # ---------------------------------------------------------------------------------------------
-# MPS (SPECS 9.2)
+# MPS (docs/reference/specs.md §9.2)
 
 
 def test_mps_on_full_gpus():

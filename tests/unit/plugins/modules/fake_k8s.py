@@ -16,7 +16,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _module
+from ansible_collections.gpufleet.sharing.plugins.module_utils import _cluster_module
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import ApplyResult, K8sError, K8sTimeout
 
 
@@ -178,13 +178,13 @@ def run(module, args, fake, monkeypatch, check_mode=False, diff=False):
     """Run ``module.main()`` in-process against ``fake``; returns (result, failed).
 
     The fake stands in for the client whether the module builds it itself (``client_from_module``)
-    or gets it from the module base (``GpuFleetModule.k8s``, dry run in check mode)."""
+    or gets it from the module base (``ClusterModule.k8s``, dry run in check mode)."""
     def connect(_module, dry_run=False, **_options):
         fake.dry_run = dry_run
         return fake
     if hasattr(module, "client_from_module"):
         monkeypatch.setattr(module, "client_from_module", connect)
-    monkeypatch.setattr(_module, "client_from_module", connect)
+    monkeypatch.setattr(_cluster_module, "client_from_module", connect)
 
     def exit_json(self, **kwargs):
         raise ModuleExit(kwargs, False)

@@ -13,7 +13,7 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _k8s, _module
+from ansible_collections.gpufleet.sharing.plugins.module_utils import _cluster_module, _k8s
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient
 from ansible_collections.gpufleet.sharing.plugins.modules import gpu_operator
 
@@ -109,7 +109,7 @@ def env(tmp_path, monkeypatch):
     state_path.write_text(json.dumps(state))
     monkeypatch.setenv("FAKE_HELM_STATE", str(state_path))
     cluster = Cluster()
-    monkeypatch.setattr(_module, "client_from_module",
+    monkeypatch.setattr(_cluster_module, "client_from_module",
                         lambda module, dry_run=False: K8sClient(cluster, sleep=lambda s: None, dry_run=dry_run))
 
     class Env:

@@ -11,7 +11,7 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _k8s, _module
+from ansible_collections.gpufleet.sharing.plugins.module_utils import _cluster_module, _k8s
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient
 from ansible_collections.gpufleet.sharing.plugins.modules import mig_node_config, node_maintenance
 
@@ -108,7 +108,7 @@ def api(monkeypatch):
     server.add(NODE, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-a", "labels": {}}, "spec": {}})
     server.add(pod_path("app"), make_pod("app"))
     server.add(pod_path("agent"), make_pod("agent", controller="DaemonSet"))
-    monkeypatch.setattr(_module, "client_from_module",
+    monkeypatch.setattr(_cluster_module, "client_from_module",
                         lambda _module, dry_run=False: K8sClient(server, sleep=lambda s: None, dry_run=dry_run))
     return server
 

@@ -1,6 +1,6 @@
 """The lab's NVIDIA GPU Operator (a test instrument, not the product), one module per controller.
 
-It behaves like the real operator where the collection can observe it (SPECS §7-§10), reading the
+It behaves like the real operator where the collection can observe it (docs/reference/specs.md §7-§10), reading the
 same GPU state files as the lab's SSH hosts:
 
 - ``clusterpolicy``: the ClusterPolicy controller (node labels, operand DaemonSets, status);

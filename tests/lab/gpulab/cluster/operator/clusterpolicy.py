@@ -95,7 +95,7 @@ class ClusterPolicyController:
                 pass
 
     def _label_node(self, node: Obj, policy: Obj) -> None:
-        """Operator-side labels (SPECS §7.4): present, deploy.*, mig.capable, default mig.config."""
+        """Operator-side labels (docs/reference/specs.md §7.4): present, deploy.*, mig.capable, default mig.config."""
         spec = policy.get("spec") or {}
         name = node["metadata"]["name"]
         views = self.context.gpu_views(name)

@@ -21,7 +21,7 @@ PLUGIN_CONFIG_ANNOTATION = ANNOTATION_PREFIX + "device-plugin-config"
 LAST_APPLIED = "nvidia.com/last-applied-hash"
 MANAGED_BY = "app.kubernetes.io/managed-by"
 
-# Operand pods the MIG manager pauses (SPECS §7.4); absent ones are ignored.
+# Operand pods the MIG manager pauses (docs/reference/specs.md §7.4); absent ones are ignored.
 PAUSABLE = ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm", "nvsm")
 
 
@@ -79,7 +79,7 @@ def enabled(spec: Mapping[str, Any], key: str) -> bool:
 
 
 def mig_strategy(spec: Mapping[str, Any]) -> str:
-    """`spec.mig.strategy`; the chart's default is `single` (SPECS §7.2)."""
+    """`spec.mig.strategy`; the chart's default is `single` (docs/reference/specs.md §7.2)."""
     value = section(spec, "mig").get("strategy") or "single"
     return value if value in devmod.STRATEGIES else "single"
 

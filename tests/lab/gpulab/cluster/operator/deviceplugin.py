@@ -1,4 +1,4 @@
-"""The device plugin's side of a GPU node (SPECS §9): what the kubelet may allocate and the
+"""The device plugin's side of a GPU node (docs/reference/specs.md §9): what the kubelet may allocate and the
 node's ``capacity``/``allocatable``.
 
 ``capacity`` = the devices the running plugin enumerated when it started; ``allocatable`` = those

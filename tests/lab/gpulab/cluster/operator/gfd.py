@@ -1,4 +1,4 @@
-"""GPU Feature Discovery: the node labels of SPECS §8 / §9.4, from the GPUs' *current* state
+"""GPU Feature Discovery: the node labels of docs/reference/specs.md §8 / §9.4, from the GPUs' *current* state
 on every pass, with the config GFD loaded when it started (edit the ConfigMap, restart GFD too).
 Labels that no longer apply are removed (``devices.is_gfd_label``); ``nvidia.com/device-plugin.config``
 is never written."""

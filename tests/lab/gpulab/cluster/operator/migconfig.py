@@ -1,4 +1,4 @@
-"""The default mig-parted ConfigMap of the operator (SPECS §6.5), for the lab's GPU models."""
+"""The default mig-parted ConfigMap of the operator (docs/reference/specs.md §6.5), for the lab's GPU models."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any, Dict, List
 
 from gpulab.models import load_model
 
-# device-filter families of SPECS §6.5 ("all-balanced" table), keyed by lab model.
+# device-filter families of docs/reference/specs.md §6.5 ("all-balanced" table), keyed by lab model.
 _FILTERS = {
     "A30": ["0x20B710DE"],
     "A100-40GB": ["0x20B010DE", "0x20B110DE", "0x20F110DE", "0x20F610DE"],
@@ -31,7 +31,7 @@ def default_mig_parted_config() -> Dict[str, Any]:
     """`all-disabled`, `all-enabled`, `all-balanced` and `all-<profile>` for the lab's models.
 
     Counts of `all-<profile>` are each profile's maximum from the model's `-lgip` fixture (the
-    real file lists the same maxima, SPECS §6.5); `+me` profiles are named `.me` in config keys.
+    real file lists the same maxima, docs/reference/specs.md §6.5); `+me` profiles are named `.me` in config keys.
     """
     configs: Dict[str, List[Dict[str, Any]]] = {
         "all-disabled": [{"devices": "all", "mig-enabled": False}],

@@ -1,4 +1,4 @@
-"""The MIG manager (SPECS §7.4), per MIG-capable node, when its pod starts and whenever
+"""The MIG manager (docs/reference/specs.md §7.4), per MIG-capable node, when its pod starts and whenever
 ``nvidia.com/mig.config`` changes: validate the name against the mig-parted ConfigMap,
 ``success`` at once when already applied, else ``pending``, operands paused
 (``paused-for-mig-change``; ``false`` stays), wait for their pods to go, apply with
@@ -142,7 +142,7 @@ class MigManager:
         out, already finished as a failure)."""
         self._log(pod, "Changing the 'nvidia.com/mig.config.state' node label to 'pending'")
         labels = (self.context.node(node) or {}).get("metadata", {}).get("labels") or {}
-        # Values "false" stay "false"; absent operands are not touched (SPECS §7.4).
+        # Values "false" stay "false"; absent operands are not touched (docs/reference/specs.md §7.4).
         paused = {f"nvidia.com/gpu.deploy.{key}": PAUSED for key in PAUSABLE
                   if labels.get(f"nvidia.com/gpu.deploy.{key}") not in (None, "false")}
         self._state(node, "pending", extra=paused)

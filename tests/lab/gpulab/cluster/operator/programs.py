@@ -2,7 +2,7 @@
 
 The device plugin and GFD load the selected config (ConfigMap key from the node label
 ``nvidia.com/device-plugin.config`` or ``devicePlugin.config.default``); the device plugin also
-enumerates the node's devices at start, like the real one (SPECS §9.5). Their config-manager
+enumerates the node's devices at start, like the real one (docs/reference/specs.md §9.5). Their config-manager
 sidecar reloads on a new node label value. The MIG manager's start hands over to ``migmanager``.
 """
 
