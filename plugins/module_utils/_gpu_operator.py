@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """GPU Operator: Helm values from the plan, the release plan, values diff, readiness.
 
-Pure (no I/O) except ``wait_operator_ready``, which polls through the K8sClient it is given.
+Pure (no I/O) except ``wait_operator_ready`` and ``apply_cluster_objects``, which work through the
+K8sClient they are given.
 
 Values follow docs/reference/specs.md §7.2: ``mig.strategy``, ``migManager.enabled``, ``migManager.config.name``,
 ``driver.enabled``, ``toolkit.enabled``, ``devicePlugin.config.{name,default}``. ClusterPolicy
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import copy
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+import yaml
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import HelmError, same_version, split_chart_field
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError, K8sTimeout
@@ -128,6 +131,14 @@ def crd_documents(documents: List[Any]) -> List[Dict[str, Any]]:
                 raise ValueError("a CustomResourceDefinition in the chart has no metadata.name")
             crds.append(doc)
     return crds
+
+
+def crds_from_text(text: str) -> List[Dict[str, Any]]:
+    """The CRDs of ``helm show crds`` output (a YAML stream); ValueError when it is not one."""
+    try:
+        return crd_documents(list(yaml.safe_load_all(text)))
+    except yaml.YAMLError as exc:
+        raise ValueError(str(exc)) from exc
 
 
 def cluster_policy_state(policy: Optional[Dict[str, Any]]) -> Optional[str]:
@@ -327,3 +338,43 @@ def wait_operator_ready(k8s: K8sClient, policy_name: str, namespace: str, timeou
         diagnosis, summary = timeout_report(diagnose(k8s, policy_name, namespace), exc.detail)
         raise NotReady("%s. Not ready: %s" % (exc, summary), diagnosis, exc.detail, round(exc.elapsed, 1)) from exc
     return state, round(k8s.now() - start, 1)
+
+
+def wait_problems(timeout: int, interval: float) -> List[str]:
+    """What is wrong with the wait options (empty when nothing is)."""
+    problems = []
+    if timeout < 0:
+        problems.append("wait_timeout must be >= 0, got %d" % timeout)
+    if interval <= 0:
+        problems.append("wait_interval must be > 0")
+    return problems
+
+
+class ClusterObjectError(Exception):
+    """The namespace or a CRD could not be written; the message names which."""
+
+
+def apply_cluster_objects(k8s: K8sClient, namespace: Optional[str], crds: List[Dict[str, Any]]
+                          ) -> Tuple[Optional[str], List[Dict[str, str]], bool]:
+    """Ensure the namespace (when given, with the PSA labels) and apply the CRDs (I/O through ``k8s``).
+
+    Returns the namespace action (None when not managed), one ``{name, action}`` per CRD, and whether
+    anything changed.
+    """
+    changed = False
+    namespace_action = None
+    if namespace is not None:
+        try:
+            applied = k8s.ensure_namespace(namespace, PSA_LABELS)
+        except K8sError as exc:
+            raise ClusterObjectError("namespace %s: %s" % (namespace, exc)) from exc
+        namespace_action, changed = applied.action, applied.changed
+    report = []
+    for crd in crds:
+        try:
+            applied = k8s.apply(crd, compare="subset")
+        except K8sError as exc:
+            raise ClusterObjectError("CRD %s: %s" % (crd["metadata"]["name"], exc)) from exc
+        report.append({"name": crd["metadata"]["name"], "action": applied.action})
+        changed = changed or applied.changed
+    return namespace_action, report, changed

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+import yaml
+
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import merged_configs, parse_config
@@ -133,6 +135,29 @@ def undefined_config(document: Any, config: str, where: str) -> Optional[str]:
         return None
     return "MIG config %r is not defined in ConfigMap %s (key %s)%s" % (
         config, where, CONFIG_KEY, "; it defines: %s" % ", ".join(sorted(configs)) if isinstance(configs, dict) else "")
+
+
+def config_map_problem(config_map: Optional[Mapping[str, Any]], config: str, where: str) -> Optional[str]:
+    """Why ``config`` cannot be applied from ConfigMap ``where`` (namespace/name), or None when it can:
+    the ConfigMap is missing, its ``config.yaml`` is not YAML, or it does not define ``config``."""
+    if config_map is None:
+        return "ConfigMap %s does not exist: create it first (gpufleet.sharing.mig_operator_config)" % where
+    text = (config_map.get("data") or {}).get(CONFIG_KEY)
+    try:
+        document = yaml.safe_load(text) if text else None
+    except yaml.YAMLError as exc:
+        return "ConfigMap %s key %s is not valid YAML: %s" % (where, CONFIG_KEY, exc)
+    return undefined_config(document, config, where)
+
+
+def option_problems(config: str, timeout: int, drain_timeout: int, poll_interval: float) -> List[str]:
+    """What is wrong with mig_node_config's options (empty when nothing is)."""
+    problems = []
+    if not config.strip():
+        problems.append("config must not be empty")
+    if poll_interval <= 0 or timeout < 0 or drain_timeout < 0:
+        problems.append("timeout and drain_timeout must be >= 0 and poll_interval > 0")
+    return problems
 
 
 def cordoned_by_us(node: Mapping[str, Any]) -> bool:

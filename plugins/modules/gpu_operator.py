@@ -253,18 +253,12 @@ from typing import Any, Dict, List
 from ansible.module_utils.common.process import get_bin_path
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator import (
-    PSA_LABELS, NotReady, ValuesError, build_values, cluster_policy_state, crd_documents, pending_problem,
-    release_action, release_info, release_state, values_changes, wait_operator_ready)
+    ClusterObjectError, NotReady, ValuesError, apply_cluster_objects, build_values, cluster_policy_state, crds_from_text, pending_problem,
+    release_action, release_info, release_state, values_changes, wait_operator_ready, wait_problems)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import (
     Helm, HelmCommand, HelmError, HelmFailed, find_helm, helm_environment, repo_of)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
-
-try:
-    import yaml
-    HAS_YAML = True
-except ImportError:  # pragma: no cover - ansible-core requires PyYAML
-    HAS_YAML = False
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     state=dict(type="str", choices=["present", "absent"], default="present"),
@@ -298,12 +292,9 @@ def main() -> None:
 
 def run(mod: ClusterModule) -> None:
     params = mod.params
-    if not HAS_YAML:
-        mod.fail("PyYAML is required")
-    if params["wait_timeout"] < 0:
-        mod.fail("wait_timeout must be >= 0, got %d" % params["wait_timeout"])
-    if params["wait_interval"] <= 0:
-        mod.fail("wait_interval must be > 0")
+    problems = wait_problems(params["wait_timeout"], params["wait_interval"])
+    if problems:
+        mod.fail(problems[0])
     try:
         operator = GpuOperator(mod)
         mod.result["helm_version"] = ".".join(str(part) for part in operator.helm.version())
@@ -396,30 +387,21 @@ class GpuOperator:
     def chart_crds(self) -> List[Dict[str, Any]]:
         text = self.helm.crds_text(self.params["chart_ref"], self.params["chart_version"])
         try:
-            return crd_documents(list(yaml.safe_load_all(text)))
-        except (yaml.YAMLError, ValueError) as exc:
+            return crds_from_text(text)
+        except ValueError as exc:
             self.mod.fail("cannot read the chart's CRDs: %s" % exc)
 
     def apply_cluster_objects(self, k8s: K8sClient, crds: List[Dict[str, Any]]) -> None:
         """Namespace (PSA label) and CRDs first, so that the chart finds them."""
-        namespace = self.params["namespace"]
-        if self.params["create_namespace"]:
-            try:
-                applied = k8s.ensure_namespace(namespace, PSA_LABELS)
-            except K8sError as exc:
-                self.mod.fail("namespace %s: %s" % (namespace, exc))
-            self.mod.result["namespace_action"] = applied.action
-            if applied.changed:
-                self.mod.changes.mark()
-        report = []
-        for crd in crds:
-            try:
-                applied = k8s.apply(crd, compare="subset")
-            except K8sError as exc:
-                self.mod.fail("CRD %s: %s" % (crd["metadata"]["name"], exc))
-            report.append({"name": crd["metadata"]["name"], "action": applied.action})
-            if applied.changed:
-                self.mod.changes.mark()
+        try:
+            namespace_action, report, changed = apply_cluster_objects(
+                k8s, self.params["namespace"] if self.params["create_namespace"] else None, crds)
+        except ClusterObjectError as exc:
+            self.mod.fail(str(exc))
+        if namespace_action is not None:
+            self.mod.result["namespace_action"] = namespace_action
+        if changed:
+            self.mod.changes.mark()
         self.mod.result["crds"] = report
 
     def wait_ready(self, k8s: K8sClient) -> None:

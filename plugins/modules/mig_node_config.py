@@ -158,17 +158,11 @@ from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sTimeout
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_operator import (
-    CONFIG_KEY, CORDON_MARKER, CORDON_MARKER_VALUE, MIG_CONFIG_LABEL, MIG_STATE_LABEL, MigConfigFailed,
-    cordoned_by_us, node_is_configured, node_mig_status, relabel_step, undefined_config, wait_mig_config)
+    CORDON_MARKER, CORDON_MARKER_VALUE, MIG_CONFIG_LABEL, MIG_STATE_LABEL, MigConfigFailed,
+    config_map_problem, cordoned_by_us, node_is_configured, node_mig_status, option_problems, relabel_step, wait_mig_config)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._node_drain import (
     DrainError, Drainer, blocking_message, pod_key)
-
-try:
-    import yaml
-    HAS_YAML = True
-except ImportError:  # pragma: no cover - ansible-core requires PyYAML
-    HAS_YAML = False
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     node=dict(type="str", required=True),
@@ -192,12 +186,9 @@ def main() -> None:
 
 def run(mod: ClusterModule) -> None:
     params = mod.params
-    if not HAS_YAML:
-        mod.fail("PyYAML is required")
-    if not params["config"].strip():
-        mod.fail("config must not be empty")
-    if params["poll_interval"] <= 0 or params["timeout"] < 0 or params["drain_timeout"] < 0:
-        mod.fail("timeout and drain_timeout must be >= 0 and poll_interval > 0")
+    problems = option_problems(params["config"], params["timeout"], params["drain_timeout"], params["poll_interval"])
+    if problems:
+        mod.fail(problems[0])
     MigNodeConfig(mod).run()
 
 
@@ -251,20 +242,11 @@ class MigNodeConfig:
 
     def check_config_map(self) -> None:
         name, namespace = self.params["config_map"], self.params["config_map_namespace"]
-        if not name:
-            return
-        config_map = self.k8s.get("ConfigMap", name, namespace)
-        if config_map is None:
-            self.mod.fail("ConfigMap %s/%s does not exist: create it first (gpufleet.sharing.mig_operator_config)"
-                          % (namespace, name))
-        text = (config_map.get("data") or {}).get(CONFIG_KEY)
-        try:
-            document = yaml.safe_load(text) if text else None
-        except yaml.YAMLError as exc:
-            self.mod.fail("ConfigMap %s/%s key %s is not valid YAML: %s" % (namespace, name, CONFIG_KEY, exc))
-        problem = undefined_config(document, self.config, "%s/%s" % (namespace, name))
-        if problem:
-            self.mod.fail(problem)
+        if name:
+            problem = config_map_problem(self.k8s.get("ConfigMap", name, namespace), self.config,
+                                         "%s/%s" % (namespace, name))
+            if problem:
+                self.mod.fail(problem)
 
     def plan_drain(self) -> Optional[Drainer]:
         """The Drainer when draining, after checking that nothing blocks it (before any change)."""
