@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Kubernetes API access for the gpufleet.sharing modules (the only I/O layer to the cluster).
 
-Stable API (also documented in docs/architecture.md, section "_k8s API")::
+Stable API (this docstring is its reference)::
 
     from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import (
         K8S_AUTH_ARGSPEC, K8sClient, K8sError, K8sTimeout, ResourceType, client_from_module)

@@ -4,7 +4,7 @@
 """MIG geometry per GPU model: the single source of truth for profiles and placements.
 
 Pure data and lookups, no I/O. Facts come from NVIDIA's MIG user guide, nvidia-smi captures and
-the mig-parted defaults (see docs/architecture.md and the docs/reference/specs.md references in the comments).
+the mig-parted defaults (see the docs/reference/specs.md references in the comments).
 Where the MIG user guide and a real capture disagree, the capture wins (e.g. H200 memory sizes).
 """
 

@@ -1,4 +1,4 @@
-"""State of one simulated GPU host: the simulator's single source of truth (docs/architecture.md).
+"""State of one simulated GPU host: the simulator's single source of truth (tests/lab/README.md, "Python API").
 
 One JSON file per host. Every reader and writer goes through this module:
 

@@ -3,7 +3,7 @@
 - ``server``: the HTTPS server, kubeconfig, startup; ``api``: REST routing on top of the store
   (with ``discovery``, ``tables``, ``watch``, ``protobuf``).
 - ``store``: thread-safe in-memory object store with Kubernetes semantics (the contract for
-  controllers is at the top of store.py and in docs/architecture.md, "Virtual cluster store"),
+  controllers is at the top of store.py and in tests/lab/ARCHITECTURE.md),
   built from ``objecttable``, ``admission``, ``deletion``, ``disruption``, ``crds``, ``ownership``,
   ``podlogs``, ``errors``, ``objects``; ``selectors``, ``patch``, ``schema``.
 - ``manager``: the controller manager (the ordered list of controllers started by the server):

@@ -188,7 +188,7 @@ def add_nodes(store: Store, hosts: List[Dict[str, Any]]) -> None:
 
 @dataclass
 class LabContext:
-    """What controllers get: see docs/architecture.md, "Virtual cluster store"."""
+    """What controllers get: see tests/lab/ARCHITECTURE.md, "Contracts"."""
     dir: str
     hosts: List[Dict[str, Any]]
     faults: _faults.FaultRegistry

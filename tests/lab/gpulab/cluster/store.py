@@ -1,7 +1,7 @@
 """In-memory object store of the lab's virtual Kubernetes cluster (a test instrument).
 
-STORE CONTRACT (the controllers of gpulab.cluster.manager build on this; the same text is in
-docs/architecture.md, section "Virtual cluster store")
+STORE CONTRACT (the controllers of gpulab.cluster.manager build on this; summarised in
+tests/lab/ARCHITECTURE.md)
 
 Resource keys are "<group>/<version>/<plural>", with the core group written "v1/<plural>":
   v1/namespaces v1/nodes v1/configmaps v1/secrets v1/pods v1/events v1/serviceaccounts
