@@ -16,7 +16,10 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-import yaml
+try:
+    import yaml
+except ImportError:  # pragma: no cover - PyYAML comes with ansible-core and the kubernetes client
+    yaml = None
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import HelmError, same_version, split_chart_field
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError, K8sTimeout

@@ -40,7 +40,6 @@ from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Tuple
 from ansible.module_utils.basic import AnsibleModule
 
 
-
 class ModuleFailure(Exception):
     """A clear failure: ``msg`` names what is wrong and where; ``extra`` goes into the result."""
 

@@ -21,7 +21,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
-import yaml  # PyYAML ships with ansible-core
+try:
+    import yaml
+except ImportError:  # pragma: no cover - PyYAML comes with ansible-core and the kubernetes client
+    yaml = None
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import CatalogError, find_model, resolve_model
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import (

@@ -21,7 +21,7 @@ from gpulab.cluster.errors import ApiError
 from gpulab.cluster.store import Store
 
 FAST = manager.Settings(resync_seconds=0.2, operand_start_delay=0.05, pod_start_delay=0.02, pod_stop_delay=0.02,
-                      default_runtime=0.05, crash_backoff=0.1, mig_apply_delay=0.01, mig_pause_timeout=5)
+                        default_runtime=0.05, crash_backoff=0.1, mig_apply_delay=0.01, mig_pause_timeout=5)
 NS = "gpu-operator"
 
 TS = """version: v1
