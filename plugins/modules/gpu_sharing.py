@@ -41,8 +41,8 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     description:
-      - Reads and plans as a real run, but sends no write at all (no pod is deleted) and waits for
-        nothing. The result and the diff show the ConfigMap data, the node labels and the
+      - Reads and plans as a real run; the writes go to the API server as server-side dry runs (nothing
+        is stored, no pod is deleted) and nothing is waited for. The result and the diff show the ConfigMap data, the node labels and the
         ClusterPolicy patch that would be applied and the nodes whose device plugin would be restarted.
   diff_mode:
     description:
