@@ -318,7 +318,8 @@ def test_node_maintenance_drain_with_pdb_then_uncordon(lab):
     relaxer.join()
     assert drained["changed"] and not drained.get("failed"), drained
     assert time.monotonic() - started >= 2.0
-    assert drained["evicted"] == ["work/scratch", "work/trainer-0", "work/trainer-1"]
+    # Evictions refused by the budget are retried, so the order in which they succeed is not fixed.
+    assert sorted(drained["evicted"]) == ["work/scratch", "work/trainer-0", "work/trainer-1"]
     node = lab.k8s.get("Node", "gpu-a")
     assert node["spec"]["unschedulable"] is True
     assert node["metadata"]["annotations"]["gpufleet.sharing/maintenance-reason"] == "lab test"
