@@ -122,8 +122,17 @@ def reap(pid: int, keep: bool = False) -> None:
         if child.returncode is not None and not keep:
             del _CHILDREN[pid]
         return
-    with contextlib.suppress(ChildProcessError):  # a child of this process started elsewhere (cluster)
-        os.waitpid(pid, os.WNOHANG)
+    # A child of this process started elsewhere (the cluster server). Its command line reads empty
+    # while it exits, before it is a zombie, so wait (bounded) until it can be collected.
+    deadline = time.monotonic() + (0.0 if keep else 3.0)
+    while True:
+        try:
+            done, _status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return  # not our child, or already collected
+        if done or time.monotonic() >= deadline:
+            return
+        time.sleep(0.02)
 
 
 def stop_processes(pids: Dict[int, Callable[[int], bool]], grace: float = 5.0) -> List[int]:
