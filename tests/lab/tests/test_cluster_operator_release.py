@@ -148,3 +148,19 @@ def test_first_install_names_the_sharing_configmap_from_the_start(lab, helm):
     assert not shared.get("failed"), shared["msg"]
     wait_until("gpu-b shares 2 ways", lambda: (lab.k8s.get("Node", "gpu-b")["status"]["capacity"] or {}).get(
         "nvidia.com/gpu") == "2")
+
+
+def test_sharing_check_mode_on_a_fresh_cluster_shows_the_plan(lab):
+    """No operator yet (the play would install it first): check mode plans, warns and writes nothing."""
+    rv = lab.rv()
+    node_gpus = {"gpu-b": [{"model": "H100-80GB", "count": 1, "product": "NVIDIA H100 80GB HBM3"}]}
+    planned = lab.run("gpu_sharing", {"kubeconfig": lab.kubeconfig, "configs": [TS2], "node_gpus": node_gpus},
+                      check=True, diff=True)
+    assert not planned.get("failed"), planned["msg"]
+    assert planned["changed"] and planned["configmap"]["action"] == "created", planned
+    assert planned["labels_changed"] == {"gpu-b": {"before": None, "after": "ts2"}}
+    assert planned["cluster_policy_patch"] == {"spec": {"devicePlugin": {"config": {"name": "gpufleet-device-plugin-config"}}}}
+    assert "no ClusterPolicy yet" in json.dumps(planned.get("warnings")), planned.get("warnings")
+    assert lab.rv() == rv
+    real = lab.run("gpu_sharing", {"kubeconfig": lab.kubeconfig, "configs": [TS2], "node_gpus": node_gpus})
+    assert real["failed"] and "install the GPU Operator first" in real["msg"]
