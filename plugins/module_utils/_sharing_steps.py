@@ -7,11 +7,13 @@ config when they start. I/O through the module's K8sClient only."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+import re
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import read_cluster_policy
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sError
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError, K8sTimeout
+from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import GPU_RESOURCE, SharingConfig
 
 NO_POLICY_WARNING = ("no ClusterPolicy yet (the GPU Operator is not installed): planned without one; a real run "
                      "needs the operator first (gpufleet.sharing.gpu_operator)")
@@ -53,3 +55,71 @@ def restart_pods(mod: ClusterModule, nodes: Sequence[str]) -> Dict[str, List[str
             if node in nodes and not (pod.get("metadata") or {}).get("deletionTimestamp"):
                 pods.setdefault(node, []).append(pod["metadata"]["name"])
     return {n: sorted(p) for n, p in sorted(pods.items())}
+
+
+# The MPS control daemon of the device plugin (docs/reference/specs.md §9.6): it logs the config it
+# runs with and sets its per-client limits from the replicas when it starts.
+MPS_DAEMON_SELECTOR = "app=nvidia-device-plugin-mps-control-daemon"
+_REPLICAS = re.compile(r'"replicas"\s*:\s*(\d+)')
+
+
+def logged_mps_replicas(text: str) -> Optional[int]:
+    """Replicas in the last "Running with config" the daemon logged (None when it logged none)."""
+    start = text.rfind("Running with config")
+    found = _REPLICAS.findall(text[start:]) if start >= 0 else []
+    return int(found[0]) if found else None
+
+
+def planned_mps(expected_configs: Mapping[str, Optional[str]], configs: Mapping[str, SharingConfig],
+                restarted: Mapping[str, List[str]]) -> Dict[str, int]:
+    """Restarted nodes whose config shares with MPS -> the replicas its daemon must run with."""
+    nodes = {}
+    for node in restarted:
+        config = configs.get(expected_configs.get(node) or "")
+        if config is not None and config.strategy == "mps" and config.replicas_for(GPU_RESOURCE) > 1:
+            nodes[node] = config.replicas_for(GPU_RESOURCE)
+    return nodes
+
+
+def _ready(pod: Dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def mps_daemon_problem(k8s: K8sClient, namespace: str, node: str, replicas: int, old: Sequence[str]) -> Optional[str]:
+    """Why the node's MPS control daemon does not run with ``replicas`` yet (None when it does)."""
+    pods = [p for p in k8s.list("Pod", namespace=namespace, label_selector=MPS_DAEMON_SELECTOR)
+            if (p.get("spec") or {}).get("nodeName") == node and p["metadata"]["name"] not in old
+            and not p["metadata"].get("deletionTimestamp")]
+    if not pods:
+        return "no new MPS control daemon pod yet"
+    name = pods[0]["metadata"]["name"]
+    if not _ready(pods[0]):
+        return "MPS control daemon %s is not ready" % name
+    seen = logged_mps_replicas(k8s.pod_log(name, namespace))
+    if seen != replicas:
+        return "MPS control daemon %s runs with %s replicas, the plan says %d" % (name, seen, replicas)
+    return None
+
+
+def wait_mps_daemons(mod: ClusterModule, expected_configs: Mapping[str, Optional[str]],
+                     configs: Mapping[str, SharingConfig], restarted: Mapping[str, List[str]]) -> None:
+    """After a restart, until each MPS node's new control daemon runs with the planned replicas
+    (its limits are set at start); fail naming the nodes on timeout."""
+    p = mod.params
+    nodes = planned_mps(expected_configs, configs, restarted) if MPS_DAEMON_SELECTOR in p["restart_selectors"] else {}
+
+    def probe() -> Tuple[bool, Dict[str, str]]:
+        problems = {node: mps_daemon_problem(mod.k8s, p["namespace"], node, replicas, restarted.get(node, []))
+                    for node, replicas in sorted(nodes.items())}
+        missing = {node: problem for node, problem in problems.items() if problem}
+        return not missing, missing
+
+    if not nodes:
+        return
+    try:
+        mod.k8s.wait_for("the MPS control daemons to run with the planned limits", probe, timeout=p["wait_timeout"],
+                         interval=p["wait_interval"])
+    except K8sTimeout as exc:
+        mod.fail("%s (the changes were applied): %s" % (exc, "; ".join("%s: %s" % i for i in sorted(exc.detail.items()))))
+    mod.result["mps_daemons"] = {node: {"replicas": replicas} for node, replicas in sorted(nodes.items())}

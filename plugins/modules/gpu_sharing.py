@@ -149,9 +149,12 @@ options:
     description:
       - Label selectors of the pods in O(namespace) that load the device-plugin config when they
         start; on a node whose config changed, the pods each selector finds are deleted.
+      - The MPS control daemon is among them because it sets its per-client limits (active thread
+        percentage, pinned device memory) only when it starts; after a restart the module checks
+        that the node's new daemon runs with the planned replicas.
     type: list
     elements: str
-    default: [app=nvidia-device-plugin-daemonset, app=gpu-feature-discovery]
+    default: [app=nvidia-device-plugin-daemonset, app=gpu-feature-discovery, app=nvidia-device-plugin-mps-control-daemon]
   wait:
     description: Wait until every node in scope advertises the expected capacity and labels.
     type: bool
@@ -243,6 +246,11 @@ expected:
   returned: always
   type: dict
   sample: {gpu-a: {config: inference-ts4, resources: {nvidia.com/gpu: 32}, labels: {nvidia.com/gpu.replicas: "4"}}}
+mps_daemons:
+  description: Nodes whose restarted MPS control daemon was checked to run with the planned replicas.
+  returned: when an MPS node's daemon was restarted and O(wait) is true
+  type: dict
+  sample: {gpu-c: {replicas: 4}}
 wait:
   description: What was waited on, for how long, and the progress seen (one entry per change in what is missing).
   returned: when O(wait) is true and not in check mode
@@ -266,7 +274,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan impor
     sharing_changes,
 )
 from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import wait_until_advertised
-from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing_steps import read_configmaps, read_policy, restart_pods
+from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing_steps import read_configmaps, read_policy, restart_pods, wait_mps_daemons
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
     CONFIG_ARGSPEC,
@@ -286,7 +294,8 @@ ARGUMENT_SPEC = dict(
     cluster_policy_name=dict(type="str"),
     restart=dict(type="str", choices=["changed", "always", "never"], default="changed"),
     restart_selectors=dict(type="list", elements="str",
-                           default=["app=nvidia-device-plugin-daemonset", "app=gpu-feature-discovery"]),
+                           default=["app=nvidia-device-plugin-daemonset", "app=gpu-feature-discovery",
+                                    "app=nvidia-device-plugin-mps-control-daemon"]),
     wait=dict(type="bool", default=True),
     wait_timeout=dict(type="int", default=300),
     wait_interval=dict(type="float", default=2.0),
@@ -356,6 +365,7 @@ def apply_plan(mod: ClusterModule) -> None:
           change.cluster_policy_patch, change.labels_changed, pods)
     if p["wait"] and fleet.expectations and not mod.check_mode:
         wait(mod, fleet)
+        wait_mps_daemons(mod, {n: e.config for n, e in fleet.expectations.items()}, configs, pods)
 
 
 def write(mod: ClusterModule, data: Optional[Mapping[str, str]], policy_name: str, cp_patch: Mapping[str, Any],
