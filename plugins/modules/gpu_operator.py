@@ -19,7 +19,7 @@ description:
     plus free-form O(values), written to a private temporary file (mode 0600, removed afterwards)
     and passed with C(-f); no value and no secret ever appears on a command line.
   - Values under keys that look secret (token, password, secret, credential, licen..., apiKey,
-    accessKey, privateKey, auth) or named in O(redact_keys) are never shown: they are
+    accessKey, privateKey, auth) or named in O(redact_keys) are never shown. They are
     V(<redacted>) in the result and the diff, and masked like C(no_log) values anywhere else.
   - Fields that other modules of this collection write on the ClusterPolicy
     (C(devicePlugin.config.name), C(devicePlugin.config.default), C(migManager.config.name)) are

@@ -259,7 +259,7 @@ wait:
 """
 
 import copy
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, List, Mapping, Optional, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan import (
     NODE_PLANS_ARGSPEC,

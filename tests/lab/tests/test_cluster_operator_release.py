@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 from labtools import BUILD, REPO, wait_until
-from test_cluster_modules_operator import CHART, bumped_chart, helm, helm_binary, lab, operator_args  # noqa: F401
+from test_cluster_modules_operator import CHART, bumped_chart, helm, helm_binary, lab, operator_args  # noqa: F401 pylint: disable=unused-import
 
 SECRET = "S3cr3t-NLS-T0ken-7f3a"
 OTHER_SECRET = "Hidden-Value-42xyz"
@@ -55,10 +55,12 @@ def test_secret_values_are_never_shown(lab, helm, tmp_path):
     playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "roles": [{
         "role": "gpufleet.sharing.gpu_operator", "gpu_operator_chart_ref": CHART, "gpu_operator_chart_version": "",
         "gpu_operator_repo_url": "", "gpu_operator_helm_binary": helm.binary, "gpu_operator_kubeconfig": lab.kubeconfig,
-        "gpu_operator_mig_manager_enabled": False, "gpu_operator_values": dict(SECRET_VALUES, other={"password": "pw-" + SECRET}),
+        "gpu_operator_mig_manager_enabled": False,
+        "gpu_operator_values": dict(SECRET_VALUES, other={"password": "pw-" + SECRET}),
         "gpu_operator_redact_keys": ["myField"], "gpu_operator_wait_timeout": 60, "gpu_operator_wait_interval": 0.5}]}]))
     proc = subprocess.run([os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-vvv", "--diff", "-i", "localhost,",
-                           "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable, str(playbook)], capture_output=True, text=True, timeout=600, check=False,
+                           "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable, str(playbook)],
+                          capture_output=True, text=True, timeout=600, check=False,
                           env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=BUILD, ANSIBLE_LOG_PATH=str(log), **env))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "value changes: other: added" in proc.stdout
@@ -108,7 +110,7 @@ def test_upgrade_after_sharing_and_mig_backend_change_keeps_them(lab, helm, tmp_
 
 def _mark_latest_pending(lab) -> None:
     """What a helm killed mid-upgrade leaves: the newest release record says pending-upgrade."""
-    secrets = [s for s in lab.k8s.list("Secret", namespace="gpu-operator", label_selector="owner=helm")]
+    secrets = lab.k8s.list("Secret", namespace="gpu-operator", label_selector="owner=helm")
     latest = max(secrets, key=lambda s: int(s["metadata"]["labels"]["version"]))
     record = json.loads(gzip.decompress(base64.b64decode(base64.b64decode(latest["data"]["release"]))))
     record["info"]["status"] = "pending-upgrade"
