@@ -131,6 +131,10 @@ class HelmCommand:
         argv += list(extra or [])
         return argv + self._kube()
 
+    def rollback(self, release: str, namespace: str) -> List[str]:
+        """`helm rollback` to the previous revision (recovers a release left pending-upgrade)."""
+        return [self.binary, "rollback", release, "-n", namespace] + self._kube()
+
     def uninstall(self, release: str, namespace: str) -> List[str]:
         return [self.binary, "uninstall", release, "-n", namespace] + self._kube()
 
@@ -270,7 +274,7 @@ class Helm:
         local chart does not exist, or ``version`` is given and is not the chart's."""
         if not is_local_chart(chart_ref) and not version:
             raise HelmError("chart_version is required for the repository chart %s: pin the version you mean "
-                            "(for example v25.10.1)" % chart_ref)
+                            "(for example v26.7.0)" % chart_ref)
         if is_local_chart(chart_ref) and not os.path.exists(chart_ref):
             raise HelmError("chart_ref %s: no such chart directory or archive" % chart_ref)
         meta = parse_chart_metadata(self.call(self.command.show_chart(chart_ref, version), "show chart"))

@@ -18,6 +18,18 @@ description:
   - Values are built from typed options (MIG strategy, MIG manager, driver, device-plugin config)
     plus free-form O(values), written to a private temporary file (mode 0600, removed afterwards)
     and passed with C(-f); no value and no secret ever appears on a command line.
+  - Values under keys that look secret (token, password, secret, credential, licen..., apiKey,
+    accessKey, privateKey, auth) or named in O(redact_keys) are never shown. They are
+    V(<redacted>) in the result and the diff, and masked like C(no_log) values anywhere else.
+  - Fields that other modules of this collection write on the ClusterPolicy
+    (C(devicePlugin.config.name), C(devicePlugin.config.default), C(migManager.config.name)) are
+    carried into the values from the live ClusterPolicy when not set here, so that a chart
+    upgrade neither reverts them nor fails on a field-manager conflict (see RV(carried_forward)).
+  - When the values name a device-plugin ConfigMap that does not exist yet, it is created first
+    with a config that shares nothing under the default key, so that the device plugin never
+    fails on a missing ConfigMap; M(gpufleet.sharing.gpu_sharing) fills it.
+  - Refuses a chart upgrade that skips a release line (NVIDIA supports upgrades within a release
+    line or to the next one) unless O(allow_unsupported_upgrade) is set.
   - Idempotent. The release is upgraded only when the deployed chart version, the user-supplied
     values or the release status differ from what is requested.
   - Waits until the ClusterPolicy reports C(status.state=ready) and the operand DaemonSets in the
@@ -68,7 +80,7 @@ options:
     default: nvidia/gpu-operator
   chart_version:
     description:
-      - Chart version to install, for example V(v25.10.1).
+      - Chart version to install, for example V(v26.7.0); it must parse as C(vMAJOR.MINOR.PATCH).
       - Required for repository and C(oci://) charts, so that an upgrade is always deliberate.
       - For a local chart it is optional; if given, it must equal the chart's own version.
     type: str
@@ -90,6 +102,26 @@ options:
         contradicts a value set here is an error.
     type: dict
     default: {}
+  redact_keys:
+    description:
+      - Further keys (compared case-insensitively, at any depth of O(values)) whose values are
+        secret, besides the ones that look secret by name.
+    type: list
+    elements: str
+    default: []
+  allow_unsupported_upgrade:
+    description:
+      - Allow a chart upgrade that skips a GPU Operator release line (for example V(v25.10.1) to
+        V(v26.7.0) past V(v26.3)), which NVIDIA does not support.
+    type: bool
+    default: false
+  recover_pending:
+    description:
+      - A release left C(pending-upgrade) or C(pending-rollback) by an interrupted helm is rolled
+        back to its last deployed revision and the run continues. When false such a release is
+        refused, saying how to recover.
+    type: bool
+    default: false
   mig_strategy:
     description: Value C(mig.strategy). V(mixed) is needed to time-slice C(nvidia.com/mig-*) resources.
     type: str
@@ -145,9 +177,9 @@ options:
 requirements:
   - helm 3.12 or newer (helm 4 works too)
 notes:
-  - The ClusterPolicy is managed by the chart. Other modules of this collection (M(gpufleet.sharing.gpu_sharing))
-    change only the fields they own; give this module the same O(device_plugin_config) so that an
-    upgrade does not undo them.
+  - The ClusterPolicy is managed by the chart. Other modules of this collection (M(gpufleet.sharing.gpu_sharing),
+    M(gpufleet.sharing.mig_operator_config)) change only a few fields of it; this module carries those
+    fields into the chart values, so that an upgrade keeps them.
 seealso:
   - module: gpufleet.sharing.node_maintenance
   - name: GPU Operator installation
@@ -159,7 +191,7 @@ EXAMPLES = r"""
 - name: Install the GPU Operator, host-managed MIG, pre-installed drivers
   gpufleet.sharing.gpu_operator:
     chart_ref: nvidia/gpu-operator
-    chart_version: v25.10.1
+    chart_version: v26.7.0
     repo_url: https://helm.ngc.nvidia.com/nvidia
     mig_strategy: mixed
     mig_manager_enabled: false
@@ -171,7 +203,7 @@ EXAMPLES = r"""
 
 - name: Operator-managed MIG with our own mig-parted ConfigMap
   gpufleet.sharing.gpu_operator:
-    chart_version: v25.10.1
+    chart_version: v26.7.0
     mig_strategy: single
     mig_manager_enabled: true
     mig_manager_config: gpufleet-mig-parted-config
@@ -202,15 +234,31 @@ release:
     revision: 3
     status: deployed
     chart: gpu-operator
-    chart_version: v25.10.1
-    app_version: v25.10.1
+    chart_version: v26.7.0
+    app_version: v26.7.0
 values:
-  description: The user-supplied values requested for the release.
+  description: The values requested for the release (secret values redacted).
   returned: when O(state=present)
   type: dict
   sample: {mig: {strategy: mixed}, migManager: {enabled: false}, driver: {enabled: false}}
+carried_forward:
+  description: Value paths taken from the live ClusterPolicy because they were not set.
+  returned: when O(state=present)
+  type: list
+  elements: str
+  sample: [devicePlugin.config.name, devicePlugin.config.default]
+recovered:
+  description: The interrupted release status that was recovered and how.
+  returned: when a pending release was recovered
+  type: dict
+  sample: {status: pending-upgrade, step: rollback}
+configmap_created:
+  description: The device-plugin ConfigMap created before the release because it did not exist.
+  returned: when created
+  type: str
+  sample: gpufleet-device-plugin-config
 values_changes:
-  description: Value paths that change, one line each.
+  description: Value paths that change, one line each (secret values redacted).
   returned: when O(state=present)
   type: list
   elements: str
@@ -248,17 +296,12 @@ diagnosis:
   elements: str
 """
 
-from typing import Any, Dict, List
+from typing import Any, Dict
 
-from ansible.module_utils.common.process import get_bin_path
-
-from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator import (
-    ClusterObjectError, NotReady, ValuesError, apply_cluster_objects, build_values, cluster_policy_state, crds_from_text, pending_problem,
-    release_action, release_info, release_state, values_changes, wait_operator_ready, wait_problems)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import (
-    Helm, HelmCommand, HelmError, HelmFailed, find_helm, helm_environment, repo_of)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
+from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator import wait_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import HelmError, HelmFailed
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils._operator_steps import GpuOperator, mask_secrets
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     state=dict(type="str", choices=["present", "absent"], default="present"),
@@ -271,6 +314,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     repo_username=dict(type="str"),
     repo_password=dict(type="str", no_log=True),
     values=dict(type="dict", default={}),
+    redact_keys=dict(type="list", elements="str", default=[], no_log=False),
     mig_strategy=dict(type="str", choices=["none", "single", "mixed"]),
     mig_manager_enabled=dict(type="bool"),
     mig_manager_config=dict(type="str"),
@@ -278,6 +322,8 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     toolkit_enabled=dict(type="bool"),
     device_plugin_config=dict(type="dict", options=dict(name=dict(type="str"), default=dict(type="str"))),
     apply_crds=dict(type="bool", default=True),
+    allow_unsupported_upgrade=dict(type="bool", default=False),
+    recover_pending=dict(type="bool", default=False),
     cluster_policy_name=dict(type="str", default="cluster-policy"),
     wait=dict(type="bool", default=True),
     wait_timeout=dict(type="int", default=900),
@@ -291,6 +337,7 @@ def main() -> None:
 
 
 def run(mod: ClusterModule) -> None:
+    mask_secrets(mod)  # before anything can echo a value
     params = mod.params
     problems = wait_problems(params["wait_timeout"], params["wait_interval"])
     if problems:
@@ -307,110 +354,6 @@ def run(mod: ClusterModule) -> None:
         mod.fail(str(exc), cmd=exc.argv, rc=exc.rc)
     except HelmError as exc:
         mod.fail(str(exc))
-
-
-class GpuOperator:
-    """The release (helm) and the cluster objects around it (namespace, CRDs, readiness)."""
-
-    def __init__(self, mod: ClusterModule) -> None:
-        self.mod = mod
-        self.params = params = mod.params
-        env = helm_environment(params["host"], params["api_key"], params["ca_cert"], params["validate_certs"])
-        self.helm = Helm(HelmCommand(find_helm(params["helm_binary"], get_bin_path), params["kubeconfig"],
-                                     params["context"]),
-                         lambda argv, data: mod.ansible.run_command(argv, data=data, environ_update=env,
-                                                                    binary_data=False))
-
-    def absent(self) -> None:
-        entry = self.helm.release(self.params["namespace"], self.params["release_name"])
-        self.mod.result["release"] = release_info(entry)
-        if entry is None:
-            self.mod.result["action"] = "absent"
-            return
-        self.mod.result["action"] = "uninstalled"
-        self.mod.changes.record("helm release %s" % self.params["release_name"],
-                                {"release": self.mod.result["release"]}, {})
-        if not self.mod.check_mode:  # helm has no dry run that stores nothing
-            self.helm.call(self.helm.command.uninstall(self.params["release_name"], self.params["namespace"]),
-                           "uninstall")
-
-    def present(self) -> None:
-        params, result = self.params, self.mod.result
-        k8s = self.mod.k8s  # connected first: a bad kubeconfig fails before helm changes anything
-        try:
-            values = build_values(params["values"], params["mig_strategy"], params["mig_manager_enabled"],
-                                  params["mig_manager_config"], params["driver_enabled"], params["toolkit_enabled"],
-                                  params["device_plugin_config"])
-        except ValuesError as exc:
-            self.mod.fail("invalid values: %s" % exc, problems=exc.problems)
-        self.ensure_repo()
-        meta = self.helm.chart_metadata(params["chart_ref"], params["chart_version"])
-        wanted_version = params["chart_version"] or meta["version"]
-        crds = self.chart_crds() if params["apply_crds"] else []
-        entry = self.helm.release(params["namespace"], params["release_name"])
-        before_values = self.helm.values(params["release_name"], params["namespace"]) if entry is not None else {}
-        info = release_info(entry, meta["name"])
-        result.update(release=info, values=values, values_changes=values_changes(before_values, values))
-        problem = pending_problem(entry, params["release_name"])
-        if problem:
-            self.mod.fail(problem)
-        result["action"] = action = release_action(entry, meta["name"], wanted_version, before_values, values)
-        self.apply_cluster_objects(k8s, crds)
-        self.mod.changes.record("helm release %s" % params["release_name"], release_state(info, before_values),
-                                {"chart": meta["name"], "chart_version": wanted_version, "values": values},
-                                changed=action != "unchanged")
-        if action != "unchanged" and not self.mod.check_mode:
-            self.helm.upgrade_install(params["release_name"], params["chart_ref"], params["namespace"], values,
-                                      params["chart_version"], self.mod.ansible.tmpdir)
-            result["release"] = release_info(self.helm.release(params["namespace"], params["release_name"]),
-                                             meta["name"])
-        if params["wait"] and not self.mod.check_mode:
-            self.wait_ready(k8s)
-            return
-        try:
-            result["cluster_policy_state"] = cluster_policy_state(k8s.get("ClusterPolicy", params["cluster_policy_name"]))
-        except K8sError:
-            result["cluster_policy_state"] = None
-
-    def ensure_repo(self) -> None:
-        chart_ref, url = self.params["chart_ref"], self.params["repo_url"]
-        if not url:
-            return
-        name = repo_of(chart_ref)
-        if name is None:
-            self.mod.fail("repo_url is set but chart_ref %r does not name a repository chart (repo/chart)" % chart_ref)
-        if not self.helm.sync_repository(name, url, self.params["repo_username"], self.params["repo_password"],
-                                         dry_run=self.mod.check_mode):
-            self.mod.warn("helm repository %s (%s) would be added; chart details come from the current cache"
-                          % (name, url))
-
-    def chart_crds(self) -> List[Dict[str, Any]]:
-        text = self.helm.crds_text(self.params["chart_ref"], self.params["chart_version"])
-        try:
-            return crds_from_text(text)
-        except ValueError as exc:
-            self.mod.fail("cannot read the chart's CRDs: %s" % exc)
-
-    def apply_cluster_objects(self, k8s: K8sClient, crds: List[Dict[str, Any]]) -> None:
-        """Namespace (PSA label) and CRDs first, so that the chart finds them."""
-        try:
-            namespace_action, report, changed = apply_cluster_objects(
-                k8s, self.params["namespace"] if self.params["create_namespace"] else None, crds)
-        except ClusterObjectError as exc:
-            self.mod.fail(str(exc))
-        if namespace_action is not None:
-            self.mod.result["namespace_action"] = namespace_action
-        if changed:
-            self.mod.changes.mark()
-        self.mod.result["crds"] = report
-
-    def wait_ready(self, k8s: K8sClient) -> None:
-        try:
-            state, waited = wait_operator_ready(k8s, self.params["cluster_policy_name"], self.params["namespace"],
-                                                self.params["wait_timeout"], self.params["wait_interval"], self.mod.log)
-        except NotReady as exc:
-            self.mod.fail(str(exc), diagnosis=exc.diagnosis, cluster_policy_state=exc.state, waited=exc.waited)
-        self.mod.result.update(cluster_policy_state=state, waited=waited)
 
 
 if __name__ == "__main__":

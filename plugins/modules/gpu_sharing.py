@@ -149,9 +149,12 @@ options:
     description:
       - Label selectors of the pods in O(namespace) that load the device-plugin config when they
         start; on a node whose config changed, the pods each selector finds are deleted.
+      - The MPS control daemon is among them because it sets its per-client limits (active thread
+        percentage, pinned device memory) only when it starts; after a restart the module checks
+        that the node's new daemon runs with the planned replicas.
     type: list
     elements: str
-    default: [app=nvidia-device-plugin-daemonset, app=gpu-feature-discovery]
+    default: [app=nvidia-device-plugin-daemonset, app=gpu-feature-discovery, app=nvidia-device-plugin-mps-control-daemon]
   wait:
     description: Wait until every node in scope advertises the expected capacity and labels.
     type: bool
@@ -243,6 +246,11 @@ expected:
   returned: always
   type: dict
   sample: {gpu-a: {config: inference-ts4, resources: {nvidia.com/gpu: 32}, labels: {nvidia.com/gpu.replicas: "4"}}}
+mps_daemons:
+  description: Nodes whose restarted MPS control daemon was checked to run with the planned replicas.
+  returned: when an MPS node's daemon was restarted and O(wait) is true
+  type: dict
+  sample: {gpu-c: {replicas: 4}}
 wait:
   description: What was waited on, for how long, and the progress seen (one entry per change in what is missing).
   returned: when O(wait) is true and not in check mode
@@ -251,7 +259,7 @@ wait:
 """
 
 import copy
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, List, Mapping, Optional, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan import (
     NODE_PLANS_ARGSPEC,
@@ -265,7 +273,8 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan impor
     removal_problems,
     sharing_changes,
 )
-from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import read_cluster_policy, wait_until_advertised
+from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import wait_until_advertised
+from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing_steps import read_configmaps, read_policy, restart_pods, wait_mps_daemons
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
     CONFIG_ARGSPEC,
@@ -285,7 +294,8 @@ ARGUMENT_SPEC = dict(
     cluster_policy_name=dict(type="str"),
     restart=dict(type="str", choices=["changed", "always", "never"], default="changed"),
     restart_selectors=dict(type="list", elements="str",
-                           default=["app=nvidia-device-plugin-daemonset", "app=gpu-feature-discovery"]),
+                           default=["app=nvidia-device-plugin-daemonset", "app=gpu-feature-discovery",
+                                    "app=nvidia-device-plugin-mps-control-daemon"]),
     wait=dict(type="bool", default=True),
     wait_timeout=dict(type="int", default=300),
     wait_interval=dict(type="float", default=2.0),
@@ -293,20 +303,8 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def read_configmaps(mod: ClusterModule, in_use: Optional[str]) -> Tuple[Optional[Dict[str, Any]], Dict[str, str], Dict[str, str]]:
-    """Our ConfigMap's data, and the data of the one the ClusterPolicy names now (what the plugins load)."""
-    namespace, cm_name = mod.params["namespace"], mod.params["configmap_name"]
-    live_cm = mod.k8s.get("ConfigMap", cm_name, namespace)
-    ours = dict((live_cm or {}).get("data") or {})
-    if in_use == cm_name:
-        return live_cm, ours, ours
-    if in_use:
-        return live_cm, ours, dict((mod.k8s.get("ConfigMap", in_use, namespace) or {}).get("data") or {})
-    return live_cm, ours, {}
-
-
 def plan(mod: ClusterModule, configs: Mapping[str, SharingConfig], plans: Mapping[str, HostPlan],
-         rendered: Mapping[str, str], policy: Mapping[str, Any], live_data: Mapping[str, str]) -> Tuple[ClusterView, FleetPlan]:
+         rendered: Mapping[str, str], policy: Optional[Mapping[str, Any]], live_data: Mapping[str, str]) -> Tuple[ClusterView, FleetPlan]:
     """Read the nodes, plan the fleet, refuse with every problem at once."""
     p = mod.params
     cluster = ClusterView.read(mod.k8s.list("Node"), policy, list(live_data))
@@ -323,17 +321,6 @@ def plan(mod: ClusterModule, configs: Mapping[str, SharingConfig], plans: Mappin
         mod.fail("nothing changed: %s" % "; ".join(problems), problems=problems)
     mod.result["expected"] = {n: e.as_dict() for n, e in fleet.expectations.items()}
     return cluster, fleet
-
-
-def restart_pods(mod: ClusterModule, nodes: Sequence[str]) -> Dict[str, List[str]]:
-    """The device-plugin/GFD pods on ``nodes`` (they load the config only when they start)."""
-    pods: Dict[str, List[str]] = {}
-    for selector in mod.params["restart_selectors"] if nodes else []:
-        for pod in mod.k8s.list("Pod", namespace=mod.params["namespace"], label_selector=selector):
-            node = (pod.get("spec") or {}).get("nodeName")
-            if node in nodes and not (pod.get("metadata") or {}).get("deletionTimestamp"):
-                pods.setdefault(node, []).append(pod["metadata"]["name"])
-    return {n: sorted(p) for n, p in sorted(pods.items())}
 
 
 def run(mod: ClusterModule) -> None:
@@ -353,14 +340,14 @@ def apply_plan(mod: ClusterModule) -> None:
         mod.fail("invalid sharing configs: %s" % exc, problems=exc.problems)
     rendered = render_configmap_data(configs)
     mod.result["rendered"] = rendered
-    policy = read_cluster_policy(mod.k8s, p["cluster_policy_name"], required=True)
+    policy, exists = read_policy(mod)
     dp_config = ((policy.get("spec") or {}).get("devicePlugin") or {}).get("config") or {}
     if not configs and dp_config.get("name") != p["configmap_name"] and p["default_config"] is None:
         # Nothing declared and the ClusterPolicy does not use our ConfigMap: leave the cluster alone.
         mod.result["msg"] = "no sharing configs given; nothing to do"
         return
     live_cm, ours, live_data = read_configmaps(mod, dp_config.get("name"))
-    cluster, fleet = plan(mod, configs, plans, rendered, policy, live_data)
+    cluster, fleet = plan(mod, configs, plans, rendered, policy if exists else None, live_data)
     change = sharing_changes(fleet, cluster, dp_config, p["configmap_name"], None if live_cm is None else ours,
                              rendered, live_data, p["restart"])
     pods = restart_pods(mod, change.restart_nodes)
@@ -372,10 +359,13 @@ def apply_plan(mod: ClusterModule) -> None:
     if mod.diff_mode:
         mod.result["diff"] = change.diff("%s/%s" % (p["namespace"], p["configmap_name"]), ours, rendered, fleet, cluster,
                                          policy["metadata"]["name"])
+    if not exists:  # check mode before the operator exists: planned, nothing to dry-run against
+        return
     write(mod, rendered if change.configmap_action != "unchanged" else None, policy["metadata"]["name"],
           change.cluster_policy_patch, change.labels_changed, pods)
     if p["wait"] and fleet.expectations and not mod.check_mode:
         wait(mod, fleet)
+        wait_mps_daemons(mod, {n: e.config for n, e in fleet.expectations.items()}, configs, pods)
 
 
 def write(mod: ClusterModule, data: Optional[Mapping[str, str]], policy_name: str, cp_patch: Mapping[str, Any],

@@ -492,3 +492,18 @@ def gpu_views(state: Any) -> List[GpuView]:
             )
         )
     return views
+
+
+def mps_limits(views: Sequence[GpuView], sharing: SharingConfig) -> Optional[Dict[str, Any]]:
+    """The per-client limits the MPS control daemon sets when it starts (docs/reference/specs.md §9.6):
+    default active thread percentage 100 / replicas, and per GPU a default pinned device memory
+    limit of memory / replicas (MiB, written "<n>M"). None when the config does not share with MPS.
+    Computed once at start: a later config change is not seen until the daemon restarts."""
+    if sharing.method != "mps":
+        return None
+    replicas = sharing.replicas_for(GPU_RESOURCE)
+    if replicas <= 1:
+        return None
+    full = [view for view in views if not view.mig_enabled]
+    return {"replicas": replicas, "active_thread_percentage": 100 // replicas,
+            "pinned_memory_limits": {str(view.index): "%dM" % (view.memory_mib // replicas) for view in full}}

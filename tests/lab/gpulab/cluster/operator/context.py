@@ -30,6 +30,7 @@ class PluginInstance:
     sharing: pluginconfig.SharingConfig
     label_seen: Optional[str]
     snapshot: Optional[devmod.NodeDevices] = None  # device plugin only: devices enumerated at start
+    mps_limits: Optional[Dict[str, Any]] = None  # MPS control daemon only: the limits set at start
     started: float = 0.0
 
 
@@ -53,7 +54,8 @@ class OperatorContext:
         self.namespace = settings.namespace
         self.stop_event = stop_event or threading.Event()
         self.lock = threading.RLock()
-        self._instances: Dict[str, Dict[str, PluginInstance]] = {"device-plugin": {}, "gpu-feature-discovery": {}}
+        self._instances: Dict[str, Dict[str, PluginInstance]] = {
+            "device-plugin": {}, "gpu-feature-discovery": {}, "mps-control-daemon": {}}
         self._state_cache: Dict[str, Tuple[Tuple[int, int], Any]] = {}
         self._pass_pods: Optional[List[Obj]] = None  # pods as read at the start of a step of the pass
 

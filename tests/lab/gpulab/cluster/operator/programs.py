@@ -9,6 +9,7 @@ sidecar reloads on a new node label value. The MIG manager's start hands over to
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -21,6 +22,7 @@ from gpulab.cluster.operator.common import (OPERANDS, OPERANDS_BY_DS, PLUGIN_CON
 from gpulab.cluster.operator.context import OperatorContext, PluginInstance
 
 PLUGIN_KINDS = ("device-plugin", "gpu-feature-discovery")
+MPS_DAEMON = "mps-control-daemon"
 
 
 class OperandProgram:
@@ -114,6 +116,29 @@ class PluginProgram(OperandProgram):
         self.context.set_instance(self.operand.key, pod["metadata"]["uid"], None)
 
 
+class MpsDaemonProgram(PluginProgram):
+    """The MPS control daemon (docs/reference/specs.md §9.6): loads the selected config when it
+    starts, sets the per-client limits from the replicas then, and logs the config it runs with.
+    Like the real one it restarts (and recomputes) only when its config-manager sees a new node
+    label value; a changed ConfigMap under the same label leaves the limits it started with."""
+
+    def _load(self, pod: Obj, container: Obj, previous: Optional[PluginInstance]) -> Tuple[Optional[PluginInstance], Outcome]:
+        instance, outcome = super()._load(pod, container, previous)
+        if instance is None or instance is previous:
+            return instance, outcome
+        instance.mps_limits = devmod.mps_limits(self.context.gpu_views(instance.node), instance.sharing)
+        lines = ["Running with config: %s" % json.dumps({"sharing": {"mps": {"resources": [
+            {"name": r.name, "replicas": r.replicas} for r in instance.sharing.resources]}}} if instance.mps_limits else {},
+            sort_keys=True)]
+        if instance.mps_limits is None:
+            lines.append("No devices are configured for MPS sharing; Waiting indefinitely.")
+        else:
+            lines += ["set_default_device_pinned_mem_limit %s %s" % item
+                      for item in sorted(instance.mps_limits["pinned_memory_limits"].items())]
+            lines.append("set_default_active_thread_percentage %d" % instance.mps_limits["active_thread_percentage"])
+        return instance, Outcome(log=outcome.log + "".join(log_line(line) for line in lines))
+
+
 class OperandPrograms:
     """The program of each operand container (the kubelet's `program_for`)."""
 
@@ -123,6 +148,8 @@ class OperandPrograms:
         for operand in OPERANDS:
             if operand.key in PLUGIN_KINDS:
                 self.programs[operand.ds_name] = PluginProgram(context, operand)
+            elif operand.key == MPS_DAEMON:
+                self.programs[operand.ds_name] = MpsDaemonProgram(context, operand)
             else:
                 self.programs[operand.ds_name] = OperandProgram(context, operand, mig_manager_started)
 
@@ -138,4 +165,4 @@ class OperandPrograms:
         return None
 
 
-__all__ = ["OperandProgram", "OperandPrograms", "PluginProgram"]
+__all__ = ["MpsDaemonProgram", "OperandProgram", "OperandPrograms", "PluginProgram"]
