@@ -827,7 +827,10 @@ def configs_from_nodes(node_configs: Mapping[str, Any], configs: Sequence[Mappin
     problems: List[str] = []
     merged: Dict[str, Dict[str, Any]] = {}
     origin: Dict[str, str] = {}
-    for raw in configs:
+    for index, raw in enumerate(configs):
+        if not isinstance(raw, Mapping):
+            problems.append("configs[%d]: a sharing config must be a mapping, got %r" % (index, raw))
+            continue
         merged[str(raw.get("name"))] = dict(raw, nodes=list(raw.get("nodes") or []))
         origin[str(raw.get("name"))] = "configs"
     for node in sorted(node_configs):
