@@ -126,7 +126,7 @@ class K8sTimeout(K8sError):
         self.detail = detail
 
 
-# Object names as the API server validates them (docs/reference/specs.md, "Kubernetes object names"):
+# Object names as the API server validates them (docs/reference/specs.md §12):
 # most kinds need a DNS-1123 subdomain, namespaces a DNS-1123 label, RBAC objects only a valid
 # path segment (they may hold ':').
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")

@@ -29,7 +29,7 @@ _FILTER_PART = re.compile(r"^0x([0-9a-fA-F]{4})([0-9a-fA-F]{4})$")
 _PROFILE = re.compile(r"^(?:(\d+)c\.)?(\d+)g\.(\d+)gb((?:[+-][a-z]+(?:\.[a-z]+)*)*)$")
 # Config names: the MIG manager selects a config by the node label nvidia.com/mig.config, so a
 # name must be a Kubernetes label value; the systemd unit gets it as MIG_PARTED_SELECTED_CONFIG
-# in a quoted Environment= line (docs/reference/specs.md, "MIG config names").
+# in a quoted Environment= line (docs/reference/specs.md §6.7).
 _CONFIG_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 CONFIG_NAME_RULE = ("at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit "
                     "(a Kubernetes label value: the MIG manager selects configs with the node label nvidia.com/mig.config)")

@@ -4,7 +4,7 @@
 """Option checks shared by the cluster modules, run before any request: each problem names the option.
 
 Pure. Object names follow the API server's rules (``_k8s.name_problem``); label selectors and
-annotation keys follow Kubernetes' syntax (docs/reference/specs.md, "Kubernetes object names").
+annotation keys follow Kubernetes' syntax (docs/reference/specs.md §12).
 """
 
 from __future__ import annotations

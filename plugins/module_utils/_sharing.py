@@ -58,7 +58,7 @@ CONFIG_ARGSPEC: Dict[str, Any] = dict(
 
 # Upper bound of replicas per GPU: a node runs at most 110 pods by default (the kubelet's maxPods,
 # which Kubernetes documents as its supported maximum per node), so more replicas of one GPU than
-# pods on the node can never be used; larger numbers are typos (docs/reference/specs.md, "Bounds").
+# pods on the node can never be used; larger numbers are typos (docs/reference/specs.md §9.6).
 MAX_REPLICAS = 110
 RESOURCE_KEYS = ("name", "replicas")
 
@@ -782,6 +782,11 @@ def product_matches(actual: Optional[str], suffix: str) -> bool:
     return base + suffix == actual
 
 
+def _known_resource_keys(item: Any) -> Any:
+    """A resource of a rendered config without the device plugin's keys this collection does not write."""
+    return dict((k, v) for k, v in item.items() if k in RESOURCE_KEYS) if isinstance(item, Mapping) else item
+
+
 def parse_rendered_config(name: str, text: str) -> SharingConfig:
     """A device-plugin config file as found in the cluster's ConfigMap, back into a SharingConfig.
 
@@ -808,8 +813,7 @@ def parse_rendered_config(name: str, text: str) -> SharingConfig:
     if section is None:
         raw["strategy"] = "none"
     elif isinstance(section, Mapping):
-        raw["resources"] = [dict((k, v) for k, v in item.items() if k in RESOURCE_KEYS) if isinstance(item, Mapping)
-                             else item for item in section.get("resources") or []]
+        raw["resources"] = [_known_resource_keys(item) for item in section.get("resources") or []]
         raw["rename_by_default"] = section.get("renameByDefault")
         raw["fail_requests_greater_than_one"] = section.get("failRequestsGreaterThanOne")
     try:

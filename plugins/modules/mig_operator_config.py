@@ -34,7 +34,7 @@ options:
     description:
       - Named MIG configs (name to a list of mig-parted items) shared by all nodes.
       - Names must be Kubernetes label values (the MIG manager selects a config with the node label
-        C(nvidia.com/mig.config)). Every profile is checked against the MIG catalog: an item with a
+        C(nvidia.com/mig.config)). Every profile is checked against the MIG catalog; an item with a
         C(device-filter) must fit every GPU model the filter names, one without must fit at least one
         MIG-capable model. Nothing is written when a check fails.
     type: dict
