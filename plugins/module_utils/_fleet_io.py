@@ -17,6 +17,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import BUILT
 from ansible_collections.gpufleet.sharing.plugins.module_utils._module import ModuleFailure
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import ExpectedNode, SharingConfig, SharingError, parse_rendered_config
 from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import (
+    DEADLINE_MARGIN,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
     RUN_ID_LABEL,
@@ -121,6 +122,7 @@ class PodRun:
         self.selector = "%s=%s,%s=%s" % (MANAGED_BY_LABEL, MANAGED_BY_VALUE, RUN_ID_LABEL, run_id)
         self.checks: List[Check] = []
         self.pods: List[Dict[str, Any]] = []
+        self.leftovers: List[str] = []
 
     def run(self, expected: Sequence[ExpectedNode], hostnames: Mapping[str, str]) -> None:
         """A pod per node and advertised resource type; ``hostnames``: node -> kubernetes.io/hostname."""
@@ -128,6 +130,7 @@ class PodRun:
         if not wanted:
             return
         self.k8s.ensure_namespace(self.namespace, labels=self.params["namespace_labels"])
+        self.remove_leftovers()
         created: Dict[str, Any] = {}
         p = self.params
 
@@ -136,7 +139,8 @@ class PodRun:
             name = pod_name(self.run_id, want.node, want.resource, index)
             body = pod_manifest(want, name, self.namespace, self.run_id, p["pod_image"], p["pod_command"],
                                 tolerations=p["pod_tolerations"], run_as_user=p["pod_run_as_user"],
-                                hostname=hostnames.get(want.node) or want.node)
+                                hostname=hostnames.get(want.node) or want.node,
+                                deadline=p["pod_timeout"] + DEADLINE_MARGIN)
             body["metadata"]["annotations"].update(p["pod_annotations"] or {})
             self.k8s.create(body)
             created[name] = want
@@ -204,6 +208,21 @@ class PodRun:
                 reason = "%s: %s" % (status.get("reason"), status.get("message") or "")
         entry.update(outcome=phase, seconds=seconds, log=log or "", reason=reason)
         return pod_check(want, phase if log_error is None else "Failed", log or "", reason or (log_error or ""))
+
+    def remove_leftovers(self) -> None:
+        """Delete the verification pods of earlier runs that were killed before their cleanup
+        (labelled with another run id), so that they never run alongside this run's pods."""
+        stale = "%s=%s,%s,%s!=%s" % (MANAGED_BY_LABEL, MANAGED_BY_VALUE, RUN_ID_LABEL, RUN_ID_LABEL, self.run_id)
+        leftovers = self.k8s.list("Pod", namespace=self.namespace, label_selector=stale)
+        for pod in leftovers:
+            self.warn("deleting verification pod %s/%s left by run %s" % (
+                self.namespace, pod["metadata"]["name"], (pod["metadata"].get("labels") or {}).get(RUN_ID_LABEL)))
+            try:
+                self.k8s.delete("Pod", pod["metadata"]["name"], namespace=self.namespace, grace_period_seconds=0)
+            except K8sError as exc:
+                if exc.status != 404:
+                    raise
+        self.leftovers = [pod["metadata"]["name"] for pod in leftovers]
 
     def cleanup(self, created: Mapping[str, Any]) -> None:
         """Delete this run's pods, also after a failure: one delete-collection, one by one as fallback."""

@@ -52,6 +52,7 @@ import copy
 import json
 import os
 import random
+import re
 import time
 import traceback
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
@@ -125,6 +126,33 @@ class K8sTimeout(K8sError):
         self.detail = detail
 
 
+# Object names as the API server validates them (docs/reference/specs.md §12):
+# most kinds need a DNS-1123 subdomain, namespaces a DNS-1123 label, RBAC objects only a valid
+# path segment (they may hold ':').
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_NAMED_KINDS = frozenset(["Namespace"])
+_PATH_SEGMENT_KINDS = frozenset(["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"])
+
+
+def name_problem(kind: str, name: Any) -> Optional[str]:
+    """Why ``name`` cannot name an object of ``kind`` (None when it can)."""
+    text = name if isinstance(name, str) else ""
+    if kind in _PATH_SEGMENT_KINDS:
+        if text and text not in (".", "..") and not any(c in text for c in "/%") and text.isprintable():
+            return None
+        return "invalid %s name %r: it may not be empty, '.' or '..', nor contain '/' or '%%'" % (kind, name)
+    if kind in _LABEL_NAMED_KINDS:
+        if _DNS1123_LABEL.fullmatch(text):
+            return None
+        return ("invalid %s name %r: it must be a DNS-1123 label (at most 63 lower-case letters, digits or '-', "
+                "starting and ending with a letter or digit)" % (kind, name))
+    if len(text) <= 253 and _DNS1123_SUBDOMAIN.fullmatch(text):
+        return None
+    return ("invalid %s name %r: it must be a DNS-1123 subdomain (at most 253 lower-case letters, digits, '-' or '.', "
+            "starting and ending with a letter or digit)" % (kind, name))
+
+
 class ResourceType:
     """One API resource: apiVersion, kind, plural and scope."""
 
@@ -140,7 +168,12 @@ class ResourceType:
         return "ResourceType(%r, %r, %r, %r)" % (self.api_version, self.kind, self.plural, self.namespaced)
 
     def path(self, name: Optional[str] = None, namespace: Optional[str] = None, subresource: Optional[str] = None) -> str:
-        """REST path of the collection, or of one object (and a subresource of it)."""
+        """REST path of the collection, or of one object (and a subresource of it). Names are
+        validated as the API server does (``name_problem``) before any request is built."""
+        for problem in (name_problem("Namespace", namespace) if namespace else None,
+                        name_problem(self.kind, name) if name else None):
+            if problem:
+                raise K8sError(problem + "; nothing was sent")
         base = "/api/v1" if self.api_version == "v1" else "/apis/" + self.api_version
         if self.namespaced:
             if not namespace:

@@ -21,7 +21,8 @@ except ImportError:  # pragma: no cover - PyYAML comes with ansible-core and the
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import merged_configs, parse_config
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import (
+    catalog_problems, config_name_problem, merged_configs, parse_config)
 
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 MIG_STATE_LABEL = "nvidia.com/mig.config.state"
@@ -114,7 +115,9 @@ def operator_config_document(configs: Optional[Mapping[str, Any]], configs_by_ho
     named configs); raises MigOperatorError or _mig_parted.MigPartedError listing the problems."""
     extra = merge_host_configs(configs, configs_by_host)
     document = merged_configs(extra) if include_default_configs else {"version": "v1", "mig-configs": extra}
-    parse_config(document, "mig_configs")
+    problems = catalog_problems(parse_config(document, "mig_configs"), sorted(extra))
+    if problems:
+        raise MigOperatorError(problems)
     return document
 
 
@@ -158,6 +161,8 @@ def option_problems(config: str, timeout: int, drain_timeout: int, poll_interval
     problems = []
     if not config.strip():
         problems.append("config must not be empty")
+    elif config_name_problem(config, "config"):
+        problems.append(str(config_name_problem(config, "config")))
     if poll_interval <= 0 or timeout < 0 or drain_timeout < 0:
         problems.append("timeout and drain_timeout must be >= 0 and poll_interval > 0")
     return problems

@@ -27,6 +27,19 @@ _FILTER_PART = re.compile(r"^0x([0-9a-fA-F]{4})([0-9a-fA-F]{4})$")
 # GI profiles (``3g.40gb``, ``1g.10gb+me``, ``1g.24gb+me.all``, ``1g.24gb-me``) and CI-on-GI
 # profiles (``1c.3g.40gb``), docs/reference/specs.md §1.2.
 _PROFILE = re.compile(r"^(?:(\d+)c\.)?(\d+)g\.(\d+)gb((?:[+-][a-z]+(?:\.[a-z]+)*)*)$")
+# Config names: the MIG manager selects a config by the node label nvidia.com/mig.config, so a
+# name must be a Kubernetes label value; the systemd unit gets it as MIG_PARTED_SELECTED_CONFIG
+# in a quoted Environment= line (docs/reference/specs.md §6.7).
+_CONFIG_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+CONFIG_NAME_RULE = ("at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit "
+                    "(a Kubernetes label value: the MIG manager selects configs with the node label nvidia.com/mig.config)")
+
+
+def config_name_problem(name: Any, where: str = "mig-configs") -> Optional[str]:
+    """Why ``name`` cannot be a mig-parted config name (None when it can)."""
+    if isinstance(name, str) and _CONFIG_NAME.fullmatch(name):
+        return None
+    return "%s: config name %r is invalid: it must be %s" % (where, name, CONFIG_NAME_RULE)
 
 
 class MigPartedError(ValueError):
@@ -180,6 +193,10 @@ def parse_config(data: Any, source: str = "config") -> MigPartedConfig:
         problems.append("%s: mig-configs must contain at least one config" % source)
     else:
         for name, raw_items in raw_configs.items():
+            name_problem = config_name_problem(name, "%s: mig-configs" % source)
+            if name_problem:
+                problems.append(name_problem)
+                continue
             items = _parse_items(str(name), raw_items, "%s: mig-configs.%s" % (source, name), problems)
             configs.append((str(name), items))
     if problems:
@@ -305,9 +322,9 @@ def desired_state(items: Sequence[MigConfigItem], gpus: Sequence[Mapping[str, An
     that ask different things of one GPU are an error: mig-parted would apply both in turn and
     never assert success.
     """
-    problems: List[str] = []
-    result: Dict[int, DesiredGpu] = {}
     label = "config %s" % config_name if config_name else "config"
+    problems = absent_devices(items, gpus, label)
+    result: Dict[int, DesiredGpu] = {}
     for gpu in gpus:
         index = int(gpu["index"])
         capable = bool((gpu.get("mig") or {}).get("capable"))
@@ -337,6 +354,21 @@ def desired_state(items: Sequence[MigConfigItem], gpus: Sequence[Mapping[str, An
     if problems:
         raise MigPartedError(problems)
     return result
+
+
+def absent_devices(items: Sequence[MigConfigItem], gpus: Sequence[Mapping[str, Any]], label: str) -> List[str]:
+    """Items whose ``devices`` list names no GPU index this host has: mig-parted would silently do
+    nothing for them (an index missing beside present ones is skipped, as mig-parted does)."""
+    present = sorted(int(gpu["index"]) for gpu in gpus)
+    problems = []
+    for position, item in enumerate(items):
+        if item.devices == "all":
+            continue
+        missing = sorted(set(item.devices) - set(present))
+        if missing and len(missing) == len(set(item.devices)):
+            problems.append("%s item %d: devices lists GPU %s, but this host has GPU %s" % (
+                label, position, ", ".join(str(i) for i in missing), ", ".join(str(i) for i in present) or "none"))
+    return problems
 
 
 def current_layout(gpu: Mapping[str, Any]) -> Dict[str, Any]:
@@ -498,6 +530,26 @@ def plan_items(name: str, items: Sequence[MigConfigItem],
                     continue
             plans.append(entry)
     return plans, problems
+
+
+def catalog_problems(config: MigPartedConfig, names: Sequence[str]) -> List[str]:
+    """What the GPU models cannot do of the named configs, without knowing the hosts: an item with a
+    device-filter is planned on every model the filter names; one without must be possible on at
+    least one MIG-capable model of the catalog."""
+    problems: List[str] = []
+    for name in names:
+        items = config.items(name)
+        filtered = tuple(item for item in items if item.device_filters)
+        problems.extend(plan_items(name, filtered, None)[1])
+        for position, item in enumerate(items):
+            if item.device_filters or not item.mig_enabled:
+                continue
+            per_model = [(model, plan_items(name, (item,), model)[1]) for model in MODELS]
+            if all(found for _model, found in per_model):
+                problems.append("mig-configs.%s[%d]: no GPU model has the layout %s (%s)" % (
+                    name, position, item.layout(),
+                    "; ".join("%s: %s" % (model.key, found[0]) for model, found in per_model[:3])))
+    return problems
 
 
 def untouched_problem(name: str, requested: GpuModel) -> str:

@@ -59,6 +59,12 @@ CONFIG_ARGSPEC: Dict[str, Any] = dict(
     node_selector=dict(type="raw"),
 )
 
+# Upper bound of replicas per GPU: a node runs at most 110 pods by default (the kubelet's maxPods,
+# which Kubernetes documents as its supported maximum per node), so more replicas of one GPU than
+# pods on the node can never be used; larger numbers are typos (docs/reference/specs.md §9.6).
+MAX_REPLICAS = 110
+RESOURCE_KEYS = ("name", "replicas")
+
 # Kubernetes label value (the config name is used as the node label value) and ConfigMap key rules.
 _LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _MIG_RESOURCE_RE = re.compile(r"^nvidia\.com/mig-[0-9]+g\.[0-9]+gb([-.][a-z.]+)?$")
@@ -163,6 +169,18 @@ def _bool(raw: Mapping[str, Any], key: str, default: bool, where: str, problems:
     return default
 
 
+def unknown_keys(raw: Mapping[str, Any], path: str) -> List[str]:
+    """Keys of a sharing config (and of its resources) that are not options, each with its path."""
+    problems = ["%s.%s: unknown key %r (valid keys: %s)" % (path, key, key, ", ".join(sorted(CONFIG_ARGSPEC)))
+                for key in raw if key not in CONFIG_ARGSPEC]
+    resources = raw.get("resources")
+    for index, item in enumerate(resources if isinstance(resources, list) else []):
+        if isinstance(item, Mapping):
+            problems.extend("%s.resources[%d].%s: unknown key %r (valid keys: %s)" % (
+                path, index, key, key, ", ".join(RESOURCE_KEYS)) for key in item if key not in RESOURCE_KEYS)
+    return problems
+
+
 def _parse_resources(raw_resources: Sequence[Any], strategy: str, where: str, problems: List[str]) -> List[SharedResource]:
     """The shared resources of one config; problems are appended (named by config, index and resource)."""
     resources: List[SharedResource] = []
@@ -199,19 +217,25 @@ def _parse_resources(raw_resources: Sequence[Any], strategy: str, where: str, pr
             )
         elif replicas < 2:
             problems.append("%s: replicas must be >= 2, got %d" % (item_where, replicas))
+        elif replicas > MAX_REPLICAS:
+            problems.append("%s: replicas must be <= %d (a node runs at most %d pods by default), got %d"
+                            % (item_where, MAX_REPLICAS, MAX_REPLICAS, replicas))
         resources.append(SharedResource(rname, replicas))
 
     return resources
 
 
-def parse_config(raw: Mapping[str, Any]) -> SharingConfig:
-    """Validate one user config; raises SharingError naming the config and the field."""
-    problems: List[str] = []
+def parse_config(raw: Mapping[str, Any], path: str = "config") -> SharingConfig:
+    """Validate one user config; raises SharingError naming the config and the field (``path``:
+    where the config was given, for unknown keys)."""
+    if not isinstance(raw, Mapping):
+        raise SharingError(["%s: a sharing config must be a mapping, got %s" % (path, type(raw).__name__)])
     name = raw.get("name")
     if not isinstance(name, str) or not name:
-        raise SharingError(["a sharing config has no name"])
+        raise SharingError(["a sharing config has no name" + ("" if path == "config" else " (%s)" % path)])
     where = "sharing config %r" % name
-    if len(name) > 63 or not _LABEL_VALUE_RE.match(name):
+    problems = ["%s: %s" % (where, p) for p in unknown_keys(raw, path)]
+    if len(name) > 63 or not _LABEL_VALUE_RE.fullmatch(name):
         problems.append(
             "%s: name must be a valid label value (<= 63 chars of letters, digits, '-', '_', '.', "
             "starting and ending with a letter or digit) because nodes select it with the label %s"
@@ -262,9 +286,9 @@ def parse_configs(raw_configs: Sequence[Mapping[str, Any]], default: Optional[st
     """Validate every config (all problems at once); names unique; default must exist."""
     problems: List[str] = []
     configs: Dict[str, SharingConfig] = {}
-    for raw in raw_configs:
+    for index, raw in enumerate(raw_configs):
         try:
-            cfg = parse_config(raw)
+            cfg = parse_config(raw, "configs[%d]" % index)
         except SharingError as exc:
             problems.extend(exc.problems)
             continue
@@ -613,6 +637,7 @@ def config_problems(cfg: Optional[SharingConfig], gpus: NodeGpus, mig_strategy: 
             "%s: flags.migStrategy %s differs from the ClusterPolicy MIG strategy %s, which takes precedence; "
             "set them equal or drop mig_strategy from the config" % (cwhere, cfg.mig_strategy, mig_strategy)
         )
+    problems.extend(absent_resources(cfg, gpus, mig_strategy, cwhere))
     for item in cfg.resources:
         if not item.name.startswith(MIG_RESOURCE_PREFIX):
             continue
@@ -627,6 +652,24 @@ def config_problems(cfg: Optional[SharingConfig], gpus: NodeGpus, mig_strategy: 
                 % (cwhere, item.name, "/".join(gpus.models) or "its GPUs", ", ".join(sorted(gpus.known_mig_resources)))
             )
     return problems
+
+
+def absent_resources(cfg: SharingConfig, gpus: NodeGpus, mig_strategy: str, cwhere: str) -> List[str]:
+    """Shared resources the node's planned GPUs will not advertise (only known from a plan)."""
+    if gpus.source != "plan":
+        return []
+    have = set(dict(gpus.mig_devices)) if mig_strategy == "mixed" else set()
+    if gpus.full_gpus or (gpus.mig_enabled and mig_strategy == "single"):
+        have.add(GPU_RESOURCE)
+    if mig_strategy != "mixed" and gpus.mig_enabled:
+        have.add(GPU_RESOURCE)
+    known = gpus.known_mig_resources or frozenset()
+    absent = [item.name for item in cfg.resources
+              if item.name not in have and (item.name == GPU_RESOURCE or item.name in known)]
+    if not cfg.resources or len(absent) < len(cfg.resources):
+        return []  # a config shared by many nodes may name resources some of them lack
+    return ["%s: the node does not have %s, so the config shares nothing there (its plan gives it: %s)"
+            % (cwhere, ", ".join(absent), ", ".join(sorted(have)) or "nothing")]
 
 
 @dataclass(frozen=True)
@@ -742,6 +785,11 @@ def product_matches(actual: Optional[str], suffix: str) -> bool:
     return base + suffix == actual
 
 
+def _known_resource_keys(item: Any) -> Any:
+    """A resource of a rendered config without the device plugin's keys this collection does not write."""
+    return dict((k, v) for k, v in item.items() if k in RESOURCE_KEYS) if isinstance(item, Mapping) else item
+
+
 def parse_rendered_config(name: str, text: str) -> SharingConfig:
     """A device-plugin config file as found in the cluster's ConfigMap, back into a SharingConfig.
 
@@ -768,7 +816,7 @@ def parse_rendered_config(name: str, text: str) -> SharingConfig:
     if section is None:
         raw["strategy"] = "none"
     elif isinstance(section, Mapping):
-        raw["resources"] = section.get("resources") or []
+        raw["resources"] = [_known_resource_keys(item) for item in section.get("resources") or []]
         raw["rename_by_default"] = section.get("renameByDefault")
         raw["fail_requests_greater_than_one"] = section.get("failRequestsGreaterThanOne")
     try:
@@ -786,7 +834,10 @@ def configs_from_nodes(node_configs: Mapping[str, Any], configs: Sequence[Mappin
     problems: List[str] = []
     merged: Dict[str, Dict[str, Any]] = {}
     origin: Dict[str, str] = {}
-    for raw in configs:
+    for index, raw in enumerate(configs):
+        if not isinstance(raw, Mapping):
+            problems.append("configs[%d]: a sharing config must be a mapping, got %r" % (index, raw))
+            continue
         merged[str(raw.get("name"))] = dict(raw, nodes=list(raw.get("nodes") or []))
         origin[str(raw.get("name"))] = "configs"
     for node in sorted(node_configs):
@@ -795,6 +846,10 @@ def configs_from_nodes(node_configs: Mapping[str, Any], configs: Sequence[Mappin
             continue
         if not isinstance(raw, Mapping) or not raw.get("name"):
             problems.append("node %r: its sharing config must be a mapping with a name" % node)
+            continue
+        unknown = unknown_keys(raw, "node %r sharing_config" % node)
+        if unknown:
+            problems.extend(unknown)
             continue
         name = str(raw["name"])
         content = dict((k, v) for k, v in raw.items() if k not in ("nodes", "node_selector"))

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from xml.sax.saxutils import escape, quoteattr
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._options import (
+    number_problems, object_name_problems, qualified_name_problem)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
     GPU_RESOURCE,
     MIG_RESOURCE_PREFIX,
@@ -38,6 +40,10 @@ RUN_ID_LABEL = "gpufleet.sharing/verify-run"
 NODE_LABEL = "gpufleet.sharing/verify-node"
 
 # nvidia-smi -L lines (docs/reference/specs.md §4.7): "GPU 0: <name> (UUID: GPU-...)" and "  MIG 1g.10gb  Device  0: (UUID: MIG-...)"
+_RUN_ID_RE = re.compile(r"[a-z0-9]([-a-z0-9]{0,14}[a-z0-9])?")
+# A verification pod is stopped by the kubelet this long after pod_timeout even if nobody deletes
+# it (the module killed mid-run): activeDeadlineSeconds = pod_timeout + DEADLINE_MARGIN.
+DEADLINE_MARGIN = 60
 _GPU_LINE_RE = re.compile(r"^GPU \d+: .+\(UUID: GPU-[^)]+\)\s*$")
 _MIG_LINE_RE = re.compile(r"^\s+MIG (\S+)\s+Device\s+\d+: \(UUID: MIG-[^)]+\)\s*$")
 
@@ -231,6 +237,24 @@ def pending_reason(pod: Optional[Mapping[str, Any]], events: Sequence[Mapping[st
     return "phase %s" % (status.get("phase") or "unknown")
 
 
+def option_problems(params: Mapping[str, Any]) -> List[str]:
+    """Every bad gpu_verify option, before any request (each problem names the option)."""
+    p = params
+    problems = object_name_problems([("namespace", "Namespace", p["namespace"]),
+                                     ("operator_namespace", "Namespace", p["operator_namespace"]),
+                                     ("cluster_policy_name", "ClusterPolicy", p["cluster_policy_name"])]
+                                    + [("nodes", "Node", node) for node in p["nodes"]])
+    problems += number_problems(p, {"pod_timeout": 1, "pod_run_as_user": 1, "parallel": 1, "wait_timeout": 0},
+                                ["poll_interval", "wait_interval"])
+    if p["run_id"] is not None and not _RUN_ID_RE.fullmatch(p["run_id"]):
+        problems.append("run_id %r must be 1-16 lower-case letters, digits or '-' (it goes into pod names and labels)"
+                        % p["run_id"])
+    problems += ["%s must not be empty" % option for option in ("pod_command", "pod_image") if not p[option]]
+    for option in ("pod_annotations", "namespace_labels"):
+        problems += [x for x in (qualified_name_problem(option, key) for key in p[option] or {}) if x]
+    return problems
+
+
 def pod_name(run_id: str, node: str, resource: str, index: int) -> str:
     """DNS-1123 pod name: gpufleet-verify-<run>-<index>-<node/resource hint>, <= 63 chars."""
     hint = re.sub(r"[^a-z0-9-]+", "-", ("%s-%s" % (node, resource.replace(RESOURCE_PREFIX, ""))).lower()).strip("-")
@@ -240,11 +264,12 @@ def pod_name(run_id: str, node: str, resource: str, index: int) -> str:
 
 def pod_manifest(wanted: PodSpecWanted, name: str, namespace: str, run_id: str, image: str, command: Sequence[str],
                  extra_labels: Optional[Mapping[str, str]] = None, tolerations: Optional[Sequence[Mapping[str, Any]]] = None,
-                 run_as_user: int = 65534, hostname: Optional[str] = None) -> Dict[str, Any]:
+                 run_as_user: int = 65534, hostname: Optional[str] = None, deadline: int = 180) -> Dict[str, Any]:
     """A restricted, single-shot pod that asks for one unit of the resource on one node.
 
     It goes through the scheduler (nodeSelector on the node's hostname label, not spec.nodeName),
     so a resource the node lacks leaves the pod Pending with a FailedScheduling event to report.
+    ``deadline`` (activeDeadlineSeconds) stops it even when the run that made it was killed.
     """
     labels = {MANAGED_BY_LABEL: MANAGED_BY_VALUE, RUN_ID_LABEL: run_id, NODE_LABEL: wanted.node[:63]}
     labels.update(extra_labels or {})
@@ -255,6 +280,7 @@ def pod_manifest(wanted: PodSpecWanted, name: str, namespace: str, run_id: str, 
                      "annotations": {"gpufleet.sharing/resource": wanted.resource}},
         "spec": {
             "restartPolicy": "Never",
+            "activeDeadlineSeconds": deadline,
             "nodeSelector": {"kubernetes.io/hostname": hostname or wanted.node},
             "automountServiceAccountToken": False,
             "tolerations": list(tolerations or [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]),
@@ -271,6 +297,7 @@ def pod_manifest(wanted: PodSpecWanted, name: str, namespace: str, run_id: str, 
                     "resources": {"limits": {wanted.resource: 1}},
                     "securityContext": {
                         "allowPrivilegeEscalation": False,
+                        "readOnlyRootFilesystem": True,
                         "capabilities": {"drop": ["ALL"]},
                         "runAsNonRoot": True,
                         "seccompProfile": {"type": "RuntimeDefault"},

@@ -111,7 +111,7 @@ options:
     elements: str
     default: [nvidia-smi, -L]
   pod_run_as_user:
-    description: Non-root user id of the verification container.
+    description: Non-root user id of the verification container (at least V(1)).
     type: int
     default: 65534
   pod_annotations:
@@ -123,11 +123,15 @@ options:
     type: list
     elements: dict
   pod_timeout:
-    description: Seconds the pods get to finish (scheduling included).
+    description:
+      - Seconds the pods get to finish (scheduling included); at least V(1).
+      - Each pod also gets C(activeDeadlineSeconds) of O(pod_timeout) + 60, so that a pod left behind by a
+        killed run stops by itself. A run first deletes the verification pods of earlier runs (other
+        run ids) left in O(namespace), see RV(removed_leftover_pods).
     type: int
     default: 120
   poll_interval:
-    description: Seconds between two polls of the pods (one list call per poll).
+    description: Seconds between two polls of the pods (one list call per poll); more than V(0).
     type: float
     default: 2.0
   wait_timeout:
@@ -201,6 +205,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+removed_leftover_pods:
+  description: Verification pods of earlier, interrupted runs that this run deleted before creating its own.
+  returned: always
+  type: list
+  elements: str
 ok:
   description: Every check passed.
   returned: always
@@ -229,7 +238,6 @@ api_requests:
 
 import binascii
 import os
-import re
 import time
 from typing import Any, Dict, List, Mapping, Tuple
 
@@ -254,6 +262,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import (
     Check,
     build_report,
     compare_node,
+    option_problems,
     render_junit,
     render_table,
     user_checks,
@@ -358,15 +367,17 @@ def run(mod: ClusterModule) -> None:
     if p["checks"] and not HAS_JMESPATH:
         mod.fail("user checks need the jmespath Python library on the host running this module")
     start = time.monotonic()
+    problems = option_problems(p)
+    if problems:
+        mod.fail("; ".join(problems), problems=problems)
     run_id = p["run_id"] or binascii.hexlify(os.urandom(4)).decode("ascii")
-    if not re.match(r"^[a-z0-9]([-a-z0-9]{0,14}[a-z0-9])?$", run_id):
-        mod.fail("run_id %r must be 1-16 lower-case letters, digits or '-' (it goes into pod names and labels)" % run_id)
     checks, expected, nodes, waited = compare(mod)
     pods = PodRun(mod.k8s, p, run_id, mod.warn)
     if p["pods"] and not mod.check_mode:
         hostnames = {n["metadata"]["name"]: labels_of(n).get("kubernetes.io/hostname") for n in nodes}
         pods.run(expected, hostnames)
     checks += pods.checks
+    mod.result["removed_leftover_pods"] = pods.leftovers
     report(mod, checks, expected, run_id, pods.pods, {"elapsed": time.monotonic() - start, "waited": waited})
 
 

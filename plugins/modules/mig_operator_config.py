@@ -31,7 +31,12 @@ options:
     type: str
     default: gpu-operator
   configs:
-    description: Named MIG configs (name to a list of mig-parted items) shared by all nodes.
+    description:
+      - Named MIG configs (name to a list of mig-parted items) shared by all nodes.
+      - Names must be Kubernetes label values (the MIG manager selects a config with the node label
+        C(nvidia.com/mig.config)). Every profile is checked against the MIG catalog; an item with a
+        C(device-filter) must fit every GPU model the filter names, one without must fit at least one
+        MIG-capable model. Nothing is written when a check fails.
     type: dict
     default: {}
   configs_by_host:
@@ -109,6 +114,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_operator imp
     CONFIG_KEY, MigOperatorError, config_map_body, missing_selections, operator_config_document, policy_config_name)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import MigPartedError, render_yaml
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils._options import object_name_problems
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     name=dict(type="str", default="gpufleet-mig-parted-config"),
@@ -132,6 +138,11 @@ def run(mod: ClusterModule) -> None:
     mod.result.update(config_map="%s/%s" % (namespace, name), cluster_policy_changed=False)
 
     # Validate everything before talking to the cluster.
+    problems = object_name_problems([("name", "ConfigMap", name), ("namespace", "Namespace", namespace),
+                                     ("cluster_policy", "ClusterPolicy", params["cluster_policy"] or None)]
+                                    + [("selected", "Node", host) for host in params["selected"]])
+    if problems:
+        mod.fail("; ".join(problems), problems=problems)
     try:
         document = operator_config_document(params["configs"], params["configs_by_host"],
                                             params["include_default_configs"])

@@ -152,6 +152,8 @@ import copy
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils._options import (
+    number_problems, object_name_problems, qualified_name_problem, selector_problem)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._node_drain import (
     DrainError, Drainer, blocking_message, planned_annotations, pod_key, pod_ready)
 
@@ -175,8 +177,9 @@ def main() -> None:
 
 def run(mod: ClusterModule) -> None:
     params = mod.params
-    if params["timeout"] < 0 or params["poll_interval"] <= 0:
-        mod.fail("timeout must be >= 0 and poll_interval > 0")
+    problems = option_problems(params)
+    if problems:
+        mod.fail("; ".join(problems), problems=problems)
     if params["state"] == "restart_pods" and not params["pod_selectors"]:
         mod.fail("state=restart_pods needs pod_selectors (label selectors of the pods to restart)")
     mod.result.update(node=params["node"], evicted=[])
@@ -186,6 +189,14 @@ def run(mod: ClusterModule) -> None:
         maintain(mod)
 
 
+def option_problems(params: Dict[str, Any]) -> List[str]:
+    """Every bad option, before any request."""
+    problems = object_name_problems([("node", "Node", params["node"]), ("namespace", "Namespace", params["namespace"])])
+    problems += number_problems(params, {"timeout": 0, "grace_period": 0}, ["poll_interval"])
+    problems += [p for p in (selector_problem("pod_selectors", s) for s in params["pod_selectors"]) if p]
+    return problems + [p for p in (qualified_name_problem("annotations", k) for k in params["annotations"] or {}) if p]
+
+
 def restart_pods(mod: ClusterModule) -> None:
     """Delete the node's pods matching each selector and wait for Ready replacements."""
     k8s, params = mod.k8s, mod.params
@@ -193,6 +204,8 @@ def restart_pods(mod: ClusterModule) -> None:
     field = "spec.nodeName=%s" % node
     if k8s.get("Node", node) is None:
         mod.fail("node %s not found" % node)
+    if k8s.get("Namespace", namespace) is None:
+        mod.fail("namespace %s (option namespace) does not exist: no pods to restart there" % namespace)
     old: Dict[str, List[str]] = {}
     for selector in params["pod_selectors"]:
         pods = k8s.list("Pod", namespace=namespace, label_selector=selector, field_selector=field)

@@ -230,14 +230,16 @@ def test_verify_reports_a_mismatch_red(lab):
 
 
 def test_verify_pending_pod_times_out_with_the_scheduler_reason(lab):
-    plan = dict(NODE_GPUS, **{"mig-1": [{"model": "A100-40GB", "mig": {"7g.40gb": 1}}]})
+    # A layout the node does not have (4g.20gb instead of 3g.20gb) beside the profiles its sharing
+    # config shares (a config sharing nothing the plan has is refused as a plan problem).
+    plan = dict(NODE_GPUS, **{"mig-1": [{"model": "A100-40GB", "mig": {"1g.5gb": 1, "2g.10gb": 1, "4g.20gb": 1}}]})
     result = run_module("gpu_verify", verify_args(lab, node_gpus=plan, nodes=["mig-1"], pod_timeout=3,
                                                   fail_on_mismatch=False), lab.tmp)
     assert not result.get("failed"), result.get("msg")
-    pod = next(p for p in result["report"]["pods"] if p["resource"] == "nvidia.com/mig-7g.40gb")
+    pod = next(p for p in result["report"]["pods"] if p["resource"] == "nvidia.com/mig-4g.20gb")
     assert pod["outcome"] == "Timeout"
     assert pod["reason"].startswith("FailedScheduling: 0/4 nodes are available"), pod["reason"]
-    assert "Insufficient nvidia.com/mig-7g.40gb" in pod["reason"]
+    assert "Insufficient nvidia.com/mig-4g.20gb" in pod["reason"]
     remaining = store_get(lab, "/api/v1/namespaces/gpufleet-verify/pods")["items"]
     assert [p for p in remaining if not p["metadata"].get("deletionTimestamp")] == []
 

@@ -287,7 +287,7 @@ def test_merged_configs_extra_names_override_defaults():
 
 
 def test_render_yaml_round_trips_through_a_yaml_parser():
-    document = mp.merged_configs({"weird: name": [{"device-filter": ["0x20B010DE"], "devices": [0, 1], "mig-enabled": True,
+    document = mp.merged_configs({"on": [{"device-filter": ["0x20B010DE"], "devices": [0, 1], "mig-enabled": True,
                                                    "mig-devices": {"1g.5gb+me": 1, "3g.20gb": 1}}],
                                   "yes": [{"devices": "all", "mig-enabled": False}],
                                   "1234": [{"devices": "all", "mig-enabled": False}]})
@@ -307,3 +307,25 @@ def test_as_dict_renders_single_filter_as_string_and_omits_devices_when_disabled
         {"device-filter": "0x20B010DE", "devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 1}},
         {"devices": [3], "mig-enabled": False},
     ]
+
+
+def test_an_item_naming_no_gpu_of_the_host_is_refused():
+    items = mp.parse_config(doc({"x": [{"devices": [5], "mig-enabled": False}]})).items("x")
+    with pytest.raises(mp.MigPartedError, match="devices lists GPU 5, but this host has GPU 0"):
+        mp.desired_state(items, [gpu(0)], "x")
+
+
+@pytest.mark.parametrize("name", ["a\nExecStartPre=/bin/sh", "a/b", "..", "a b", 'a"b', "$(id)", "gp\u00fc", "a" * 64, "-a", "a\n"])
+def test_config_names_must_be_label_values(name):
+    with pytest.raises(mp.MigPartedError, match="config name"):
+        mp.parse_config(doc({name: [{"devices": "all", "mig-enabled": False}]}))
+
+
+def test_catalog_refuses_a_profile_the_filtered_model_lacks():
+    config = mp.parse_config(doc({"x": [{"device-filter": "0x20B010DE", "devices": "all", "mig-enabled": True,
+                                         "mig-devices": {"3g.40gb": 1}}]}))
+    assert any("3g.40gb" in p for p in mp.catalog_problems(config, ["x"]))
+    unknown = mp.parse_config(doc({"y": [{"devices": "all", "mig-enabled": True, "mig-devices": {"9g.99gb": 1}}]}))
+    assert mp.catalog_problems(unknown, ["y"])
+    fine = mp.parse_config(doc({"z": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 1}}]}))
+    assert mp.catalog_problems(fine, ["z"]) == []

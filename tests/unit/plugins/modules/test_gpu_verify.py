@@ -62,7 +62,7 @@ def test_green_cluster_with_pods_cleaned_up(monkeypatch):
     assert "gpu-a  OK" in result["report_table"] and result["report_table"].splitlines()[-1].startswith("PASSED")
     assert ET.fromstring(result["report_junit"]).find("testsuite").get("failures") == "0"
     # nodes + ClusterPolicy + ConfigMap, namespace, 2 creates, 1 pod list, 2 logs, 1 delete-collection
-    assert result["api_requests"] == 3 + 1 + 2 + 1 + 2 + 1
+    assert result["api_requests"] == 3 + 1 + 1 + 2 + 1 + 2 + 1  # (+1: the list of earlier runs' leftover pods)
 
 
 def test_cluster_read_back_without_plan(monkeypatch):
@@ -97,8 +97,8 @@ def test_pending_pod_times_out_with_the_scheduler_reason(monkeypatch):
     fake.pod_behaviour = behaviour
     fake.events = [{"involvedObject": {"kind": "Pod", "name": "gpufleet-verify-t2-0-gpu-a-gpu"}, "type": "Warning",
                     "reason": "FailedScheduling", "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}]
-    result, failed = run(gpu_verify, {"nodes": ["gpu-a"], "node_gpus": PLAN, "run_id": "t2", "pod_timeout": 0,
-                                      "fail_on_mismatch": False}, fake, monkeypatch)
+    result, failed = run(gpu_verify, {"nodes": ["gpu-a"], "node_gpus": PLAN, "run_id": "t2", "pod_timeout": 1,
+                                      "poll_interval": 0.2, "fail_on_mismatch": False}, fake, monkeypatch)
     assert not failed and result["ok"] is False
     pod = result["report"]["pods"][0]
     assert pod["outcome"] == "Timeout"

@@ -144,6 +144,7 @@ def test_drain_check_mode_tolerates_a_budget_refusal(api, capsys):
 
 def test_restart_pods_check_mode_sends_dry_run_deletes(api, capsys):
     args = {"node": "gpu-a", "state": "restart_pods", "namespace": "work", "pod_selectors": ["app=x"]}
+    api.add("/api/v1/namespaces/work", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "work"}})
     result = run(node_maintenance, args, capsys, check=True)  # (this fake API ignores label selectors)
     assert result["changed"] and result["restarted"] == ["work/agent", "work/app"] and not result.get("failed")
     assert api.writes == [] and api.dry_writes == [("DELETE", pod_path("agent")), ("DELETE", pod_path("app"))]
