@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import BUILTIN_TYPES, K8sClient, K8sError, K8sTimeout
 from ansible_collections.gpufleet.sharing.plugins.module_utils._module import ModuleFailure
@@ -110,6 +110,12 @@ def read_pod_log(k8s: K8sClient, name: str, namespace: str) -> Tuple[Optional[st
         return None, "cannot read the log: %s" % exc
 
 
+def pod_target(pod: Mapping[str, Any]) -> Optional[str]:
+    """The node a verification pod runs on, or the hostname it asks for while it is not scheduled."""
+    spec = pod.get("spec") or {}
+    return spec.get("nodeName") or (spec.get("nodeSelector") or {}).get("kubernetes.io/hostname")
+
+
 class PodRun:
     """One verification run's pods. ``params`` are gpu_verify's options (namespace, pod_*, parallel, ...)."""
 
@@ -130,7 +136,7 @@ class PodRun:
         if not wanted:
             return
         self.k8s.ensure_namespace(self.namespace, labels=self.params["namespace_labels"])
-        self.remove_leftovers()
+        self.remove_leftovers({exp.node for exp in expected}, hostnames)
         created: Dict[str, Any] = {}
         p = self.params
 
@@ -209,11 +215,15 @@ class PodRun:
         entry.update(outcome=phase, seconds=seconds, log=log or "", reason=reason)
         return pod_check(want, phase if log_error is None else "Failed", log or "", reason or (log_error or ""))
 
-    def remove_leftovers(self) -> None:
+    def remove_leftovers(self, nodes: Set[str], hostnames: Mapping[str, str]) -> None:
         """Delete the verification pods of earlier runs that were killed before their cleanup
-        (labelled with another run id), so that they never run alongside this run's pods."""
+        (labelled with another run id) on the nodes this run verifies, so that they never run
+        alongside this run's pods. Pods of other runs on other nodes (e.g. the parallel per-node
+        verifications of one rollout batch) are left alone."""
         stale = "%s=%s,%s,%s!=%s" % (MANAGED_BY_LABEL, MANAGED_BY_VALUE, RUN_ID_LABEL, RUN_ID_LABEL, self.run_id)
-        leftovers = self.k8s.list("Pod", namespace=self.namespace, label_selector=stale)
+        targets = set(nodes) | {hostnames.get(node, node) for node in nodes}
+        leftovers = [pod for pod in self.k8s.list("Pod", namespace=self.namespace, label_selector=stale)
+                     if pod_target(pod) in targets]
         for pod in leftovers:
             self.warn("deleting verification pod %s/%s left by run %s" % (
                 self.namespace, pod["metadata"]["name"], (pod["metadata"].get("labels") or {}).get(RUN_ID_LABEL)))

@@ -82,3 +82,20 @@ def test_sigterm_leaves_an_orphan_that_the_next_run_removes(lab, tmp_path):
     assert [p["outcome"] for p in result["report"]["pods"]] == ["Succeeded"]
     assert time.monotonic() - start < 30
     wait_until("no verification pod left", lambda: not verify_pods(lab), timeout=10)
+
+
+def test_pods_of_another_run_on_another_node_are_left_alone(lab, tmp_path):
+    """One rollout batch verifies its nodes in parallel (one gpu_verify run per node): a run removes
+    leftovers only on the nodes it verifies, never another run's pods elsewhere."""
+    other = {"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": "gpufleet-verify-other-gpu-x", "namespace": "gpufleet-verify",
+                          "labels": {"app.kubernetes.io/managed-by": "gpufleet.sharing",
+                                     "gpufleet.sharing/verify-run": "parallel"}},
+             "spec": {"nodeSelector": {"kubernetes.io/hostname": "gpu-x"},
+                      "containers": [{"name": "probe", "image": "busybox"}]}}
+    lab.store.create("v1/namespaces", {"metadata": {"name": "gpufleet-verify"}})
+    lab.store.create("v1/pods", other)
+    result = run_module("gpu_verify", verify_args(lab, "mine"), str(tmp_path))
+    assert not result.get("failed"), result.get("msg")
+    assert result["ok"] is True and result["removed_leftover_pods"] == []
+    assert [p["metadata"]["name"] for p in verify_pods(lab)] == ["gpufleet-verify-other-gpu-x"]
