@@ -200,6 +200,9 @@ class Drainer:
             self.k8s.wait_for("evicted pods of %s to terminate" % self.node, gone, timeout, self.interval,
                               self.progress)
         except K8sError as exc:
+            if exc.status is not None:  # the API refused (e.g. 403): not a timeout, say what it said
+                raise DrainError("waiting for the pods evicted from %s failed: %s" % (self.node, exc),
+                                 [{"pod": e["pod"], "reason": str(exc)} for e in remaining]) from exc
             raise DrainError("pods evicted from %s did not terminate in time: %s" % (
                 self.node, ", ".join(e["pod"] for e in remaining)),
                 [{"pod": e["pod"], "reason": "still terminating"} for e in remaining]) from exc

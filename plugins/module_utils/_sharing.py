@@ -61,7 +61,7 @@ CONFIG_ARGSPEC: Dict[str, Any] = dict(
 
 # Upper bound of replicas per GPU: a node runs at most 110 pods by default (the kubelet's maxPods,
 # which Kubernetes documents as its supported maximum per node), so more replicas of one GPU than
-# pods on the node can never be used; larger numbers are typos (docs/reference/specs.md §9.6).
+# pods on the node can never be used; larger numbers are typos (docs/reference/specs.md §9.7).
 MAX_REPLICAS = 110
 RESOURCE_KEYS = ("name", "replicas")
 

@@ -4,6 +4,8 @@
            [--first-address 127.0.0.2] [--timeout SECONDS]
     down   --dir DIR        stop exactly what `up` started there (recorded PIDs); idempotent
     status --dir DIR [--json]
+    kubeconfig --dir DIR --service-account NS/NAME --out PATH [--apply RBAC.yml ...]
+           a kubeconfig whose token gets only what RBAC binds to that ServiceAccount
 
 The lab is a test instrument, not the product (see tests/lab/README.md).
 """
@@ -16,6 +18,7 @@ import sys
 from typing import List, Optional
 
 from gpulab import hosts
+from gpulab.cluster import access
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,6 +37,12 @@ def _parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="list the lab's hosts and whether they answer SSH")
     status.add_argument("--dir", required=True)
     status.add_argument("--json", action="store_true", help="machine-readable output")
+    kubeconfig = commands.add_parser("kubeconfig", help="write a kubeconfig for a ServiceAccount (RBAC-restricted)")
+    kubeconfig.add_argument("--dir", required=True)
+    kubeconfig.add_argument("--service-account", required=True, metavar="NS/NAME")
+    kubeconfig.add_argument("--out", required=True, help="path of the kubeconfig to write (mode 0600)")
+    kubeconfig.add_argument("--apply", action="append", default=[], metavar="FILE",
+                            help="YAML file of RBAC objects to create first (repeatable)")
     return parser
 
 
@@ -50,6 +59,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             if lab.get("cluster"):
                 print(f"kubeconfig: {lab['cluster']['kubeconfig']} ({lab['cluster']['url']})")
             return 0
+        if args.command == "kubeconfig":
+            return access.main(["--dir", args.dir, "--service-account", args.service_account,
+                                "--kubeconfig", args.out] + [a for f in args.apply for a in ("--apply", f)])
         if args.command == "down":
             stopped = hosts.down(args.dir)
             print(f"stopped: {', '.join(stopped)}" if stopped else "nothing running")

@@ -12,7 +12,8 @@ Served (JSON only; protobuf bodies get 415):
   delete (DeleteOptions body or query), deletecollection, pods/log, pods/eviction, pods/binding,
   <x>/status; ``dryRun=All`` on every write; ``Accept: ...as=Table`` for kubectl's printing.
   Lab-only: GET /lab/metrics (request counts per "<verb> <resource>"), POST /lab/metrics/reset,
-  GET/POST/DELETE /lab/faults.
+  GET/POST/DELETE /lab/faults, POST /lab/tokens (a ServiceAccount token, rbac.py).
+Every resource request is authorized by rbac.py (the admin token is system:masters).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import yaml
 from gpulab.cluster import discovery
 from gpulab.cluster import faults as _faults
 from gpulab.cluster import protobuf
+from gpulab.cluster import rbac
 from gpulab.cluster import tables, watch
 from gpulab.cluster.errors import (ApiError, bad_request, conflict, resource_not_found,
                                    unsupported_patch_type)
@@ -133,6 +135,7 @@ class Api:
         self.faults = fault_registry if fault_registry is not None else _faults.REGISTRY
         self.metrics = Metrics()
         self.token = token
+        self.rbac = rbac.Authorizer(store, token)
         self.stopping = stopping or threading.Event()
         self.max_watch_seconds = max_watch_seconds
 
@@ -148,11 +151,6 @@ class Api:
             return error_response(ApiError(500, "InternalError", "Internal error occurred: %s"
                                            % exc))
 
-    def _authorised(self, request: Request) -> bool:
-        if self.token is None:
-            return True
-        return request.headers.get("authorization", "") == "Bearer %s" % self.token
-
     def _handle(self, request: Request) -> Response:
         path = request.path.rstrip("/") or "/"
         if path.startswith("/lab/"):
@@ -162,7 +160,8 @@ class Api:
             if path == "/version":
                 return json_response(200, discovery.SERVER_VERSION)
             return Response(200, b"ok", "text/plain")
-        if not self._authorised(request):
+        identity = self.rbac.authenticate(request.headers.get("authorization", ""))
+        if identity is None:
             self.metrics.count("unauthorized", path)
             return error_response(ApiError(401, "Unauthorized", "Unauthorized"))
         parts = [urllib.parse.unquote(p) for p in path.split("/") if p]
@@ -176,6 +175,9 @@ class Api:
         resource = route.rt.plural + ("/" + route.subresource if route.subresource else "")
         resource_key = route.rt.key + ("/" + route.subresource if route.subresource else "")
         self.metrics.count(verb, resource_key)
+        self.rbac.authorize(identity, rbac.Attributes(verb, route.rt.group, route.rt.plural,
+                                                      route.subresource, route.namespace,
+                                                      route.name), route.rt)
         fault = self.faults.match_request(verb, resource, resource_key, route.namespace,
                                           route.name)
         if fault is not None:
@@ -211,6 +213,8 @@ class Api:
         if path == "/lab/metrics/reset" and request.method == "POST":
             self.metrics.reset()
             return json_response(200, self.metrics.snapshot())
+        if path == "/lab/tokens":
+            return json_response(*self.rbac.lab_tokens(request.method, request.body))
         if path == "/lab/faults":
             if request.method == "GET":
                 return json_response(200, {"items": self.faults.list()})

@@ -325,7 +325,8 @@ def ensure_pki(pki_dir: str) -> Tuple[str, str, str]:
     return ca_path, cert_path, key_path
 
 
-def write_kubeconfig(path: str, url: str, token: str, ca_file: str) -> None:
+def write_kubeconfig(path: str, url: str, token: str, ca_file: str,
+                     user: str = "gpulab-admin") -> None:
     with open(ca_file, "rb") as handle:
         ca_data = base64.b64encode(handle.read()).decode()
     text = (
@@ -340,14 +341,14 @@ def write_kubeconfig(path: str, url: str, token: str, ca_file: str) -> None:
         "- name: gpulab\n"
         "  context:\n"
         "    cluster: gpulab\n"
-        "    user: gpulab-admin\n"
+        "    user: %s\n"
         "    namespace: default\n"
         "current-context: gpulab\n"
         "preferences: {}\n"
         "users:\n"
-        "- name: gpulab-admin\n"
+        "- name: %s\n"
         "  user:\n"
-        "    token: %s\n" % (ca_data, url, token))
+        "    token: %s\n" % (ca_data, url, user, user, token))
     temporary = path + ".tmp"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -269,3 +269,19 @@ def test_wait_mig_config_history_failure_and_interference():
         migop.wait_mig_config(NodeSequence([mig_node("b", "success")]), "n", "a", 60, 1, None, [])
     with pytest.raises(K8sError, match="node n disappeared"):
         migop.wait_mig_config(NodeSequence([None]), "n", "a", 60, 1, None, [])
+
+
+def test_drainer_names_a_refused_read_while_waiting():
+    """A 403 while waiting for evicted pods is not a timeout: the message names the permission."""
+    k8s = FakeK8s({})
+    k8s.evict = lambda name, namespace, grace_period_seconds=None: None
+    denied = ('GET /api/v1/namespaces/ns/pods/a: pods "a" is forbidden: User "u" cannot get resource '
+              '"pods" in API group "" in the namespace "ns" (HTTP 403)')
+
+    def get(kind, name, namespace=None):
+        raise K8sError(denied, status=403)
+    k8s.get = get
+    with pytest.raises(DrainError) as err:
+        Drainer(k8s, "n", timeout=3, interval=1).evict_all([pod("a")])
+    assert "did not terminate in time" not in str(err.value)
+    assert 'cannot get resource "pods" in API group "" in the namespace "ns"' in str(err.value)
