@@ -19,7 +19,8 @@ description:
     "held by X since T (expires E)".
   - V(renewed) moves C(renewTime) to now; it fails when O(holder) does not hold the Lease.
   - V(released) deletes the Lease when O(holder) holds it, and leaves another holder's Lease alone.
-  - Uses the verbs get, create, update and delete on C(leases) of group C(coordination.k8s.io).
+  - Uses the verbs get, create, update and delete on C(leases) of group C(coordination.k8s.io), and
+    list on C(nodes) with O(state=acquired).
 author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
@@ -46,6 +47,13 @@ options:
     description: Namespace of the Lease.
     type: str
     default: kube-system
+  node_annotation:
+    description:
+      - Node annotation a rollout leaves on the nodes it works on. With O(state=acquired), the nodes
+        that carry it (a failed or interrupted run's nodes) are returned in RV(annotated_nodes), so
+        that the run picks them up again.
+    type: str
+    default: gpufleet.sharing/rollout
   lease_duration:
     description:
       - Seconds the lock stays held after its last renewal (C(leaseDurationSeconds)); after that another
@@ -67,6 +75,11 @@ message:
   description: What was done, for example V(acquired), V(renewed), V(released) or V(not held).
   returned: always
   type: str
+annotated_nodes:
+  description: Nodes carrying O(node_annotation), with its value and whether the node is cordoned.
+  returned: when O(state=acquired)
+  type: dict
+  sample: {gpu-node-07: {annotation: "failed: verification timed out", unschedulable: true}}
 lease:
   description: The Lease's spec after the change (holderIdentity, acquireTime, renewTime, leaseDurationSeconds).
   returned: when O(holder) holds the lock
@@ -74,7 +87,7 @@ lease:
 """
 
 import time
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import BUILTIN_TYPES, K8sError
@@ -88,6 +101,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     state=dict(type="str", default="acquired", choices=["acquired", "renewed", "released"]),
     name=dict(type="str", default="gpufleet-sharing-rollout"),
     namespace=dict(type="str", default="kube-system"),
+    node_annotation=dict(type="str", default="gpufleet.sharing/rollout"),
     lease_duration=dict(type="int", default=1800),
 )
 
@@ -105,10 +119,22 @@ def run(mod: ClusterModule) -> None:
     for attempt in range(ATTEMPTS):
         try:
             step(mod)
-            return
+            break
         except K8sError as exc:
             if exc.status != 409 or attempt == ATTEMPTS - 1:
                 raise
+    if params["state"] == "acquired":
+        mod.result["annotated_nodes"] = annotated_nodes(mod.k8s.list("Node"), params["node_annotation"])
+
+
+def annotated_nodes(nodes: List[Dict[str, Any]], key: str) -> Dict[str, Dict[str, Any]]:
+    found = {}
+    for node in nodes:
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        if key in annotations:
+            found[node["metadata"]["name"]] = {"annotation": annotations[key],
+                                               "unschedulable": bool((node.get("spec") or {}).get("unschedulable"))}
+    return found
 
 
 def step(mod: ClusterModule) -> None:
