@@ -78,8 +78,9 @@ class RolloutLab:
         path = os.path.join(self.dir, "vars-%d.yml" % os.getpid())
         with open(path, "w", encoding="utf-8") as handle:
             yaml.safe_dump(dict(self.base_vars(), **variables), handle)
+        playbooks = os.environ.get("GPUFLEET_TEST_PLAYBOOKS") or os.path.join(REPO, "playbooks")  # to replay old ones
         argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", self.inventory,
-                "-i", self.extra_inventory, "-e", "@" + path, os.path.join(REPO, "playbooks", playbook)]
+                "-i", self.extra_inventory, "-e", "@" + path, os.path.join(playbooks, playbook)]
         return argv + (["--limit", limit] if limit else [])
 
     def env(self) -> Dict[str, str]:
