@@ -125,7 +125,7 @@ def start_lab(lab_dir: str) -> RolloutLab:
     os.environ.update(FAST_ENV)
     try:
         info = hosts.up(lab_dir, [hosts.parse_host_spec(s) for s in SPECS], cluster=True,
-                        first_address="127.0.10.2")
+                        first_address=os.environ.get("GPUFLEET_TEST_LAB_ADDRESS", "127.0.10.2"))
     finally:
         for key, value in saved.items():
             if value is None:
