@@ -115,9 +115,12 @@ class RolloutLab:
     def clear_faults(self) -> None:
         faults.clear_remote(self.dir)
 
-    def wait_for_annotation(self, name: str, prefix: str, timeout: float = 120) -> None:
-        wait_until("node %s annotated %r" % (name, prefix),
-                   lambda: (self.node(name)["annotation"] or "").startswith(prefix), timeout)
+    def wait_for_drain(self, name: str, timeout: float = 120) -> None:
+        """Until the node is cordoned and annotated "in progress" (the drain has started)."""
+        def draining() -> bool:
+            node = self.node(name)
+            return node["unschedulable"] and (node["annotation"] or "").startswith("in progress")
+        wait_until("node %s cordoned and annotated 'in progress'" % name, draining, timeout)
 
 
 def start_lab(lab_dir: str) -> RolloutLab:

@@ -123,7 +123,7 @@ def test_host_lost_mid_rollout_is_a_failure_like_any_other(fleet):
     layout = _next_layout(fleet)
     run = fleet.start(mig_config=layout, gpufleet_rollout_max_fail_percentage=0)
     try:
-        fleet.wait_for_annotation("flt-0", "in progress")
+        fleet.wait_for_drain("flt-0")
         fleet.set_reachable(False)
         run.wait(timeout=300)
     finally:
@@ -145,7 +145,7 @@ def test_sigterm_mid_run_then_the_lease_expires_and_the_rerun_converges(fleet):
     layout = _next_layout(fleet)
     run = fleet.start(mig_config=layout, gpufleet_rollout_lock_duration=20)
     try:
-        fleet.wait_for_annotation("flt-0", "in progress")
+        fleet.wait_for_drain("flt-0")
         run.send_signal(signal.SIGTERM)
         run.wait(timeout=60)
     finally:
@@ -155,10 +155,13 @@ def test_sigterm_mid_run_then_the_lease_expires_and_the_rerun_converges(fleet):
     assert node["unschedulable"] and node["annotation"].startswith("in progress"), node
     held = fleet.lease()
     assert held is not None
-    refused = fleet.play(mig_config=layout)
-    assert refused.returncode != 0 and "is held by" in flat(refused.stdout)
-    wait_until("the killed run's lease to expire", lambda: _expired(held), timeout=40)
-    _assert_converged(fleet, fleet.play(mig_config=layout))
+    try:
+        refused = fleet.play(mig_config=layout)
+        assert refused.returncode != 0 and "is held by" in flat(refused.stdout)
+        wait_until("the killed run's lease to expire", lambda: _expired(held), timeout=40)
+        _assert_converged(fleet, fleet.play(mig_config=layout))
+    finally:
+        fleet.k8s.delete("Lease", LEASE_NAME, namespace=LEASE_NS)  # whatever happened, later cases start free
     fleet.flt1_layout = layout
     assert gpustate.load(fleet.hosts["flt-0"]["state_file"]).gpu(0).gpu_instances
 
