@@ -203,6 +203,7 @@ BUILTIN_TYPES: Dict[str, ResourceType] = dict((rt.kind, rt) for rt in [
     ResourceType("apps/v1", "ReplicaSet", "replicasets", True),
     ResourceType("apps/v1", "StatefulSet", "statefulsets", True),
     ResourceType("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", True),
+    ResourceType("coordination.k8s.io/v1", "Lease", "leases", True),
     ResourceType("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False),
     ResourceType("nvidia.com/v1", "ClusterPolicy", "clusterpolicies", False),
 ])

@@ -262,9 +262,13 @@ def maintain(mod: ClusterModule) -> None:
     mod.changes.record("node %s" % name, before, after)
     mod.result["unschedulable"] = after["unschedulable"]
 
+    # A cordoned node always carries its reason: annotate before a cordon, uncordon before removing it.
+    if not after["unschedulable"]:
+        k8s.set_unschedulable(name, False)
     if params["annotations"]:
         k8s.set_node_annotations(name, copy.deepcopy(params["annotations"]))
-    k8s.set_unschedulable(name, after["unschedulable"])
+    if after["unschedulable"]:
+        k8s.set_unschedulable(name, True)
     if drainer is not None:
         drain(mod, drainer)
 

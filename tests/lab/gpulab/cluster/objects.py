@@ -88,6 +88,9 @@ def builtin_resource_types() -> List[ResourceType]:
                      categories=("all",), subresources=("scale",)),
         ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True,
                      "poddisruptionbudget", ("pdb",)),
+        # Leases (docs/reference/specs.md 12.1): no status, no generation; the collection's rollout lock.
+        ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, "lease", (),
+                     status_subresource=False, has_generation=False),
         ResourceType("nvidia.com", "v1", "clusterpolicies", "ClusterPolicy", False,
                      "clusterpolicy", (), custom=True),
         ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions",

@@ -1,0 +1,163 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.sharing contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: rollout_lock
+short_description: Take, renew or release the rollout lock (a coordination.k8s.io/v1 Lease)
+version_added: 0.2.0
+description:
+  - Keeps two rollouts from changing the same cluster at once with a Kubernetes Lease, as leader
+    election does, so that C(kubectl get lease) shows who holds it.
+  - V(acquired) creates the Lease, or takes it over when its holder stopped renewing it
+    (C(renewTime) + C(leaseDurationSeconds) in the past, for example a run that crashed), or renews it
+    when O(holder) already holds it. A Lease that another holder renewed in time is refused with
+    "held by X since T (expires E)".
+  - V(renewed) moves C(renewTime) to now; it fails when O(holder) does not hold the Lease.
+  - V(released) deletes the Lease when O(holder) holds it, and leaves another holder's Lease alone.
+  - Uses the verbs get, create, update and delete on C(leases) of group C(coordination.k8s.io), and
+    list on C(nodes) with O(state=acquired).
+author:
+  - gpufleet maintainers (@gpufleet)
+extends_documentation_fragment:
+  - gpufleet.sharing.k8s_auth
+  - gpufleet.sharing.attributes.CLUSTER
+attributes:
+  check_mode:
+    description: Reads the Lease and decides as a real run (a held lock is refused); the write is a server-side dry run.
+options:
+  holder:
+    description: Identity of this run, for example V(<run id> <user>@<controller host>).
+    type: str
+    required: true
+  state:
+    description: Whether O(holder) should hold the lock (V(acquired), V(renewed)) or not (V(released)).
+    type: str
+    choices: [acquired, renewed, released]
+    default: acquired
+  name:
+    description: Name of the Lease.
+    type: str
+    default: gpufleet-sharing-rollout
+  namespace:
+    description: Namespace of the Lease.
+    type: str
+    default: kube-system
+  node_annotation:
+    description:
+      - Node annotation a rollout leaves on the nodes it works on. With O(state=acquired), the nodes
+        that carry it (a failed or interrupted run's nodes) are returned in RV(annotated_nodes), so
+        that the run picks them up again.
+    type: str
+    default: gpufleet.sharing/rollout
+  lease_duration:
+    description:
+      - Seconds the lock stays held after its last renewal (C(leaseDurationSeconds)); after that another
+        run may take it. Must be longer than the time between two renewals.
+    type: int
+    default: 1800
+"""
+
+EXAMPLES = r"""
+- name: Take the rollout lock
+  gpufleet.sharing.rollout_lock:
+    holder: "20261201T035552-4711 alice@ctl-1"
+    lease_duration: 1800
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+message:
+  description: What was done, for example V(acquired), V(renewed), V(released) or V(not held).
+  returned: always
+  type: str
+annotated_nodes:
+  description: Nodes carrying O(node_annotation), with its value and whether the node is cordoned.
+  returned: when O(state=acquired)
+  type: dict
+  sample: {gpu-node-07: {annotation: "failed: verification timed out", unschedulable: true}}
+lease:
+  description: The Lease's spec after the change (holderIdentity, acquireTime, renewTime, leaseDurationSeconds).
+  returned: when O(holder) holds the lock
+  type: dict
+"""
+
+import time
+from typing import Any, Dict, List
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import BUILTIN_TYPES, K8sError
+from ansible_collections.gpufleet.sharing.plugins.module_utils._rollout_lock import LEASE_API_VERSION, decide
+
+LEASE = BUILTIN_TYPES["Lease"]
+ATTEMPTS = 3  # another run may create or update the Lease between our read and our write
+
+ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
+    holder=dict(type="str", required=True),
+    state=dict(type="str", default="acquired", choices=["acquired", "renewed", "released"]),
+    name=dict(type="str", default="gpufleet-sharing-rollout"),
+    namespace=dict(type="str", default="kube-system"),
+    node_annotation=dict(type="str", default="gpufleet.sharing/rollout"),
+    lease_duration=dict(type="int", default=1800),
+)
+
+
+def main() -> None:
+    ClusterModule(ARGUMENT_SPEC).run(run)
+
+
+def run(mod: ClusterModule) -> None:
+    params = mod.params
+    if not params["holder"].strip():
+        mod.fail("holder must not be empty")
+    if params["lease_duration"] <= 0:
+        mod.fail("lease_duration must be > 0 (seconds), got %d" % params["lease_duration"])
+    for attempt in range(ATTEMPTS):
+        try:
+            step(mod)
+            break
+        except K8sError as exc:
+            if exc.status != 409 or attempt == ATTEMPTS - 1:
+                raise
+    if params["state"] == "acquired":
+        mod.result["annotated_nodes"] = annotated_nodes(mod.k8s.list("Node"), params["node_annotation"])
+
+
+def annotated_nodes(nodes: List[Dict[str, Any]], key: str) -> Dict[str, Dict[str, Any]]:
+    found = {}
+    for node in nodes:
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        if key in annotations:
+            found[node["metadata"]["name"]] = {"annotation": annotations[key],
+                                               "unschedulable": bool((node.get("spec") or {}).get("unschedulable"))}
+    return found
+
+
+def step(mod: ClusterModule) -> None:
+    """Read the Lease, decide, write; a 409 (raced by another run) propagates for a new attempt."""
+    params, k8s = mod.params, mod.k8s
+    where = "rollout lock %s/%s" % (params["namespace"], params["name"])
+    lease = k8s.get(LEASE, params["name"], namespace=params["namespace"])
+    decision = decide(lease, params["state"], params["holder"], params["lease_duration"], time.time())
+    mod.result["message"] = decision.message
+    if decision.action == "refuse":
+        mod.fail("%s is %s" % (where, decision.message))
+    if decision.action == "delete":
+        k8s.delete(LEASE, params["name"], namespace=params["namespace"])
+    elif decision.action == "create":
+        k8s.create({"apiVersion": LEASE_API_VERSION, "kind": "Lease", "spec": decision.spec,
+                    "metadata": {"name": params["name"], "namespace": params["namespace"]}})
+    elif decision.action == "update":
+        body = dict(lease or {}, spec=decision.spec)
+        k8s.replace(body)  # carries metadata.resourceVersion: a concurrent change answers 409
+    if decision.spec is not None:
+        mod.result["lease"] = decision.spec
+    mod.result["changed"] = decision.action != "none"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+"""The rollout's promise under faults (issue 10): a failed node stays cordoned with its reason, the
+summary says so, and a re-run picks the node up and converges.
+
+One small fleet (two A100 hosts + the virtual cluster, operator installed by site.yml once); each
+case changes flt-0's MIG layout under a fault, checks what is left behind, then re-runs.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+import signal
+import time
+
+import pytest
+
+from gpulab import gpustate, hosts
+
+from labtools import wait_until
+from rollout_lab import ANNOTATION, LEASE_NAME, LEASE_NS, flat, start_lab
+
+_PROBLEM = hosts.prerequisites_problem()
+pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=f"lab hosts cannot run here: {_PROBLEM}")
+
+LAYOUTS = ["all-1g.5gb", "all-balanced"]
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    lab_dir = str(tmp_path_factory.mktemp("rolloutlab"))
+    lab = start_lab(lab_dir)
+    try:
+        result = lab.play("site.yml", mig_config=LAYOUTS[0])
+        assert result.returncode == 0, flat(result.stdout + result.stderr)[-4000:]
+        lab.layout = lab.flt1_layout = LAYOUTS[0]
+        yield lab
+    finally:
+        hosts.down(lab_dir)
+
+
+def _next_layout(lab) -> str:
+    lab.layout = LAYOUTS[1 - LAYOUTS.index(lab.layout)]
+    return lab.layout
+
+
+def _assert_left_failed(lab, result, fragment: str, outcome: str = "failed") -> None:
+    output = flat(result.stdout + result.stderr)
+    assert result.returncode != 0, output[-3000:]
+    node = lab.node("flt-0")
+    assert node["unschedulable"], node
+    assert (node["annotation"] or "").startswith("failed: ") and fragment in node["annotation"], node
+    row = lab.summary()["flt-0"]
+    assert row["outcome"] == outcome and fragment in row["reason"], row
+    assert lab.lease() is None  # released at the end of a failed run too
+
+
+def _assert_converged(lab, result) -> None:
+    output = flat(result.stdout + result.stderr)
+    assert result.returncode == 0, output[-4000:]
+    assert lab.node("flt-0") == {"unschedulable": False, "annotation": None}
+    assert lab.summary()["flt-0"]["outcome"] == "changed"
+    assert lab.lease() is None
+
+
+def test_lock_held_by_another_run_is_refused_then_taken_when_expired(fleet):
+    now = time.time()
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+             "metadata": {"name": LEASE_NAME, "namespace": LEASE_NS},
+             "spec": {"holderIdentity": "run-x bob@ctl-2", "acquireTime": _micro(now - 5),
+                      "renewTime": _micro(now - 5), "leaseDurationSeconds": 600}}
+    fleet.k8s.create(lease)
+    try:
+        refused = fleet.play(limit="flt-0", mig_config=fleet.layout)
+        output = flat(refused.stdout + refused.stderr)
+        assert refused.returncode != 0
+        assert ("rollout lock kube-system/gpufleet-sharing-rollout is held by run-x bob@ctl-2 since %s (expires %s)"
+                % (_micro(now - 5), _micro(now + 595))) in output
+        assert fleet.node("flt-0") == {"unschedulable": False, "annotation": None}
+        stale = fleet.lease()
+        stale["spec"]["renewTime"] = _micro(now - 700)  # a crashed run: never renewed
+        fleet.k8s.replace(stale)
+        taken = fleet.play(limit="flt-0", mig_config=fleet.layout)
+        assert taken.returncode == 0, flat(taken.stdout + taken.stderr)[-3000:]
+        assert fleet.lease() is None
+    finally:
+        fleet.k8s.delete("Lease", LEASE_NAME, namespace=LEASE_NS)
+
+
+def test_verification_pods_pending_then_rerun_picks_the_node_up(fleet):
+    """#1: the node failed after its apply; the re-run sees the layout converged but our annotation."""
+    layout = _next_layout(fleet)
+    fleet.add_fault("named", condition="scheduler-stuck", count=None)
+    try:
+        failed = fleet.play(limit="flt-0", mig_config=layout, verify_pod_timeout=8)
+    finally:
+        fleet.clear_faults()
+    _assert_left_failed(fleet, failed, "phase Pending")
+    _assert_converged(fleet, fleet.play(limit="flt-0", mig_config=layout))
+
+
+def test_mig_parted_failure_leaves_the_node_cordoned_with_the_reason(fleet, tmp_path):
+    hooks = tmp_path / "hooks.yaml"
+    hooks.write_text("version: v1\nhooks:\n  apply-start:\n  - command: /bin/false\n    args: []\n")
+    layout = _next_layout(fleet)
+    failed = fleet.play(limit="flt-0", mig_config=layout, mig_parted_hooks_file=str(hooks), mig_gpu_clients=[])
+    _assert_left_failed(fleet, failed, "apply-start hook")
+    _assert_converged(fleet, fleet.play(limit="flt-0", mig_config=layout))
+
+
+def test_api_errors_and_conflicts_are_retried(fleet):
+    layout = _next_layout(fleet)
+    fleet.add_fault("conflict", verb="update", resource="nodes", count=2)
+    fleet.add_fault("error", verb="get", resource="nodes", status=503, count=2)
+    fleet.add_fault("error", verb="create", resource="pods/eviction", status=500, count=1)
+    try:
+        _assert_converged(fleet, fleet.play(limit="flt-0", mig_config=layout))
+    finally:
+        fleet.clear_faults()
+
+
+def test_host_lost_mid_rollout_is_a_failure_like_any_other(fleet):
+    """#3: annotated, summarised, budget counted; the re-run converges once the host is back."""
+    layout = _next_layout(fleet)
+    run = fleet.start(mig_config=layout, gpufleet_rollout_max_fail_percentage=0)
+    try:
+        fleet.wait_for_drain("flt-0")
+        fleet.set_reachable(False)
+        run.wait(timeout=300)
+    finally:
+        fleet.set_reachable(True)
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode != 0
+    node = fleet.node("flt-0")
+    assert node["unschedulable"] and node["annotation"].startswith("failed: host unreachable"), node
+    summary = fleet.summary()
+    assert summary["flt-0"]["outcome"] == "unreachable"
+    with open(fleet.dir + "/background.log", encoding="utf-8") as handle:
+        assert "over the 0% budget: the rollout stops here" in flat(handle.read())
+    _assert_converged(fleet, fleet.play(mig_config=layout))
+    fleet.flt1_layout = layout
+
+
+def test_sigterm_mid_run_then_the_lease_expires_and_the_rerun_converges(fleet):
+    layout = _next_layout(fleet)
+    run = fleet.start(mig_config=layout, gpufleet_rollout_lock_duration=20)
+    try:
+        fleet.wait_for_drain("flt-0")
+        run.send_signal(signal.SIGTERM)
+        run.wait(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    node = fleet.node("flt-0")
+    assert node["unschedulable"] and node["annotation"].startswith("in progress"), node
+    held = fleet.lease()
+    assert held is not None
+    try:
+        refused = fleet.play(mig_config=layout)
+        assert refused.returncode != 0 and "is held by" in flat(refused.stdout)
+        wait_until("the killed run's lease to expire", lambda: _expired(held), timeout=40)
+        _assert_converged(fleet, fleet.play(mig_config=layout))
+    finally:
+        fleet.k8s.delete("Lease", LEASE_NAME, namespace=LEASE_NS)  # whatever happened, later cases start free
+    fleet.flt1_layout = layout
+    assert gpustate.load(fleet.hosts["flt-0"]["state_file"]).gpu(0).gpu_instances
+
+
+def _expired(lease) -> bool:
+    spec = lease["spec"]
+    return time.time() > _parse(spec["renewTime"]) + spec["leaseDurationSeconds"] + 1
+
+
+def _micro(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + ".%06dZ" % int((seconds % 1) * 1e6)
+
+
+def _parse(text: str) -> float:
+    return calendar.timegm(time.strptime(text.split(".")[0], "%Y-%m-%dT%H:%M:%S"))
+
+
+def test_a_tampered_mig_manager_drop_in_is_repaired_without_a_drain(fleet):
+    """#11: converged layout, tampered override.conf: repaired (changed), then changed=0."""
+    drop_in = "%s/etc/systemd/system/nvidia-mig-manager.service.d/override.conf" % fleet.hosts["flt-1"]["host_dir"]
+    with open(drop_in, encoding="utf-8") as handle:
+        wanted = handle.read()
+    with open(drop_in, "w", encoding="utf-8") as handle:
+        handle.write("[Service]\nEnvironment=MIG_PARTED_SELECTED_CONFIG=all-disabled\n")
+    repaired = fleet.play(limit="flt-1", mig_config=fleet.flt1_layout)
+    output = flat(repaired.stdout + repaired.stderr)
+    assert repaired.returncode == 0, output[-3000:]
+    with open(drop_in, encoding="utf-8") as handle:
+        assert handle.read() == wanted
+    assert fleet.summary()["flt-1"]["outcome"] == "changed"
+    assert "in progress" not in output  # no drain for a files-only repair
+    again = fleet.play(limit="flt-1", mig_config=fleet.flt1_layout)
+    assert again.returncode == 0 and fleet.summary()["flt-1"]["outcome"] == "unchanged"
+    assert re.search(r"flt-1 *: ok=\d+ +changed=0 ", again.stdout), again.stdout[-2000:]
