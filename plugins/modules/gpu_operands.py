@@ -58,7 +58,10 @@ options:
     type: str
     default: gpu-operator
   timeout:
-    description: Seconds to wait for the pods to go (V(paused)) or to run Ready again (V(restored)).
+    description:
+      - Seconds to wait for the pods to go (V(paused)) or to run Ready again (V(restored)).
+      - V(restored) waits for the operands whose label is C(true) again and whose DaemonSet (named
+        like the pods' C(app) label) exists in O(namespace).
     type: int
     default: 300
   poll_interval:
@@ -174,7 +177,10 @@ def restore(mod: ClusterModule, labels: Dict[str, str], record: Any) -> None:
         mod.k8s.set_node_labels(name, dict(changes))
     restored = dict(labels)
     restored.update(changes)
-    apps = apps_to_wait(record, restored, READY_APPS)
+    # The operator sets every deploy label, also of components it does not run (e.g. dcgm):
+    # wait only for operands whose DaemonSet exists.
+    apps = [app for app in apps_to_wait(record, restored, READY_APPS)
+            if mod.k8s.get("DaemonSet", app, mod.params["namespace"]) is not None]
     mod.result["waited_for"] = apps
     if not mod.check_mode:
         wait(mod, apps, gone=False)
@@ -206,3 +212,7 @@ def wait(mod: ClusterModule, apps: List[str], gone: bool) -> None:
     except K8sTimeout as exc:
         mod.fail("%s. The annotation %s keeps the previous labels; run state=restored again to restore them."
                  % (exc, PAUSED_ANNOTATION))
+
+
+if __name__ == "__main__":
+    main()

@@ -21,6 +21,7 @@ def _fake():
 
 
 def _pod(fake, app, ready=True):
+    fake.add("DaemonSet", app, NS)
     fake.add("Pod", app + "-abcde", NS, metadata={"name": app + "-abcde", "namespace": NS, "labels": {"app": app}},
              spec={"nodeName": "n1"},
              status={"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]})
