@@ -157,7 +157,6 @@ def option_problems(config: str, timeout: int, drain_timeout: int, poll_interval
     return problems
 
 
-
 def relabel_step(previous: Optional[str], state: Optional[str], config: str) -> str:
     """What makes the MIG manager apply ``config`` to a node whose labels say (previous, state):
 

@@ -122,4 +122,3 @@ def pods_by_app(pods: Sequence[Mapping[str, Any]], apps: Sequence[str]) -> Dict[
         if app in found:
             found[app].append(pod)
     return found
-

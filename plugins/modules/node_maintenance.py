@@ -21,7 +21,7 @@ description:
     otherwise the drain stops before changing anything and lists those pods.
   - Optionally sets or removes annotations on the node, for example the reason of the maintenance.
   - Cordon ownership. A cordon this module sets is marked with the annotation
-    C(gpufleet.sharing/cordoned-by) (the O(run_id)). V(uncordon) lifts only such a cordon: a node
+    C(gpufleet.sharing/cordoned-by) (the O(run_id)). V(uncordon) lifts only such a cordon; a node
     that someone else cordoned stays cordoned (RV(left_cordoned)), unless O(force_uncordon=true).
     V(cordon) and V(drain) on a node that is already cordoned leave that cordon and its owner as
     they are.
