@@ -20,6 +20,7 @@ except ImportError:  # pragma: no cover - PyYAML comes with ansible-core and the
     yaml = None
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
+from ansible_collections.gpufleet.sharing.plugins.module_utils._node_drain import CORDON_OWNER, LEGACY_CORDON_MARKER
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import (
     catalog_problems, config_name_problem, merged_configs, parse_config)
@@ -27,10 +28,6 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted impor
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 MIG_STATE_LABEL = "nvidia.com/mig.config.state"
 CONFIG_KEY = "config.yaml"
-# Set while this collection holds a node cordoned for a MIG change, so that a re-run after a
-# failure knows the cordon is ours to lift (and never lifts an administrator's cordon).
-CORDON_MARKER = "gpufleet.sharing/cordoned-for"
-CORDON_MARKER_VALUE = "mig-reconfiguration"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpufleet.sharing"}
 
 
@@ -101,7 +98,7 @@ def failure_reason(node: Mapping[str, Any], events: List[Mapping[str, Any]]) -> 
     annotations = (node.get("metadata") or {}).get("annotations") or {}
     for key in sorted(annotations):
         lowered = key.lower()
-        if "mig" in lowered and key != CORDON_MARKER:
+        if "mig" in lowered and key not in (CORDON_OWNER, LEGACY_CORDON_MARKER):
             parts.append("%s=%s" % (key, annotations[key]))
     related = [e for e in events if "mig" in ("%s %s" % (e.get("reason", ""), e.get("message", ""))).lower()]
     for event in related[-3:]:
@@ -166,12 +163,6 @@ def option_problems(config: str, timeout: int, drain_timeout: int, poll_interval
     if poll_interval <= 0 or timeout < 0 or drain_timeout < 0:
         problems.append("timeout and drain_timeout must be >= 0 and poll_interval > 0")
     return problems
-
-
-def cordoned_by_us(node: Mapping[str, Any]) -> bool:
-    """The node carries our cordon marker: a cordon we set and may lift."""
-    annotations = (node.get("metadata") or {}).get("annotations") or {}
-    return annotations.get(CORDON_MARKER) == CORDON_MARKER_VALUE
 
 
 def relabel_step(previous: Optional[str], state: Optional[str], config: str) -> str:

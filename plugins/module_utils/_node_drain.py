@@ -12,15 +12,77 @@ with ``force``. Eviction uses the policy/v1 Eviction API so PodDisruptionBudgets
 
 On a client in dry-run mode (a module in check mode) every eviction is sent once as a dry run and
 nothing is waited for: a budget's refusal now says nothing about later, and no pod goes away.
+
+Cordon ownership (one rule for every module): a cordon the collection sets carries the node
+annotation ``gpufleet.sharing/cordoned-by: <run id>``, written in the same update as the cordon;
+an uncordon lifts only such a cordon (or the older marker ``gpufleet.sharing/cordoned-for``) and
+removes the marker in the same update. A node that was cordoned before is processed but left
+cordoned (``force`` lifts it anyway).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+CORDON_OWNER = "gpufleet.sharing/cordoned-by"
+LEGACY_CORDON_MARKER = "gpufleet.sharing/cordoned-for"  # mig_node_config before 0.2.0
+
+
+def default_run_id(prefix: str) -> str:
+    """An id for one run when the caller gave none: ``<prefix>-<UTC time>``."""
+    return "%s-%s" % (prefix, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
+
+
+def cordon_owner(node: Dict[str, Any]) -> Optional[str]:
+    """The run id of the collection's cordon on ``node`` (None: not cordoned by the collection)."""
+    if not (node.get("spec") or {}).get("unschedulable"):
+        return None
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(CORDON_OWNER) or annotations.get(LEGACY_CORDON_MARKER)
+
+
+def cordon_node(node: Dict[str, Any], run_id: str) -> Optional[Dict[str, Any]]:
+    """Mutation for K8sClient.update: cordon and mark as ours; None when already cordoned
+    (by us or by someone else: that cordon keeps its owner)."""
+    if (node.get("spec") or {}).get("unschedulable"):
+        return None
+    node.setdefault("spec", {})["unschedulable"] = True
+    annotations = node.setdefault("metadata", {}).setdefault("annotations", {})
+    annotations.pop(LEGACY_CORDON_MARKER, None)
+    annotations[CORDON_OWNER] = run_id
+    return node
+
+
+def uncordon_node(node: Dict[str, Any], force: bool = False) -> Optional[Dict[str, Any]]:
+    """Mutation for K8sClient.update: lift our cordon (any cordon with ``force``) and drop the
+    marker; a stale marker on a schedulable node is dropped; None when nothing changes."""
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    markers = [key for key in (CORDON_OWNER, LEGACY_CORDON_MARKER) if key in annotations]
+    unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
+    if unschedulable and not (force or cordon_owner(node)):
+        return None
+    if not unschedulable and not markers:
+        return None
+    node.setdefault("spec", {}).pop("unschedulable", None)
+    for key in markers:
+        del node["metadata"]["annotations"][key]
+    return node
+
+
+def cordon(k8s: K8sClient, name: str, run_id: str) -> bool:
+    """Cordon ``name`` as ours unless it is cordoned already; True when this call cordoned it."""
+    changed, _before, _after = k8s.update("Node", name, lambda obj: cordon_node(obj, run_id))
+    return bool(changed)
+
+
+def uncordon(k8s: K8sClient, name: str, force: bool = False) -> Tuple[bool, bool]:
+    """(lifted, left_cordoned): lift the collection's cordon; a foreign cordon stays (unless force)."""
+    changed, _before, after = k8s.update("Node", name, lambda obj: uncordon_node(obj, force))
+    return bool(changed), bool(((after or {}).get("spec") or {}).get("unschedulable"))
 
 
 def pod_key(pod: Dict[str, Any]) -> str:

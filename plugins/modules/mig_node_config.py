@@ -21,7 +21,10 @@ description:
     annotations and events, and leaves the node cordoned so that no workload lands on GPUs in an
     unknown layout. Running the module again retries (restarting the node's MIG manager pod, which
     then applies the label again); the cordon it set is lifted after success.
-  - A node that was already cordoned before (by someone else) stays cordoned.
+  - The cordon it sets is marked with the annotation C(gpufleet.sharing/cordoned-by) (O(run_id));
+    only such a cordon (or the older marker C(gpufleet.sharing/cordoned-for)) is lifted. A node
+    that was already cordoned before (by someone else) is changed but stays cordoned
+    (RV(left_cordoned)).
 author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
@@ -91,6 +94,11 @@ options:
         changes or when it starts.
     type: str
     default: app=nvidia-mig-manager
+  run_id:
+    description:
+      - Id of this run, written to the annotation C(gpufleet.sharing/cordoned-by) when the module
+        cordons the node. Default C(mig_node_config-<UTC time>).
+    type: str
 """
 
 EXAMPLES = r"""
@@ -144,6 +152,10 @@ uncordoned:
   description: Whether the module lifted its own cordon at the end.
   returned: always
   type: bool
+left_cordoned:
+  description: The node stays cordoned at the end because someone else cordoned it.
+  returned: when the node is in the requested config at the end
+  type: bool
 restarted_mig_manager:
   description: Whether the MIG manager pod of the node was restarted to retry the same config.
   returned: when it was restarted
@@ -158,11 +170,11 @@ from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sTimeout
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_operator import (
-    CORDON_MARKER, CORDON_MARKER_VALUE, MIG_CONFIG_LABEL, MIG_STATE_LABEL, MigConfigFailed,
-    config_map_problem, cordoned_by_us, node_is_configured, node_mig_status, option_problems, relabel_step, wait_mig_config)
+    MIG_CONFIG_LABEL, MIG_STATE_LABEL, MigConfigFailed,
+    config_map_problem, node_is_configured, node_mig_status, option_problems, relabel_step, wait_mig_config)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._node_drain import (
-    DrainError, Drainer, blocking_message, pod_key)
+    DrainError, Drainer, blocking_message, cordon, cordon_owner, default_run_id, pod_key, uncordon)
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     node=dict(type="str", required=True),
@@ -177,6 +189,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     poll_interval=dict(type="float", default=5),
     mig_manager_namespace=dict(type="str", default="gpu-operator"),
     mig_manager_selector=dict(type="str", default="app=nvidia-mig-manager"),
+    run_id=dict(type="str"),
 )
 
 
@@ -228,7 +241,7 @@ class MigNodeConfig:
                                 {MIG_CONFIG_LABEL: previous, MIG_STATE_LABEL: state},
                                 {MIG_CONFIG_LABEL: self.config, MIG_STATE_LABEL: "success"}, changed=True)
         if drainer is not None:
-            self.cordon_and_drain(drainer, bool((node.get("spec") or {}).get("unschedulable")))
+            self.cordon_and_drain(drainer)
         step = relabel_step(previous, state, self.config)
         if step == "restart":
             self.k8s.set_node_labels(self.node_name, {MIG_STATE_LABEL: None})
@@ -262,12 +275,9 @@ class MigNodeConfig:
                           blocking=blocking)
         return drainer
 
-    def cordon_and_drain(self, drainer: Drainer, unschedulable: bool) -> None:
-        if not unschedulable:
-            # Mark first, then cordon: a crash in between leaves a marker and no cordon, which
-            # is harmless; the reverse could leave a cordon nobody lifts.
-            self.k8s.set_node_annotations(self.node_name, {CORDON_MARKER: CORDON_MARKER_VALUE})
-            self.k8s.set_unschedulable(self.node_name, True)
+    def cordon_and_drain(self, drainer: Drainer) -> None:
+        # Cordon and mark it ours in one update; a node cordoned before keeps its cordon and owner.
+        cordon(self.k8s, self.node_name, self.params["run_id"] or default_run_id("mig_node_config"))
         to_evict: List[Dict[str, Any]] = []
         evicted: List[Dict[str, str]] = []
         try:
@@ -284,12 +294,13 @@ class MigNodeConfig:
             self.mod.result["evicted"] = [entry["pod"] for entry in evicted]
 
     def uncordon_if_ours(self, node: Dict[str, Any]) -> None:
-        if not (self.params["drain"] and cordoned_by_us(node)):
+        if not (self.params["drain"] and cordon_owner(node)):
+            self.mod.result["left_cordoned"] = bool((node.get("spec") or {}).get("unschedulable"))
             return
-        self.k8s.set_unschedulable(self.node_name, False)
-        self.k8s.set_node_annotations(self.node_name, {CORDON_MARKER: None})
-        self.mod.changes.mark()
-        self.mod.result["uncordoned"] = True
+        lifted, self.mod.result["left_cordoned"] = uncordon(self.k8s, self.node_name)
+        if lifted:
+            self.mod.changes.mark()
+        self.mod.result["uncordoned"] = lifted
 
     def mig_manager_pods(self) -> List[Dict[str, Any]]:
         return self.k8s.list("Pod", namespace=self.params["mig_manager_namespace"],

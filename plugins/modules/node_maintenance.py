@@ -20,6 +20,11 @@ description:
     evicted only with O(delete_emptydir_data=true), pods without a controller only with O(force=true);
     otherwise the drain stops before changing anything and lists those pods.
   - Optionally sets or removes annotations on the node, for example the reason of the maintenance.
+  - Cordon ownership. A cordon this module sets is marked with the annotation
+    C(gpufleet.sharing/cordoned-by) (the O(run_id)). V(uncordon) lifts only such a cordon; a node
+    that someone else cordoned stays cordoned (RV(left_cordoned)), unless O(force_uncordon=true).
+    V(cordon) and V(drain) on a node that is already cordoned leave that cordon and its owner as
+    they are.
   - Restarts selected pods of the node (V(restart_pods)), waiting for their replacements.
 author:
   - gpufleet maintainers (@gpufleet)
@@ -80,6 +85,17 @@ options:
     description: Seconds between two eviction rounds or checks.
     type: float
     default: 2
+  run_id:
+    description:
+      - Id of this run, written to the annotation C(gpufleet.sharing/cordoned-by) when the module
+        cordons the node. Default C(node_maintenance-<UTC time>).
+    type: str
+  force_uncordon:
+    description:
+      - With O(state=uncordon), also lift a cordon that the collection did not set (by an
+        administrator or another controller).
+    type: bool
+    default: false
   annotations:
     description:
       - Annotations to set on the node (a null value removes the annotation), for example the
@@ -124,6 +140,17 @@ unschedulable:
   returned: when O(state) is not V(restart_pods)
   type: bool
   sample: true
+cordoned_by:
+  description: Run id in the node's C(gpufleet.sharing/cordoned-by) annotation at the end; null
+    when the node is not cordoned by the collection.
+  returned: when O(state) is not V(restart_pods)
+  type: str
+  sample: rollout-20261201T040000Z
+left_cordoned:
+  description: With O(state=uncordon), the node stays cordoned because the collection did not
+    cordon it (set O(force_uncordon=true) to lift it anyway).
+  returned: when O(state=uncordon)
+  type: bool
 evicted:
   description: Pods evicted (namespace/name).
   returned: always
@@ -155,7 +182,8 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module i
 from ansible_collections.gpufleet.sharing.plugins.module_utils._options import (
     number_problems, object_name_problems, qualified_name_problem, selector_problem)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._node_drain import (
-    DrainError, Drainer, blocking_message, planned_annotations, pod_key, pod_ready)
+    CORDON_OWNER, DrainError, Drainer, blocking_message, cordon, cordon_node, cordon_owner, default_run_id,
+    planned_annotations, pod_key, pod_ready, uncordon, uncordon_node)
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     node=dict(type="str", required=True),
@@ -168,6 +196,8 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     timeout=dict(type="int", default=300),
     poll_interval=dict(type="float", default=2),
     annotations=dict(type="dict"),
+    run_id=dict(type="str"),
+    force_uncordon=dict(type="bool", default=False),
 )
 
 
@@ -237,16 +267,18 @@ def restart_pods(mod: ClusterModule) -> None:
 
 
 def maintain(mod: ClusterModule) -> None:
-    """cordon, drain or uncordon (with the annotations)."""
+    """cordon, drain or uncordon (with the annotations); only our own cordon is lifted."""
     k8s, params = mod.k8s, mod.params
     name, state = params["node"], params["state"]
     node = k8s.get("Node", name)
     if node is None:
         mod.fail("node %s not found" % name)
-    before_annotations = dict((node.get("metadata") or {}).get("annotations") or {})
-    before = {"unschedulable": bool((node.get("spec") or {}).get("unschedulable")), "annotations": before_annotations}
-    after = {"unschedulable": state != "uncordon",
-             "annotations": planned_annotations(before_annotations, params["annotations"])}
+    run_id = params["run_id"] or default_run_id("node_maintenance")
+    planned = copy.deepcopy(node)
+    if state == "uncordon":
+        planned = uncordon_node(planned, params["force_uncordon"]) or planned
+    else:
+        planned = cordon_node(planned, run_id) or planned
     drainer: Optional[Drainer] = None
     if state == "drain":
         drainer = Drainer(k8s, name, params["delete_emptydir_data"], params["force"], params["timeout"],
@@ -259,18 +291,27 @@ def maintain(mod: ClusterModule) -> None:
             mod.fail(blocking_message("cannot drain node %s" % name, blocking), blocking=blocking)
         if to_evict:
             mod.changes.mark()
-    mod.changes.record("node %s" % name, before, after)
-    mod.result["unschedulable"] = after["unschedulable"]
-
-    # A cordoned node always carries its reason: annotate before a cordon, uncordon before removing it.
-    if not after["unschedulable"]:
-        k8s.set_unschedulable(name, False)
+    mod.changes.record("node %s" % name, _summary(node), _summary(planned, params["annotations"]))
+    mod.result.update(unschedulable=bool((planned.get("spec") or {}).get("unschedulable")),
+                      cordoned_by=cordon_owner(planned))
+    # A cordoned node always carries its reason: uncordon before removing it, annotate before a cordon.
+    if state == "uncordon":
+        _lifted, mod.result["left_cordoned"] = uncordon(k8s, name, params["force_uncordon"])
     if params["annotations"]:
         k8s.set_node_annotations(name, copy.deepcopy(params["annotations"]))
-    if after["unschedulable"]:
-        k8s.set_unschedulable(name, True)
+    if state != "uncordon":
+        cordon(k8s, name, run_id)
     if drainer is not None:
         drain(mod, drainer)
+
+
+def _summary(node: Dict[str, Any], annotations: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """What the diff shows of a node: schedulability and annotations (with ``annotations`` applied)."""
+    current = dict((node.get("metadata") or {}).get("annotations") or {})
+    if annotations and CORDON_OWNER in annotations:
+        annotations = dict((k, v) for k, v in annotations.items() if k != CORDON_OWNER)
+    return {"unschedulable": bool((node.get("spec") or {}).get("unschedulable")),
+            "annotations": planned_annotations(current, annotations)}
 
 
 def drain(mod: ClusterModule, drainer: Drainer) -> None:

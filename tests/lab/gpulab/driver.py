@@ -209,9 +209,11 @@ def destroy_compute_instance(gpu: Gpu, gi: GpuInstance, ci: ComputeInstance) -> 
 # --------------------------------------------------------------------------- MIG mode and reset
 
 def gpu_busy(state: HostState, gpu: Gpu) -> bool:
-    """Clients attached: simulated compute processes, or an active service listed in the
-    host's optional ``gpu_client_services`` (docs/reference/specs.md §5: nvsm / dcgm keep the GPU busy on DGX)."""
-    if gpu.processes:
+    """Clients attached: simulated compute processes, an active service listed in the host's
+    optional ``gpu_client_services`` (docs/reference/specs.md §5: nvsm / dcgm keep the GPU busy on
+    DGX), or a running pod that holds the device files (``gpu_client_pods``, §7.6: the operator's
+    device plugin, GFD, DCGM exporter)."""
+    if gpu.processes or state.gpu_client_pods:
         return True
     clients = state.gpu_client_services
     return any(state.services.get(name) == "active" for name in clients)

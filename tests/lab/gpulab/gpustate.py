@@ -120,6 +120,11 @@ class HostState:
     # Services whose active state counts as a client holding every GPU (e.g. ["nvsm", "nvidia-dcgm"]
     # to model a DGX, docs/reference/specs.md §5); empty by default.
     gpu_client_services: List[str] = field(default_factory=list)
+    # Non-compute clients holding every GPU's device files, e.g. the GPU Operator's device plugin
+    # pod ("gpu-operator/nvidia-device-plugin-daemonset-x2v9q"): not listed by
+    # --query-compute-apps, but a MIG mode change stays pending while one runs
+    # (docs/reference/specs.md §7.6). Registered by the lab's kubelet while such a pod runs.
+    gpu_client_pods: List[str] = field(default_factory=list)
     schema: int = SCHEMA_VERSION
 
     def gpu(self, index: int) -> Gpu:
@@ -332,6 +337,7 @@ def create(path: str, hostname: str, gpus: Sequence[Tuple[str, int]],
 def apply_reboot(state: HostState, actor: str = "reboot") -> None:
     """In-memory reboot: processes and MIG instances are gone (docs/reference/specs.md §4.1: never persistent);
     Ampere applies a pending mode (InfoROM bit); Hopper+ loses MIG mode entirely."""
+    state.gpu_client_pods = []
     for gpu in state.gpus:
         gpu.processes = []
         gpu.gpu_instances = []
@@ -361,6 +367,7 @@ def reboot(path: str, actor: str = "reboot") -> HostState:
 def power_off(path: str, actor: str = "shutdown") -> HostState:
     """`shutdown -h`: the host is down until something (the lab) powers it on with reboot()."""
     with locked(path) as state:
+        state.gpu_client_pods = []
         for gpu in state.gpus:
             gpu.processes = []
             gpu.gpu_instances = []
@@ -424,3 +431,23 @@ def remove_process(path: str, pid: int) -> bool:
                     state.record("workload", "process-stop", gpu=gpu.index, pid=pid)
                     return True
     return False
+
+
+def attach_client(path: str, client: str) -> None:
+    """A non-compute client (a pod holding the device files) opens every GPU of the host."""
+    with locked(path) as state:
+        if not state.powered_on:
+            raise StateError(f"{state.hostname} is powered off")
+        if client not in state.gpu_client_pods:
+            state.gpu_client_pods.append(client)
+            state.record("kubelet", "client-attach", client=client)
+
+
+def detach_client(path: str, client: str) -> bool:
+    """The client closed the device files; False (and no change) when it was not attached."""
+    with locked(path) as state:
+        if client not in state.gpu_client_pods:
+            return False
+        state.gpu_client_pods.remove(client)
+        state.record("kubelet", "client-detach", client=client)
+        return True

@@ -1,7 +1,12 @@
 """GPU processes of running pods: a long-running pod holding GPUs shows up as compute processes
 on the simulated GPUs of its host (one per physical device it was allocated), so that the MIG
 manager and mig-parted see busy GPUs like on real hosts. The pod annotation
-``lab.gpufleet.io/gpu-process: "false"`` opts out."""
+``lab.gpufleet.io/gpu-process: "false"`` opts out.
+
+Pods whose program is a GPU client (the operator's device plugin, GFD, DCGM exporter: they hold the
+device files without being compute processes, docs/reference/specs.md §7.6) attach to their host
+as a client while they run (``attach_client``): nvidia-smi does not list them, but a MIG mode
+change stays pending and a reset is refused until they are gone."""
 
 from __future__ import annotations
 
@@ -41,6 +46,23 @@ def start(path: str, allocations: Dict[str, List[devmod.Device]], pod_name: str)
     return processes
 
 
+def attach_client(path: str, client: str) -> bool:
+    """Register ``client`` ("namespace/pod") as holding the host's GPUs; False when the host is off."""
+    try:
+        gpustate.attach_client(path, client)
+    except gpustate.StateError as exc:
+        LOG.warning("kubelet: %s cannot open the GPUs: %s", client, exc)
+        return False
+    return True
+
+
+def detach_client(path: str, client: str) -> None:
+    try:
+        gpustate.detach_client(path, client)
+    except gpustate.StateError:
+        pass
+
+
 def stop(processes: Iterable[Process]) -> None:
     for path, pid in processes:
         try:
@@ -49,4 +71,4 @@ def stop(processes: Iterable[Process]) -> None:
             pass
 
 
-__all__ = ["Process", "start", "stop", "wants_gpu_processes"]
+__all__ = ["Process", "attach_client", "detach_client", "start", "stop", "wants_gpu_processes"]

@@ -9,6 +9,8 @@ What it models (and what it does not):
 * what a container does and prints (containers.py: ``Workload``, or the operator's programs);
 * long-running pods holding GPUs show up as compute processes on the simulated GPUs, so that the
   MIG manager and mig-parted see busy GPUs like on real hosts (opt out per pod with an annotation);
+  running operand pods whose program is a GPU client (``gpu_client``) attach to the host as
+  non-compute clients (gpuprocesses.attach_client);
 * graceful deletion: terminating pods are stopped and removed (``delete(..., grace 0)``).
 
 Not modelled: images, volumes, probes, init containers (treated as done), cpu/memory enforcement.
@@ -44,6 +46,7 @@ class PodRun:
     failing: Dict[str, Outcome] = dataclasses.field(default_factory=dict)
     exit_codes: Dict[str, int] = dataclasses.field(default_factory=dict)
     processes: List[gpuprocesses.Process] = dataclasses.field(default_factory=list)
+    client_of: Optional[str] = None  # state file of the host whose GPUs this pod holds as a client
     started_at: Optional[str] = None
     pod_ip: str = ""
 
@@ -285,6 +288,7 @@ class Kubelet:
             if run is None or run.stage not in ("running", "crashloop") or pod["metadata"].get("deletionTimestamp"):
                 continue
             run.processes = []
+            run.client_of = None  # the reboot detached every client
             outcomes: Dict[str, Outcome] = {}
             for container in pod["spec"].get("containers") or []:
                 name = container["name"]
@@ -350,11 +354,21 @@ class Kubelet:
         path = self.state_path_for(run.node)
         if path and gpuprocesses.wants_gpu_processes(pod):
             run.processes.extend(gpuprocesses.start(path, run.allocations, run.name))
+        if path and run.client_of is None and self._is_gpu_client(pod):
+            if gpuprocesses.attach_client(path, f"{run.namespace}/{run.name}"):
+                run.client_of = path
+
+    def _is_gpu_client(self, pod: Obj) -> bool:
+        return any(getattr(self.program_for(pod, container), "gpu_client", False)
+                   for container in pod["spec"].get("containers") or [])
 
     def _release(self, run: PodRun) -> None:
         if run.processes:
             gpuprocesses.stop(run.processes)
             run.processes = []
+        if run.client_of:
+            gpuprocesses.detach_client(run.client_of, f"{run.namespace}/{run.name}")
+            run.client_of = None
         with self._lock:
             run.allocations = {}
 

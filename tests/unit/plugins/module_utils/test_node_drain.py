@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils import _mig_operator as migop
+from ansible_collections.gpufleet.sharing.plugins.module_utils import _node_drain as drain
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils._node_drain import (
     DrainError, Drainer, blocking_message, classify_pods, planned_annotations, pod_key, pod_ready)
@@ -182,7 +183,8 @@ def test_missing_selections():
 def test_node_status_and_reason():
     node = {"metadata": {"labels": {migop.MIG_CONFIG_LABEL: "all-balanced", migop.MIG_STATE_LABEL: "success"},
                          "annotations": {"lab.gpufleet.io/mig-config-failure": "",
-                                         migop.CORDON_MARKER: migop.CORDON_MARKER_VALUE}}}
+                                         drain.LEGACY_CORDON_MARKER: "mig-reconfiguration",
+                                         drain.CORDON_OWNER: "run-1"}}}
     assert migop.node_mig_status(node) == ("all-balanced", "success")
     assert migop.node_is_configured(node, "all-balanced")
     assert not migop.node_is_configured(node, "all-1g.5gb")
@@ -214,9 +216,20 @@ def test_policy_config_name_and_undefined_config():
     assert migop.undefined_config("text", "c", "ns/cm") == "MIG config 'c' is not defined in ConfigMap ns/cm (key config.yaml)"
 
 
-def test_cordon_marker_and_relabel_step():
-    assert not migop.cordoned_by_us({"metadata": {}})
-    assert migop.cordoned_by_us({"metadata": {"annotations": {migop.CORDON_MARKER: migop.CORDON_MARKER_VALUE}}})
+def test_cordon_ownership_and_relabel_step():
+    assert drain.cordon_owner({"metadata": {}, "spec": {"unschedulable": True}}) is None
+    legacy = {"metadata": {"annotations": {drain.LEGACY_CORDON_MARKER: "mig-reconfiguration"}},
+              "spec": {"unschedulable": True}}
+    assert drain.cordon_owner(legacy) == "mig-reconfiguration"
+    lifted = drain.uncordon_node(legacy)
+    assert lifted == {"metadata": {"annotations": {}}, "spec": {}}
+    foreign = {"metadata": {}, "spec": {"unschedulable": True}}
+    assert drain.cordon_node(foreign, "r1") is None and drain.uncordon_node(foreign) is None
+    assert drain.uncordon_node(foreign, force=True) == {"metadata": {}, "spec": {}}
+    fresh = drain.cordon_node({"metadata": {"name": "n"}}, "r1")
+    assert fresh["spec"] == {"unschedulable": True} and drain.cordon_owner(fresh) == "r1"
+    stale = {"metadata": {"annotations": {drain.CORDON_OWNER: "old"}}, "spec": {}}
+    assert drain.uncordon_node(stale) == {"metadata": {"annotations": {}}, "spec": {}}
     assert migop.relabel_step("a", "pending", "a") == "wait"
     assert migop.relabel_step("a", "rebooting", "a") == "wait"
     assert migop.relabel_step("a", "failed", "a") == "restart"

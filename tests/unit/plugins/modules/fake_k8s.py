@@ -116,6 +116,20 @@ class FakeK8s:
         obj["metadata"].setdefault("labels", {}).update(labels)
         return True, obj
 
+    def set_node_annotations(self, node, annotations, dry_run=None):
+        self.request_count += 2
+        dry = self._write(("annotations", node, json.dumps(annotations, sort_keys=True)), dry_run)
+        obj = self.objects[("Node", None, node)]
+        if dry:
+            obj = copy.deepcopy(obj)
+        current = obj["metadata"].setdefault("annotations", {})
+        for key, value in annotations.items():
+            if value is None:
+                current.pop(key, None)
+            else:
+                current[key] = value
+        return True, obj
+
     def delete(self, kind, name, namespace=None, dry_run=None, grace_period_seconds=None):
         self.request_count += 1
         if self._write(("delete", kind, name), dry_run):

@@ -123,11 +123,12 @@ def run(module, args, capsys, check=False, diff=False):
 
 
 def test_drain_check_mode_reports_and_writes_nothing(api, capsys):
-    result = run(node_maintenance, {"node": "gpu-a", "state": "drain"}, capsys, check=True, diff=True)
+    result = run(node_maintenance, {"node": "gpu-a", "state": "drain", "run_id": "r1"}, capsys, check=True, diff=True)
     assert result["changed"] and result["would_evict"] == ["work/app"]
     assert result["skipped"] == [{"pod": "work/agent", "reason": "DaemonSet pod"}]
     assert (result["diff"]["before"], result["diff"]["after"]) == (
-        {"unschedulable": False, "annotations": {}}, {"unschedulable": True, "annotations": {}})
+        {"unschedulable": False, "annotations": {}},
+        {"unschedulable": True, "annotations": {"gpufleet.sharing/cordoned-by": "r1"}})
     assert result["evicted"] == []
     assert api.writes == []
     # check mode: the cordon (GET + dry-run PUT) and the eviction are sent as dry runs
@@ -178,6 +179,24 @@ def test_cordon_uncordon_with_annotation(api, capsys):
     assert key not in api.objects[NODE]["metadata"]["annotations"]
 
 
+def test_uncordon_lifts_only_our_own_cordon(api, capsys):
+    owner = "gpufleet.sharing/cordoned-by"
+    ours = run(node_maintenance, {"node": "gpu-a", "state": "cordon", "run_id": "r1"}, capsys)
+    assert ours["changed"] and ours["cordoned_by"] == "r1"
+    assert api.objects[NODE]["metadata"]["annotations"][owner] == "r1"
+    back = run(node_maintenance, {"node": "gpu-a", "state": "uncordon"}, capsys)
+    assert back["changed"] and not back["left_cordoned"] and not back["unschedulable"]
+    assert owner not in api.objects[NODE]["metadata"].get("annotations", {})
+    api.objects[NODE]["spec"]["unschedulable"] = True  # an administrator's cordon
+    again = run(node_maintenance, {"node": "gpu-a", "state": "drain", "run_id": "r2"}, capsys)
+    assert again["cordoned_by"] is None and owner not in api.objects[NODE]["metadata"].get("annotations", {})
+    kept = run(node_maintenance, {"node": "gpu-a", "state": "uncordon"}, capsys)
+    assert kept["left_cordoned"] and kept["unschedulable"] and api.objects[NODE]["spec"]["unschedulable"]
+    forced = run(node_maintenance, {"node": "gpu-a", "state": "uncordon", "force_uncordon": True}, capsys)
+    assert forced["changed"] and not forced["left_cordoned"]
+    assert "unschedulable" not in api.objects[NODE]["spec"]
+
+
 def test_unknown_node(api, capsys):
     result = run(node_maintenance, {"node": "nope", "state": "uncordon"}, capsys)
     assert result["failed"] and result["msg"] == "node nope not found"
@@ -215,16 +234,27 @@ def test_mig_node_config_success_then_unchanged(api, capsys):
     planned = run(mig_node_config, args, capsys, check=True, diff=True)
     assert planned["changed"] and planned["would_evict"] == ["work/app"] and api.writes == []
     assert planned["evicted"] == [] and planned["diff"]["after"]["nvidia.com/mig.config"] == "all-balanced"
-    # marker, cordon, eviction and label change as dry runs; no wait
-    assert [w[0] for w in api.dry_writes] == ["PUT", "PUT", "POST", "PUT"]
+    # cordon with its marker (one update), eviction and label change as dry runs; no wait
+    assert [w[0] for w in api.dry_writes] == ["PUT", "POST", "PUT"]
     done = run(mig_node_config, args, capsys)
     assert done["changed"] and done["state"] == "success" and done["uncordoned"], done
     node = api.objects[NODE]
     assert node["metadata"]["labels"]["nvidia.com/mig.config"] == "all-balanced"
     assert "unschedulable" not in node["spec"]
-    assert "gpufleet.sharing/cordoned-for" not in node["metadata"].get("annotations", {})
+    assert "gpufleet.sharing/cordoned-by" not in node["metadata"].get("annotations", {})
     writes = len(api.writes)
     assert not run(mig_node_config, args, capsys)["changed"] and len(api.writes) == writes
+
+
+def test_mig_node_config_leaves_a_foreign_cordon(api, capsys):
+    add_mig_manager(api)
+    api.on_label = mig_manager("success")
+    api.objects[NODE]["spec"]["unschedulable"] = True  # an administrator's cordon
+    args = {"node": "gpu-a", "config": "all-balanced", "poll_interval": 0.01, "timeout": 5, "drain_timeout": 5}
+    done = run(mig_node_config, args, capsys)
+    assert done["changed"] and done["state"] == "success" and not done["uncordoned"] and done["left_cordoned"]
+    assert api.objects[NODE]["spec"]["unschedulable"] is True
+    assert "gpufleet.sharing/cordoned-by" not in api.objects[NODE]["metadata"].get("annotations", {})
 
 
 def test_mig_node_config_failure_keeps_cordon(api, capsys):

@@ -23,6 +23,9 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 
 # Operand pods the MIG manager pauses (docs/reference/specs.md §7.4); absent ones are ignored.
 PAUSABLE = ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm", "nvsm")
+# Operands whose running pods hold the GPUs' device files (docs/reference/specs.md §7.6); the MPS
+# control daemon too (it runs beside the device plugin and shares its deploy label).
+GPU_CLIENTS = ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm", "mps-control-daemon")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,7 +17,7 @@ from gpulab.cluster import devices as devmod
 from gpulab.cluster import pluginconfig
 from gpulab.cluster.containers import Outcome
 from gpulab.cluster.objects import Obj
-from gpulab.cluster.operator.common import (OPERANDS, OPERANDS_BY_DS, PLUGIN_CONFIG_LABEL, Operand,
+from gpulab.cluster.operator.common import (GPU_CLIENTS, OPERANDS, OPERANDS_BY_DS, PLUGIN_CONFIG_LABEL, Operand,
                                             configmap_volume, container_env, log_line)
 from gpulab.cluster.operator.context import OperatorContext, PluginInstance
 
@@ -31,6 +31,7 @@ class OperandProgram:
         self.context = context
         self.operand = operand
         self.on_start = on_start
+        self.gpu_client = operand.key in GPU_CLIENTS  # the kubelet attaches its pods to the host
 
     def start(self, pod: Obj, container: Obj, allocated: List[devmod.Device]) -> Outcome:
         del container, allocated

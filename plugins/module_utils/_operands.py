@@ -1,0 +1,124 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.sharing contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Pausing and restoring the GPU Operator's operands of one node around a host MIG change (pure).
+
+The MIG manager's way (docs/reference/specs.md §7.6): each operand's DaemonSet selects
+``nvidia.com/gpu.deploy.<operand>=true``; setting the label to ``paused-for-mig-change`` makes the
+pod go, so it no longer holds the GPU. Unlike the MIG manager, the previous value of every label
+is recorded in the node annotation ``gpufleet.sharing/paused-operands`` (JSON, label -> value or
+null when absent) before anything is paused, and restored from there, so a ``false`` stays
+``false`` and an interrupted run can be finished by a re-run.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+DEPLOY_PREFIX = "nvidia.com/gpu.deploy."
+PAUSED = "paused-for-mig-change"
+PAUSED_ANNOTATION = "gpufleet.sharing/paused-operands"
+
+# Operand key -> the ``app`` label values of its pods (waited for); NVIDIA's list and order.
+# The MPS control daemon also selects nvidia.com/gpu.deploy.device-plugin=true, so it goes with it.
+OPERAND_APPS: Dict[str, Tuple[str, ...]] = {
+    "device-plugin": ("nvidia-device-plugin-daemonset", "nvidia-device-plugin-mps-control-daemon"),
+    "gpu-feature-discovery": ("gpu-feature-discovery",),
+    "dcgm-exporter": ("nvidia-dcgm-exporter",),
+    "dcgm": ("nvidia-dcgm",),
+    "nvsm": (),
+}
+DEFAULT_OPERANDS: List[str] = list(OPERAND_APPS)
+# Pods that come back by themselves after a restore (waited for as Ready when their operand was on).
+READY_APPS: Dict[str, Tuple[str, ...]] = {
+    "device-plugin": ("nvidia-device-plugin-daemonset",),
+    "gpu-feature-discovery": ("gpu-feature-discovery",),
+    "dcgm-exporter": ("nvidia-dcgm-exporter",),
+    "dcgm": ("nvidia-dcgm",),
+    "nvsm": (),
+}
+
+Record = Dict[str, Optional[str]]
+
+
+def unknown_operands(operands: Sequence[str]) -> List[str]:
+    return [name for name in operands if name not in OPERAND_APPS]
+
+
+def deploy_label(operand: str) -> str:
+    return DEPLOY_PREFIX + operand
+
+
+def node_labels(node: Mapping[str, Any]) -> Dict[str, str]:
+    return dict((node.get("metadata") or {}).get("labels") or {})
+
+
+def node_record(node: Mapping[str, Any]) -> Optional[Record]:
+    """The recorded previous values, or None when the node carries no record.
+
+    Raises ValueError when the annotation is not a JSON object of label -> string or null."""
+    text = ((node.get("metadata") or {}).get("annotations") or {}).get(PAUSED_ANNOTATION)
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ValueError("annotation %s is not JSON: %s" % (PAUSED_ANNOTATION, exc)) from exc
+    if not isinstance(data, dict) or not all(
+            isinstance(k, str) and k.startswith(DEPLOY_PREFIX) and (v is None or isinstance(v, str))
+            for k, v in data.items()):
+        raise ValueError("annotation %s must map nvidia.com/gpu.deploy.* labels to a value or null"
+                         % PAUSED_ANNOTATION)
+    return data
+
+
+def encode_record(record: Record) -> str:
+    return json.dumps(record, sort_keys=True, separators=(",", ":"))
+
+
+def plan_pause(labels: Mapping[str, str], operands: Sequence[str], earlier: Optional[Record],
+               ) -> Tuple[Record, Dict[str, str]]:
+    """(record, label changes). The record keeps what an earlier, interrupted pause recorded (the
+    labels then already say ``paused-for-mig-change``); only labels that are ``true`` are paused."""
+    record: Record = dict(earlier or {})
+    changes: Dict[str, str] = {}
+    for operand in operands:
+        key = deploy_label(operand)
+        current = labels.get(key)
+        if key not in record:
+            record[key] = current
+        if current == "true":
+            changes[key] = PAUSED
+    return record, changes
+
+
+def plan_restore(labels: Mapping[str, str], record: Record) -> Dict[str, Optional[str]]:
+    """Label changes that put every paused label back to its recorded value (None removes it).
+
+    A label someone changed since (no longer ``paused-for-mig-change``) is left as it is."""
+    changes: Dict[str, Optional[str]] = {}
+    for key, previous in sorted(record.items()):
+        if labels.get(key) == PAUSED and previous != PAUSED:
+            changes[key] = previous
+    return changes
+
+
+def apps_to_wait(record: Record, values: Mapping[str, Optional[str]], table: Mapping[str, Tuple[str, ...]],
+                 ) -> List[str]:
+    """``app`` labels of the operands whose label is ``true`` in ``values`` (looked up by record key)."""
+    apps: List[str] = []
+    for key in sorted(record):
+        operand = key[len(DEPLOY_PREFIX):]
+        if values.get(key) == "true":
+            apps.extend(table.get(operand, ()))
+    return apps
+
+
+def pods_by_app(pods: Sequence[Mapping[str, Any]], apps: Sequence[str]) -> Dict[str, List[Mapping[str, Any]]]:
+    found: Dict[str, List[Mapping[str, Any]]] = dict((app, []) for app in apps)
+    for pod in pods:
+        app = ((pod.get("metadata") or {}).get("labels") or {}).get("app")
+        if app in found:
+            found[app].append(pod)
+    return found

@@ -1,0 +1,148 @@
+"""playbooks/rollout.yml on nodes where the GPU Operator's pods run (issue 11, parts 1 and 3).
+
+Real SSH hosts plus the lab's virtual cluster with a ClusterPolicy: the device plugin, GFD and DCGM
+exporter pods hold each host's GPUs (docs/reference/specs.md §7.6), and a drain leaves them
+running. A host MIG change must pause them the way NVIDIA's MIG manager does, need no reboot on
+Hopper, restore every deploy label to its previous value, and lift only a cordon the run set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any, Dict
+
+import pytest
+import yaml
+
+LAB_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(LAB_ROOT))
+if LAB_ROOT not in sys.path:
+    sys.path.insert(0, LAB_ROOT)
+
+from gpulab import gpustate, hosts  # noqa: E402  pylint: disable=wrong-import-position
+from labtools import FAST_ENV  # noqa: E402  pylint: disable=wrong-import-position
+from test_mig_failures import _ansible_playbook, _collections_path, _flat  # noqa: E402  pylint: disable=wrong-import-position
+
+_PROBLEM = hosts.prerequisites_problem()
+pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=f"lab hosts cannot run here: {_PROBLEM}")
+
+SPECS = ["op-h100=H100-80GB:1", "op-h200=H200:1"]
+DEPLOY = "nvidia.com/gpu.deploy."
+POLICY = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
+          "spec": {"mig": {"strategy": "single"}, "migManager": {"enabled": False}}}
+
+
+class LiveLab:
+    def __init__(self, lab_dir: str, info: Dict[str, Any]):
+        self.dir = lab_dir
+        self.inventory = info["inventory"]
+        self.kubeconfig = info["cluster"]["kubeconfig"]
+        self.state_files = {h["name"]: h["state_file"] for h in info["hosts"]}
+
+    def kubectl(self, *args: str, stdin: str = "") -> str:
+        proc = subprocess.run(["kubectl", "--kubeconfig", self.kubeconfig, *args], input=stdin, capture_output=True,
+                              text=True, check=False, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    def node(self, name: str) -> Dict[str, Any]:
+        return json.loads(self.kubectl("get", "node", name, "-o", "json"))
+
+    def deploy_labels(self, name: str) -> Dict[str, str]:
+        labels = self.node(name)["metadata"].get("labels") or {}
+        return {k: v for k, v in labels.items() if k.startswith(DEPLOY)}
+
+    def running_operands(self, name: str) -> list:
+        pods = json.loads(self.kubectl("get", "pods", "-n", "gpu-operator", "--field-selector",
+                                       "spec.nodeName=%s" % name, "-o", "json"))["items"]
+        return sorted(p["metadata"]["name"].rsplit("-", 1)[0] for p in pods
+                      if (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp"))
+
+    def wait(self, what: str, probe, timeout: float = 60.0) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = probe()
+            if value:
+                return value
+            time.sleep(0.3)
+        raise AssertionError("timed out waiting for %s" % what)
+
+    def rollout(self, tmp_path, host: str, mig_config: str) -> subprocess.CompletedProcess:
+        extra = tmp_path / "vars.yml"
+        group = tmp_path / "group.yml"  # the rollout's hosts (its summary lists this group)
+        group.write_text(yaml.safe_dump({"all": {"children": {"rollout_nodes": {"hosts": {host: None}}}}}))
+        extra.write_text(yaml.safe_dump({
+            "gpufleet_gpu_hosts": "rollout_nodes", "mig_config": mig_config, "gpufleet_kubeconfig": self.kubeconfig,
+            "gpufleet_report_dir": str(tmp_path / "reports"), "gpufleet_rollout_settle_timeout": 60,
+            "verify_pod_timeout": 60, "gpufleet_run_id": "test-run"}))
+        argv = [_ansible_playbook(), "-i", self.inventory, "-i", str(group),
+                os.path.join(REPO_ROOT, "playbooks", "rollout.yml"), "-e", "@" + str(extra)]
+        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=_collections_path(), ANSIBLE_NOCOLOR="1",
+                   ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_CALLBACK_RESULT_FORMAT="yaml")
+        return subprocess.run(argv, capture_output=True, text=True, check=False, env=env, timeout=600)  # noqa: S603
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    lab_dir = str(tmp_path_factory.mktemp("livelab"))
+    saved = {key: os.environ.get(key) for key in FAST_ENV}
+    os.environ.update(FAST_ENV)
+    try:
+        info = hosts.up(lab_dir, [hosts.parse_host_spec(s) for s in SPECS], cluster=True)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    try:
+        lab = LiveLab(lab_dir, info)
+        lab.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator"}}))
+        lab.kubectl("apply", "-f", "-", stdin=json.dumps(POLICY))
+        for name in lab.state_files:
+            lab.wait("operands running on %s" % name,
+                     lambda n=name: "nvidia-device-plugin-daemonset" in lab.running_operands(n)
+                     and gpustate.load(lab.state_files[n]).gpu_client_pods)
+        yield lab
+    finally:
+        hosts.down(lab_dir)
+
+
+def test_host_mig_change_on_a_running_operator_node_needs_no_reboot(live, tmp_path):
+    node = "op-h100"
+    live.kubectl("label", "node", node, DEPLOY + "dcgm-exporter=false", "--overwrite")
+    live.wait("dcgm exporter gone", lambda: "nvidia-dcgm-exporter" not in live.running_operands(node))
+    labels_before = live.deploy_labels(node)
+    operands_before = live.running_operands(node)
+    result = live.rollout(tmp_path, node, "all-1g.10gb")
+    output = _flat(result.stdout + result.stderr)
+    assert result.returncode == 0, output[-4000:]
+    state = gpustate.load(live.state_files[node])
+    assert state.gpus[0].mig_current, output[-6000:]
+    assert state.reboots == 0
+    assert state.gpus[0].mig_current and len(state.gpus[0].gpu_instances) == 7
+    assert live.deploy_labels(node) == labels_before  # dcgm-exporter stays false
+    meta = live.node(node)
+    assert not meta["spec"].get("unschedulable")
+    assert "gpufleet.sharing/paused-operands" not in (meta["metadata"].get("annotations") or {})
+    assert "gpufleet.sharing/cordoned-by" not in (meta["metadata"].get("annotations") or {})
+    assert live.running_operands(node) == operands_before
+
+
+def test_a_node_cordoned_by_someone_else_is_changed_and_left_cordoned(live, tmp_path):
+    node = "op-h200"
+    live.kubectl("cordon", node)
+    result = live.rollout(tmp_path, node, "all-1g.18gb")
+    output = _flat(result.stdout + result.stderr)
+    assert result.returncode == 0, output[-4000:]
+    assert gpustate.load(live.state_files[node]).reboots == 0
+    meta = live.node(node)
+    assert meta["spec"].get("unschedulable") is True
+    summary = json.loads((tmp_path / "reports" / "rollout-summary.json").read_text())
+    row = [r for r in summary["nodes"] if r["node"] == node][0]
+    assert row["outcome"] == "changed"
+    assert "left cordoned" in row["reason"], row

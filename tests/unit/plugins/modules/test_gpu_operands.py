@@ -1,0 +1,81 @@
+"""gpu_operands in process over FakeK8s: pause, restore to previous values, idempotence, check mode,
+an interrupted run, bad input."""
+
+from __future__ import annotations
+
+import json
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._operands import PAUSED, PAUSED_ANNOTATION
+from ansible_collections.gpufleet.sharing.plugins.modules import gpu_operands
+from fake_k8s import FakeK8s, run  # noqa: E402  pylint: disable=wrong-import-position
+
+DP = "nvidia.com/gpu.deploy.device-plugin"
+DCGMX = "nvidia.com/gpu.deploy.dcgm-exporter"
+NS = "gpu-operator"
+
+
+def _fake():
+    fake = FakeK8s()
+    fake.add("Node", "n1", metadata={"name": "n1", "labels": {DP: "true", DCGMX: "false", "other": "x"}})
+    return fake
+
+
+def _pod(fake, app, ready=True):
+    fake.add("DaemonSet", app, NS)
+    fake.add("Pod", app + "-abcde", NS, metadata={"name": app + "-abcde", "namespace": NS, "labels": {"app": app}},
+             spec={"nodeName": "n1"},
+             status={"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]})
+
+
+def _node(fake):
+    return fake.obj("Node", "n1")["metadata"]
+
+
+def test_pause_then_restore_keeps_false_false(monkeypatch):
+    fake = _fake()
+    result, failed = run(gpu_operands, {"node": "n1", "state": "paused"}, fake, monkeypatch)
+    assert not failed and result["changed"]
+    assert _node(fake)["labels"][DP] == PAUSED and _node(fake)["labels"][DCGMX] == "false"
+    assert json.loads(_node(fake)["annotations"][PAUSED_ANNOTATION])[DCGMX] == "false"
+    again, failed = run(gpu_operands, {"node": "n1", "state": "paused"}, fake, monkeypatch)
+    assert not failed and not again["changed"]
+    _pod(fake, "nvidia-device-plugin-daemonset")
+    result, failed = run(gpu_operands, {"node": "n1", "state": "restored"}, fake, monkeypatch)
+    assert not failed and result["changed"]
+    assert _node(fake)["labels"][DP] == "true" and _node(fake)["labels"][DCGMX] == "false"
+    assert PAUSED_ANNOTATION not in _node(fake)["annotations"]
+    again, failed = run(gpu_operands, {"node": "n1", "state": "restored"}, fake, monkeypatch)
+    assert not failed and not again["changed"]
+
+
+def test_pause_waits_for_the_pods_to_go_and_fails_with_the_record_kept(monkeypatch):
+    fake = _fake()
+    _pod(fake, "nvidia-device-plugin-daemonset")  # nothing deletes it in the fake
+    result, failed = run(gpu_operands, {"node": "n1", "state": "paused", "timeout": 4}, fake, monkeypatch)
+    assert failed and "nvidia-device-plugin-daemonset still on the node" in result["msg"]
+    assert "state=restored" in result["msg"]
+    assert PAUSED_ANNOTATION in _node(fake)["annotations"]
+
+
+def test_restore_waits_until_the_operands_are_ready(monkeypatch):
+    fake = _fake()
+    run(gpu_operands, {"node": "n1", "state": "paused"}, fake, monkeypatch)
+    _pod(fake, "nvidia-device-plugin-daemonset", ready=False)
+    result, failed = run(gpu_operands, {"node": "n1", "state": "restored", "timeout": 4}, fake, monkeypatch)
+    assert failed and "not Ready" in result["msg"]
+    assert PAUSED_ANNOTATION in _node(fake)["annotations"]  # a re-run can still restore
+
+
+def test_check_mode_sends_dry_runs_only(monkeypatch):
+    fake = _fake()
+    result, failed = run(gpu_operands, {"node": "n1", "state": "paused"}, fake, monkeypatch, check_mode=True)
+    assert not failed and result["changed"] and result["labels"] == {DP: PAUSED}
+    assert fake.writes == [] and fake.dry_writes
+
+
+def test_unknown_operand_is_a_clear_error_and_changes_nothing(monkeypatch):
+    fake = _fake()
+    result, failed = run(gpu_operands, {"node": "n1", "state": "paused", "operands": ["device-plugin", "drivr"]},
+                         fake, monkeypatch)
+    assert failed and "unknown operand(s) drivr" in result["msg"]
+    assert fake.writes == [] and fake.dry_writes == []
