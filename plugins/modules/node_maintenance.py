@@ -162,8 +162,10 @@ would_evict:
   returned: in check mode with O(state=drain)
   type: list
   elements: str
-skipped:
-  description: Pods left on the node and why.
+left_on_node:
+  description:
+    - Pods a drain leaves on the node (DaemonSet and mirror pods) and why.
+    - Named so because a result key C(skipped) would make Ansible report the task as skipped.
   returned: when O(state=drain)
   type: list
   elements: dict
@@ -285,7 +287,7 @@ def maintain(mod: ClusterModule) -> None:
                           params["poll_interval"], params["grace_period"],
                           progress=lambda what, elapsed, detail: mod.log(
                               "node_maintenance: %s: %.0fs: %s" % (what, elapsed, detail)))
-        to_evict, mod.result["skipped"], blocking = drainer.plan()
+        to_evict, mod.result["left_on_node"], blocking = drainer.plan()
         if blocking:
             # Validate before changing anything: the node is not even cordoned.
             mod.fail(blocking_message("cannot drain node %s" % name, blocking), blocking=blocking)
@@ -317,7 +319,7 @@ def _summary(node: Dict[str, Any], annotations: Optional[Dict[str, Any]] = None)
 def drain(mod: ClusterModule, drainer: Drainer) -> None:
     try:
         # Re-read after cordoning: a pod may have been scheduled since the first look.
-        to_evict, mod.result["skipped"], blocking = drainer.plan()
+        to_evict, mod.result["left_on_node"], blocking = drainer.plan()
         drainer.check_blocking(blocking)
         if to_evict:
             mod.changes.mark()

@@ -301,7 +301,7 @@ def test_node_maintenance_drain_with_pdb_then_uncordon(lab):
 
     planned = lab.run("node_maintenance", dict(base, state="drain", delete_emptydir_data=True), check=True)
     assert planned["changed"] and planned["would_evict"] == ["work/scratch", "work/trainer-0", "work/trainer-1"]
-    reasons = dict((s["pod"], s["reason"]) for s in planned["skipped"])
+    reasons = dict((s["pod"], s["reason"]) for s in planned["left_on_node"])
     assert reasons["work/static-web"].startswith("mirror pod")
     assert [r for p, r in reasons.items() if p.startswith("work/node-agent")] == ["DaemonSet pod"]
     assert lab.rv() == rv
