@@ -11,12 +11,15 @@ from ansible_collections.gpufleet.sharing.plugins.modules import node_maintenanc
 from test_node_maintenance import NODE, Api, run  # pylint: disable=import-error
 
 KEY = "gpufleet.sharing/rollout"
+OWNER = "gpufleet.sharing/cordoned-by"
 
 
 @pytest.fixture
 def api(monkeypatch):
     server = Api()
-    server.add(NODE, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-a", "annotations": {KEY: "failed: x"}},
+    # The rollout's own cordon: marked as the collection's (gpufleet.sharing/cordoned-by), with its reason.
+    server.add(NODE, {"apiVersion": "v1", "kind": "Node",
+                      "metadata": {"name": "gpu-a", "annotations": {KEY: "failed: x", OWNER: "run-1"}},
                       "spec": {"unschedulable": True}})
     monkeypatch.setattr(_cluster_module, "client_from_module",
                         lambda _module, dry_run=False: K8sClient(server, sleep=lambda s: None, dry_run=dry_run))
