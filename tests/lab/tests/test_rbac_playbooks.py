@@ -41,7 +41,7 @@ pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=f"lab hosts cannot 
 
 def load(name: str) -> List[Dict[str, Any]]:
     with open(os.path.join(RBAC_DIR, name), encoding="utf-8") as handle:
-        return [doc for doc in yaml.safe_load_all(handle) if doc]
+        return access.documents(yaml.safe_load_all(handle))
 
 
 def install_binding() -> Dict[str, Any]:
@@ -172,8 +172,7 @@ def test_without_the_eviction_rule_the_rollout_fails_naming_it(lab, tmp_path):
 
 
 def test_the_shipped_files_are_what_the_docs_describe():
-    names = {doc["metadata"]["name"] for name in ("gpufleet-sharing.yml",
-                                                   "gpufleet-sharing-operator-install.yml")
+    names = {doc["metadata"]["name"] for name in ("gpufleet-sharing.yml", "gpufleet-sharing-operator-install.yml")
              for doc in load(name)}
     assert names == {"gpufleet-sharing", "gpufleet-sharing-operator-install"}
     with open(os.path.join(REPO, "docs", "rbac.md"), encoding="utf-8") as handle:

@@ -17,7 +17,7 @@ import pytest
 from gpulab import gpustate, hosts
 
 from labtools import wait_until
-from rollout_lab import ANNOTATION, LEASE_NAME, LEASE_NS, flat, start_lab
+from rollout_lab import LEASE_NAME, LEASE_NS, flat, start_lab
 
 _PROBLEM = hosts.prerequisites_problem()
 pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=f"lab hosts cannot run here: {_PROBLEM}")

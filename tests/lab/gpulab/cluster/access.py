@@ -67,6 +67,17 @@ def _object_path(obj: Dict[str, Any], named: bool) -> str:
     return "%s%s/%s%s" % (prefix, ns, plural, "/" + meta["name"] if named else "")
 
 
+def documents(stream: Iterable[Any]) -> List[Dict[str, Any]]:
+    """The objects of a YAML stream, with the items of a ``v1 List`` taken out (as kubectl does)."""
+    objects: List[Dict[str, Any]] = []
+    for doc in stream:
+        if isinstance(doc, dict) and doc.get("kind") == "List":
+            objects.extend(item for item in doc.get("items") or [] if item)
+        elif doc:
+            objects.append(doc)
+    return objects
+
+
 def apply(lab_dir: str, objects: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """Create each object (RBAC objects, Namespaces, ServiceAccounts), replacing it if it exists."""
     results = []
@@ -110,12 +121,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--apply", action="append", default=[], metavar="FILE",
                         help="YAML file of RBAC objects to create first (repeatable)")
     args = parser.parse_args(argv)
-    namespace, _, name = args.service_account.partition("/")
+    namespace, _sep, name = args.service_account.partition("/")
     if not namespace or not name:
         parser.error("--service-account must be NAMESPACE/NAME")
     for path in args.apply:
         with open(path, encoding="utf-8") as handle:
-            apply(args.dir, list(yaml.safe_load_all(handle)))
+            apply(args.dir, documents(yaml.safe_load_all(handle)))
     user = service_account_kubeconfig(args.dir, namespace, name, args.kubeconfig)
     print("%s: kubeconfig for %s" % (args.kubeconfig, user))
     return 0

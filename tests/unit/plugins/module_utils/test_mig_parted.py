@@ -288,7 +288,7 @@ def test_merged_configs_extra_names_override_defaults():
 
 def test_render_yaml_round_trips_through_a_yaml_parser():
     document = mp.merged_configs({"on": [{"device-filter": ["0x20B010DE"], "devices": [0, 1], "mig-enabled": True,
-                                                   "mig-devices": {"1g.5gb+me": 1, "3g.20gb": 1}}],
+                                          "mig-devices": {"1g.5gb+me": 1, "3g.20gb": 1}}],
                                   "yes": [{"devices": "all", "mig-enabled": False}],
                                   "1234": [{"devices": "all", "mig-enabled": False}]})
     text = mp.render_yaml(document)
