@@ -7,12 +7,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from gpulab import gpustate
 from gpulab.cluster import server
@@ -34,6 +35,21 @@ def ensure_collection_path() -> None:
         os.symlink(os.path.join("..", "..", ".."), LINK)
     if BUILD not in sys.path:
         sys.path.insert(0, BUILD)
+
+
+@contextlib.contextmanager
+def environ(values: Dict[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``values`` set for the block (processes started in it inherit them), restored after."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def run_module(name: str, args: Dict[str, Any], tmp_dir: str, check_mode: bool = False, diff: bool = False,
@@ -70,16 +86,8 @@ def serve_lab(lab_dir: str, hosts: List[Tuple[str, str, int]], fault_registry: A
         gpustate.create(state, name, [(model, count)])
         state_files[name] = state
         entries.append({"name": name, "state_file": state})
-    saved = {key: os.environ.get(key) for key in FAST_ENV}
-    os.environ.update(FAST_ENV)
-    try:
+    with environ(FAST_ENV):  # the controllers read their timings when they start
         running = server.serve_in_thread(lab_dir, entries, controllers=True, fault_registry=fault_registry)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     return running, state_files
 
 

@@ -19,7 +19,7 @@ import yaml
 from gpulab import hosts, tools
 from gpulab.cluster import faults
 
-from labtools import BUILD, REPO, ensure_collection_path, wait_until
+from labtools import BUILD, REPO, ensure_collection_path, environ, wait_until
 
 ensure_collection_path()
 
@@ -124,15 +124,7 @@ class RolloutLab:
 
 
 def start_lab(lab_dir: str) -> RolloutLab:
-    saved = {key: os.environ.get(key) for key in FAST_ENV}
-    os.environ.update(FAST_ENV)
-    try:
+    with environ(FAST_ENV):  # the API server process inherits them
         info = hosts.up(lab_dir, [hosts.parse_host_spec(s) for s in SPECS], cluster=True,
                         first_address=os.environ.get("GPUFLEET_TEST_LAB_ADDRESS", "127.0.10.2"))
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     return RolloutLab(lab_dir, info)

@@ -22,6 +22,7 @@ import yaml
 
 from gpulab import hosts, tools
 from gpulab.cluster import access, server
+from labtools import environ
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 RBAC_DIR = os.path.join(REPO, "rbac")
@@ -111,17 +112,9 @@ def assert_green(result: subprocess.CompletedProcess) -> str:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     lab_dir = str(tmp_path_factory.mktemp("rbaclab"))
-    saved = {key: os.environ.get(key) for key in FAST_ENV}
-    os.environ.update(FAST_ENV)  # the API server process inherits them
-    try:
+    with environ(FAST_ENV):  # the API server process inherits them
         hosts.up(lab_dir, [hosts.parse_host_spec("%s=A100-40GB:1@a100_inference,gpu_hosts" % NODE)],
                  cluster=True)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     try:
         access.apply(lab_dir, load("gpufleet-sharing.yml") + load("gpufleet-sharing-operator-install.yml")
                      + load("bindings.yml") + [install_binding()])

@@ -24,7 +24,7 @@ if LAB_ROOT not in sys.path:
     sys.path.insert(0, LAB_ROOT)
 
 from gpulab import gpustate, hosts  # noqa: E402  pylint: disable=wrong-import-position
-from labtools import FAST_ENV  # noqa: E402  pylint: disable=wrong-import-position
+from labtools import FAST_ENV, environ  # noqa: E402  pylint: disable=wrong-import-position
 from test_mig_failures import _ansible_playbook, _collections_path, _flat  # noqa: E402  pylint: disable=wrong-import-position
 
 _PROBLEM = hosts.prerequisites_problem()
@@ -89,16 +89,8 @@ class LiveLab:
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
     lab_dir = str(tmp_path_factory.mktemp("livelab"))
-    saved = {key: os.environ.get(key) for key in FAST_ENV}
-    os.environ.update(FAST_ENV)
-    try:
+    with environ(FAST_ENV):  # the API server process inherits them
         info = hosts.up(lab_dir, [hosts.parse_host_spec(s) for s in SPECS], cluster=True)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     try:
         lab = LiveLab(lab_dir, info)
         lab.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator"}}))
