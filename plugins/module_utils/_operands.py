@@ -39,6 +39,12 @@ READY_APPS: Dict[str, Tuple[str, ...]] = {
     "nvsm": (),
 }
 
+# The validators (docs/reference/specs.md §7.7). The pods of the CUDA and plugin validations ran
+# to completion on the old devices: deleted with the pause, not waited for. The operator validator
+# validates once, when it starts: restarted after the restore so that it validates the new devices.
+VALIDATION_APPS: Tuple[str, ...] = ("nvidia-cuda-validator", "nvidia-device-plugin-validator")
+VALIDATOR_APP = "nvidia-operator-validator"
+
 Record = Dict[str, Optional[str]]
 
 
@@ -115,10 +121,14 @@ def apps_to_wait(record: Record, values: Mapping[str, Optional[str]], table: Map
     return apps
 
 
+def app_of(pod: Mapping[str, Any]) -> Optional[str]:
+    return ((pod.get("metadata") or {}).get("labels") or {}).get("app")
+
+
 def pods_by_app(pods: Sequence[Mapping[str, Any]], apps: Sequence[str]) -> Dict[str, List[Mapping[str, Any]]]:
     found: Dict[str, List[Mapping[str, Any]]] = dict((app, []) for app in apps)
     for pod in pods:
-        app = ((pod.get("metadata") or {}).get("labels") or {}).get("app")
+        app = app_of(pod)
         if app in found:
             found[app].append(pod)
     return found

@@ -18,10 +18,13 @@ description:
     C(nvidia.com/gpu.deploy.<operand>) label of O(operands) in the node annotation
     C(gpufleet.sharing/paused-operands) (JSON), sets the labels that are C(true) to
     C(paused-for-mig-change), and waits until the operands' pods are gone from the node.
+  - V(paused) also deletes the node's finished pods of the CUDA and plugin validations
+    (C(app=nvidia-cuda-validator), C(app=nvidia-device-plugin-validator)), as the MIG manager does.
   - V(restored) sets each paused label back to B(its recorded value) (a label that was C(false)
     stays C(false), one that was absent is removed), waits until the operands that are on again
-    run Ready on the node, and removes the annotation. Without the annotation there is nothing
-    to restore.
+    run Ready on the node, restarts the node's C(nvidia-operator-validator) pod (it validates
+    only when it starts, so it validates the new devices) and waits for its Ready replacement,
+    and removes the annotation. Without the annotation there is nothing to restore.
   - An interrupted run leaves the annotation on the node; running V(paused) again keeps the values
     recorded first, and V(restored) restores them.
 author:
@@ -100,6 +103,14 @@ labels:
   returned: always
   type: dict
   sample: {"nvidia.com/gpu.deploy.device-plugin": "paused-for-mig-change"}
+restarted:
+  description: >-
+    Validator pods deleted (C(namespace/name)): the finished validation pods with V(paused), the
+    operator validator with V(restored) (replaced by its DaemonSet).
+  returned: always
+  type: list
+  elements: str
+  sample: [gpu-operator/nvidia-operator-validator-7xk2p]
 waited_for:
   description: C(app) labels of the pods waited for (gone, or back and Ready).
   returned: always
@@ -107,14 +118,14 @@ waited_for:
   elements: str
 """
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sTimeout
-from ansible_collections.gpufleet.sharing.plugins.module_utils._node_drain import pod_ready
+from ansible_collections.gpufleet.sharing.plugins.module_utils._node_drain import pod_key, pod_ready
 from ansible_collections.gpufleet.sharing.plugins.module_utils._operands import (
-    DEFAULT_OPERANDS, OPERAND_APPS, PAUSED_ANNOTATION, READY_APPS, apps_to_wait, encode_record, node_labels,
-    node_record, plan_pause, plan_restore, pods_by_app, unknown_operands)
+    DEFAULT_OPERANDS, OPERAND_APPS, PAUSED_ANNOTATION, READY_APPS, VALIDATION_APPS, VALIDATOR_APP, app_of, apps_to_wait,
+    encode_record, node_labels, node_record, plan_pause, plan_restore, pods_by_app, unknown_operands)
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     node=dict(type="str", required=True),
@@ -144,7 +155,7 @@ def run(mod: ClusterModule) -> None:
         earlier = node_record(node)
     except ValueError as exc:
         mod.fail("node %s: %s" % (params["node"], exc))
-    mod.result.update(node=params["node"], previous=earlier or {}, labels={}, waited_for=[])
+    mod.result.update(node=params["node"], previous=earlier or {}, labels={}, waited_for=[], restarted=[])
     labels = node_labels(node)
     if params["state"] == "paused":
         pause(mod, labels, earlier)
@@ -166,6 +177,7 @@ def pause(mod: ClusterModule, labels: Dict[str, str], earlier: Any) -> None:
     mod.result["waited_for"] = apps
     if not mod.check_mode:
         wait(mod, apps, gone=True)
+    delete_pods(mod, VALIDATION_APPS)
 
 
 def restore(mod: ClusterModule, labels: Dict[str, str], record: Any) -> None:
@@ -184,13 +196,30 @@ def restore(mod: ClusterModule, labels: Dict[str, str], record: Any) -> None:
     mod.result["waited_for"] = apps
     if not mod.check_mode:
         wait(mod, apps, gone=False)
+    old = delete_pods(mod, (VALIDATOR_APP,))
+    if old and not mod.check_mode and mod.k8s.get("DaemonSet", VALIDATOR_APP, mod.params["namespace"]) is not None:
+        mod.result["waited_for"] = apps + [VALIDATOR_APP]
+        wait(mod, [VALIDATOR_APP], gone=False, old=old)
     # Last: the record goes only once the operands are back.
     mod.changes.record("node %s annotation %s" % (name, PAUSED_ANNOTATION), record, None)
     mod.k8s.set_node_annotations(name, {PAUSED_ANNOTATION: None})
 
 
-def wait(mod: ClusterModule, apps: List[str], gone: bool) -> None:
-    """Until no pod of ``apps`` is left on the node (gone) or each runs Ready there."""
+def delete_pods(mod: ClusterModule, apps: Sequence[str]) -> List[str]:
+    """Delete the node's pods of ``apps``; their uids."""
+    namespace = mod.params["namespace"]
+    pods = [p for p in mod.k8s.list("Pod", namespace=namespace, field_selector="spec.nodeName=%s" % mod.params["node"])
+            if app_of(p) in apps and not p["metadata"].get("deletionTimestamp")]
+    for pod in pods:
+        mod.changes.mark()
+        mod.result["restarted"].append(pod_key(pod))
+        mod.k8s.delete("Pod", pod["metadata"]["name"], namespace=namespace)
+    return [p["metadata"].get("uid", "") for p in pods]
+
+
+def wait(mod: ClusterModule, apps: List[str], gone: bool, old: Sequence[str] = ()) -> None:
+    """Until no pod of ``apps`` is left on the node (gone) or each runs Ready there (a pod of
+    ``old`` does not count)."""
     if not apps:
         return
     params = mod.params
@@ -201,7 +230,8 @@ def wait(mod: ClusterModule, apps: List[str], gone: bool) -> None:
         if gone:
             waiting = ["%s still on the node" % app for app, pods in found.items() if pods]
         else:
-            waiting = ["%s not Ready yet" % app for app, pods in found.items() if not any(pod_ready(p) for p in pods)]
+            waiting = ["%s not Ready yet" % app for app, pods in found.items()
+                       if not any(pod_ready(p) and p["metadata"].get("uid") not in old for p in pods)]
         return not waiting, waiting
 
     what = "operand pods of node %s to %s" % (params["node"], "go" if gone else "run Ready")

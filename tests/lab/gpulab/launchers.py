@@ -22,7 +22,7 @@ import sys
 from typing import Dict, List, Optional, Sequence
 
 # Tool name -> what it does; every one is a launcher file of the same name in the host's bin dir.
-SIMULATED_TOOLS = ("nvidia-smi", "nvidia-mig-parted", "reboot", "shutdown", "halt", "poweroff", "systemctl")
+SIMULATED_TOOLS = ("nvidia-smi", "nvidia-mig-parted", "nvidia-ctk", "reboot", "shutdown", "halt", "poweroff", "systemctl")
 REFUSED = "refused"
 ALL_LAUNCHERS = SIMULATED_TOOLS + (REFUSED,)
 
@@ -93,6 +93,9 @@ def _dispatch(tool: str, args: List[str], state_file: str) -> int:
     if tool == "nvidia-mig-parted":
         from gpulab import migparted
         return migparted.main(args, state_file, dict(os.environ))
+    if tool == "nvidia-ctk":
+        from gpulab.hosts import ctk
+        return ctk.main(args, state_file)
     from gpulab import shims
     if tool == "reboot":
         return shims.reboot_main(args, state_file)

@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from gpulab import gpustate, launchers
 from gpulab.cluster import server
-from gpulab.hosts import processes, sandbox, sshd
+from gpulab.hosts import ctk, processes, sandbox, sshd
 from gpulab.hosts.inventory import python_for_hosts, write_inventory
 from gpulab.hosts.layout import LabPaths, read_json, write_json
 from gpulab.hosts.specs import Host, HostSpec, LabError, host_address, validate_specs
@@ -36,6 +36,7 @@ def _prepare_host(paths: LabPaths, host: Host, shared: Dict[str, Any]) -> Dict[s
     os.makedirs(host_dir)
     state = gpustate.create(paths.state_file(name), name, [(host.spec.model, host.spec.gpus)])
     launchers.write_boot_id(paths.boot_id_file(name), state.boot_id)
+    ctk.write_spec(paths.state_file(name))  # the management CDI spec the toolkit writes at install (§7.7)
     digests = launchers.write_launchers(paths.bin_dir(name), name, paths.state_file(name), paths.boot_id_file(name))
     sandbox.make_own_etc_dirs(paths, name)
     files = sshd.write_host_sshd(paths, name, host.address, host.port, shared["sshd_version"])

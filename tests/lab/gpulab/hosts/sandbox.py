@@ -24,6 +24,7 @@ from gpulab.hosts.system import SSHD, can_lock_mounts
 SHIM_PATHS = {
     "/usr/bin/nvidia-smi": "nvidia-smi",
     "/usr/bin/nvidia-mig-parted": "nvidia-mig-parted",
+    "/usr/bin/nvidia-ctk": "nvidia-ctk",
     "/sbin/reboot": "reboot", "/usr/sbin/reboot": "reboot",
     "/sbin/shutdown": "shutdown", "/usr/sbin/shutdown": "shutdown",
     "/sbin/halt": "halt", "/usr/sbin/halt": "halt",
@@ -35,7 +36,7 @@ SHIM_PATHS = {
 # host's launcher (above) or the "refused" launcher.
 DANGEROUS_NAMES = (
     "systemctl", "reboot", "shutdown", "halt", "poweroff", "telinit", "init", "runlevel", "kexec",
-    "systemd", "loginctl", "busybox", "nvidia-smi", "nvidia-mig-parted",
+    "systemd", "loginctl", "busybox", "nvidia-smi", "nvidia-mig-parted", "nvidia-ctk",
 )
 SEARCH_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 EXTRA_DANGEROUS_PATHS = ("/lib/systemd/systemd", "/usr/lib/systemd/systemd", "/sbin/init")

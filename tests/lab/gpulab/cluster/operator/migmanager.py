@@ -132,6 +132,7 @@ class MigManager:
         ok, message = migparted.apply_config(path, config, wanted)
         if ok:
             self._log(pod, message)
+            self._restart_validator(node, pod)
         failure = None
         if not ok:
             failure = message if "Error applying" in message else f"Error applying MIG configuration with hooks: {message}"
@@ -155,6 +156,17 @@ class MigManager:
             time.sleep(0.05)
         self._finish(node, pod, paused, False, "timed out waiting for the operands to shut down")
         return None
+
+    def _restart_validator(self, node: str, pod: Obj) -> None:
+        """NVIDIA restarts the validator after a change so that it validates the new devices (§7.7)."""
+        self._log(pod, "Restarting validator pod to re-run all validations")
+        ds_name = OPERANDS_BY_KEY["operator-validator"].ds_name
+        for other in self.store.items("v1/pods", self.context.namespace, field_selector=f"spec.nodeName={node}"):
+            if any(ref.get("name") == ds_name for ref in other["metadata"].get("ownerReferences") or []):
+                try:
+                    self.store.delete("v1/pods", self.context.namespace, other["metadata"]["name"])
+                except Exception:  # pylint: disable=broad-except
+                    LOG.info("validator pod %s already gone", other["metadata"]["name"])
 
     def _operand_pods_on(self, node: str, ds_names: List[str]) -> bool:
         for other in self.store.items("v1/pods", self.context.namespace, field_selector=f"spec.nodeName={node}"):

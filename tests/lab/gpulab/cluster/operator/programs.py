@@ -35,8 +35,6 @@ class OperandProgram:
 
     def start(self, pod: Obj, container: Obj, allocated: List[devmod.Device]) -> Outcome:
         del container, allocated
-        if self.operand.key == "operator-validator":
-            return Outcome(log=log_line("all validations are successful"))
         if self.operand.key == "mig-manager":
             if self.on_start is not None:
                 self.on_start(pod)
@@ -49,6 +47,30 @@ class OperandProgram:
 
     def stop(self, pod: Obj) -> None:
         del pod
+
+
+VALIDATED_PREFIX = "validated devices: "
+
+
+class ValidatorProgram(OperandProgram):
+    """The operator validator (docs/reference/specs.md §7.7): its init containers validate the
+    driver, CUDA and the device plugin once, when the pod starts, and the main container then
+    only sleeps. The log names the devices validated then; nothing re-validates a running pod
+    (after a MIG change the MIG manager deletes it, and the DaemonSet starts a new one)."""
+
+    def start(self, pod: Obj, container: Obj, allocated: List[devmod.Device]) -> Outcome:
+        del container, allocated
+        devices = validated_devices(self.context.gpu_views(pod["spec"]["nodeName"]))
+        return Outcome(log=log_line(VALIDATED_PREFIX + (",".join(devices) or "none"))
+                       + log_line("all validations are successful"))
+
+
+def validated_devices(views: List[devmod.GpuView]) -> List[str]:
+    """UUIDs of what a workload sees: the MIG devices of a MIG-enabled GPU, else the GPU."""
+    found: List[str] = []
+    for view in views:
+        found += [mig.uuid for mig in view.mig_devices] if view.mig_enabled else [view.uuid]
+    return found
 
 
 class PluginProgram(OperandProgram):
@@ -151,6 +173,8 @@ class OperandPrograms:
                 self.programs[operand.ds_name] = PluginProgram(context, operand)
             elif operand.key == MPS_DAEMON:
                 self.programs[operand.ds_name] = MpsDaemonProgram(context, operand)
+            elif operand.key == "operator-validator":
+                self.programs[operand.ds_name] = ValidatorProgram(context, operand)
             else:
                 self.programs[operand.ds_name] = OperandProgram(context, operand, mig_manager_started)
 
@@ -166,4 +190,5 @@ class OperandPrograms:
         return None
 
 
-__all__ = ["MpsDaemonProgram", "OperandProgram", "OperandPrograms", "PluginProgram"]
+__all__ = ["VALIDATED_PREFIX", "MpsDaemonProgram", "OperandProgram", "OperandPrograms", "PluginProgram", "ValidatorProgram",
+           "validated_devices"]
