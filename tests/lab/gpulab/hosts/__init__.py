@@ -13,12 +13,15 @@ A lab directory (DIR) holds everything a lab writes (nothing outside it is writt
     DIR/hosts/NAME/bin/        launchers (gpulab.launchers), bind-mounted at the real tool paths
     DIR/hosts/NAME/etc/nvidia-mig-manager/, etc/systemd/system/nvidia-mig-manager.service.d/
                                the host's own directories (bind-mounted at the same /etc paths)
+    DIR/hosts/NAME/var/run/cdi/management.nvidia.com-gpu.yaml
+                               the host's management CDI spec (written at up and by its nvidia-ctk, ``ctk``)
     DIR/hosts/NAME/sshd_config, sshd.log, nsinit.json, nsinit-status.json
 
 Modules: ``specs`` (host specs and their checks), ``layout`` (the files of DIR), ``system`` (what
 the machine must provide), ``sandbox`` (what a host sees of the real machine and what nsinit
 checks), ``sshd`` (keys, sshd_config, port), ``processes`` (finding and stopping only what the lab
-started), ``inventory`` (inventory.yml), ``lifecycle`` (up, down, status). The PID namespace keeps
+started), ``inventory`` (inventory.yml), ``lifecycle`` (up, down, status), ``ctk`` (the hosts'
+``nvidia-ctk``). The PID namespace keeps
 a host's processes (and its `kill`s, and a reboot(2) call) away from the real machine's.
 """
 
