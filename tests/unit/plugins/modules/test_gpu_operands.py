@@ -79,3 +79,37 @@ def test_unknown_operand_is_a_clear_error_and_changes_nothing(monkeypatch):
                          fake, monkeypatch)
     assert failed and "unknown operand(s) drivr" in result["msg"]
     assert fake.writes == [] and fake.dry_writes == []
+
+
+def _validator_pod(fake, app, name, uid, daemonset=True):
+    if daemonset:
+        fake.add("DaemonSet", app, NS)
+    fake.add("Pod", name, NS, metadata={"name": name, "namespace": NS, "labels": {"app": app}, "uid": uid},
+             spec={"nodeName": "n1"}, status={"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})
+
+
+def test_pause_deletes_the_finished_validation_pods(monkeypatch):
+    fake = _fake()
+    _validator_pod(fake, "nvidia-cuda-validator", "nvidia-cuda-validator-x1", "u1", daemonset=False)
+    _validator_pod(fake, "nvidia-device-plugin-validator", "nvidia-device-plugin-validator-x2", "u2", daemonset=False)
+    _validator_pod(fake, "nvidia-operator-validator", "nvidia-operator-validator-x3", "u3")
+    result, failed = run(gpu_operands, {"node": "n1", "state": "paused"}, fake, monkeypatch)
+    assert not failed
+    assert sorted(result["restarted"]) == [NS + "/nvidia-cuda-validator-x1", NS + "/nvidia-device-plugin-validator-x2"]
+    assert fake.obj("Pod", "nvidia-operator-validator-x3", NS) is not None  # not stopped
+
+
+def test_restore_restarts_the_operator_validator_and_waits_for_its_replacement(monkeypatch):
+    fake = _fake()
+    run(gpu_operands, {"node": "n1", "state": "paused"}, fake, monkeypatch)
+    _validator_pod(fake, "nvidia-operator-validator", "nvidia-operator-validator-x3", "u3")
+    result, failed = run(gpu_operands, {"node": "n1", "state": "restored", "timeout": 4}, fake, monkeypatch)
+    # The fake has no DaemonSet controller: no replacement comes, and the record stays for a re-run.
+    assert failed and "nvidia-operator-validator not Ready yet" in result["msg"], result
+    assert fake.obj("Pod", "nvidia-operator-validator-x3", NS) is None
+    assert PAUSED_ANNOTATION in _node(fake)["annotations"]
+    _validator_pod(fake, "nvidia-operator-validator", "nvidia-operator-validator-y4", "u4")
+    fake.objects.pop(("DaemonSet", NS, "nvidia-operator-validator"))  # a validator without its DaemonSet
+    result, failed = run(gpu_operands, {"node": "n1", "state": "restored", "timeout": 4}, fake, monkeypatch)
+    assert not failed and result["restarted"] == [NS + "/nvidia-operator-validator-y4"]
+    assert PAUSED_ANNOTATION not in _node(fake)["annotations"]
