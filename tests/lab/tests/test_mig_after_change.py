@@ -81,7 +81,7 @@ def current_devices(lab: LiveLab, node: str) -> List[str]:
     state = gpustate.load(lab.state_files[node])
     found: List[str] = []
     for gpu in state.gpus:
-        found += [ci.uuid for _, ci in gpu.mig_devices()] if gpu.mig_current else [gpu.uuid]
+        found += [pair[1].uuid for pair in gpu.mig_devices()] if gpu.mig_current else [gpu.uuid]
     return found
 
 
@@ -139,14 +139,14 @@ def rolled(lab, tmp_path_factory):
 
 
 def test_rollout_restarts_the_validator_so_that_it_validates_the_new_devices(lab, rolled):
-    before, _ = rolled
+    before = rolled[0]
     assert before["validated"] == [gpustate.load(lab.state_files[NODE]).gpus[0].uuid]  # the whole GPU, at its start
     lab.wait("a validator running on %s" % NODE, lambda: "nvidia-operator-validator" in lab.running_operands(NODE))
     assert validated(lab, NODE) == current_devices(lab, NODE)
 
 
 def test_rollout_regenerates_the_management_cdi_spec(lab, rolled):
-    before, _ = rolled
+    before = rolled[0]
     state = gpustate.load(lab.state_files[NODE])
     assert not any(n.startswith("/dev/nvidia-caps/") for n in before["spec"])
     assert ctk.spec_device_nodes(ctk.read_spec(lab.state_files[NODE])) == ctk.device_nodes(state)
@@ -154,7 +154,7 @@ def test_rollout_regenerates_the_management_cdi_spec(lab, rolled):
 
 
 def test_rollout_pauses_and_restores_the_operands_once(rolled):
-    _, result = rolled
+    result = rolled[1]
     output = result.stdout
     assert ran(output, "Pause the node's GPU operands") == 1, output[-6000:]
     assert ran(output, "Restore the node's GPU operands") + ran(
