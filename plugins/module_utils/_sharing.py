@@ -32,8 +32,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted impor
     current_layout,
     desired_layout,
     desired_state,
-    merged_configs,
-    parse_config as parse_mig_config,
+    parse_with_defaults,
     select_config,
 )
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import LayoutError, plan_layout
@@ -572,7 +571,7 @@ def plan_from_host(gpu_facts: Sequence[Mapping[str, Any]], mig_config: Optional[
     desired: Dict[int, Any] = {}
     if mig_config:
         try:
-            config = parse_mig_config(merged_configs(mig_configs or {}), "%s mig_configs" % where)
+            config = parse_with_defaults(mig_configs or {}, "%s mig_configs" % where)
             name, items = select_config(config, mig_config)
             desired = desired_state(items, gpu_facts, name)
         except MigPartedError as exc:
