@@ -1,13 +1,17 @@
 """Benchmark: the cluster side at 10 / 100 / 1,000 GPU nodes (issue 14 #3; no timed assertions).
 
-Usage: .venv/bin/python tests/bench/bench_cluster_scale.py [--nodes 10,100,1000] [--pods-up-to 100] [--json FILE]
+Usage: .venv/bin/python tests/bench/bench_cluster_scale.py [--nodes 10,100,1000] [--full-up-to 100] [--json FILE]
 
-For each size N, a fresh lab cluster in this process (no SSH hosts) with N one-GPU A100-40GB nodes
-(MIG off), the operator installed with the MIG manager on, and every node time-sliced 4 ways by
-gpu_sharing. Then, each module run as Ansible runs it (a subprocess, HTTPS to the lab API):
+Up to --full-up-to nodes, a fresh whole lab cluster in this process (no SSH hosts) with N one-GPU
+A100-40GB nodes (MIG off), the operator installed with the MIG manager on, and every node
+time-sliced 4 ways by gpu_sharing. Above it, the lab's controllers do not keep up on a 2-core
+machine (their loops scan every pod for every node), so the API server runs alone and holds N
+nodes copied from a converged node of a small whole lab, with the operator's ClusterPolicy and
+ConfigMaps: the same objects for the modules to read, but no kubelet to run verification pods.
+Then, each module run as Ansible runs it (a subprocess, HTTPS to the lab API):
   gpu_sharing no-op        - the same configs again: changed=false;
   gpu_verify, no pods      - check mode: node capacity / labels compared with the plan;
-  gpu_verify, with pods    - one verification pod per node (up to --pods-up-to nodes);
+  gpu_verify, with pods    - one verification pod per node (whole lab only);
   mig_node_config no-op    - one node, its MIG config already applied (a per-node module);
 and in this process the pure planning of N hosts (`_fleet_plan.plan_fleet` over N host plans),
 which is what preflight and every cluster module do first. Reported per run: API requests by kind
@@ -25,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from kubernetes import client, config
 
@@ -35,6 +39,7 @@ sys.path.insert(0, os.path.join(REPO, "tests", "lab"))
 sys.path.insert(0, os.path.join(REPO, "tests", "lab", "tests"))
 
 import labtools  # noqa: E402  pylint: disable=wrong-import-position
+from gpulab.cluster import server  # noqa: E402  pylint: disable=wrong-import-position
 import test_cluster_modules_sharing as labkit  # noqa: E402  pylint: disable=wrong-import-position
 
 labtools.ensure_collection_path()
@@ -82,6 +87,7 @@ def measured(lab: Any, name: str, args: Dict[str, Any], lab_dir: str, check_mode
     requests = counts["requests"]
     return {"wall_s": round(result["_wall"], 2), "maxrss_mb": round(result["_maxrss_mb"] or 0, 1),
             "requests": counts["total"], "by_kind": requests, "changed": bool(result.get("changed")),
+            "ok": result.get("ok"),
             "gets": sum(v for k, v in requests.items() if k.startswith("get ")),
             "lists": sum(v for k, v in requests.items() if k.startswith("list ")),
             "writes": sum(v for k, v in requests.items() if k.split(" ")[0] in ("create", "update", "patch", "delete"))}
@@ -122,27 +128,88 @@ def plan_seconds(nodes: int, repeats: int = 3) -> float:
     return best or 0.0
 
 
-def bench_size(nodes: int, pods_up_to: int, workdir: str) -> Dict[str, Any]:
-    lab_dir = os.path.join(workdir, "n%d" % nodes)
+def _converged(lab: Any, names: List[str], lab_dir: str) -> Dict[str, Any]:
+    """Operator installed, every node time-sliced 4 ways (gpu_sharing waits until they advertise it)."""
+    install_operator(lab, timeout=60 + len(names))
+    config = {"name": "ts4", "resources": [{"name": "nvidia.com/gpu", "replicas": 4}], "nodes": names}
+    applied = run_module("gpu_sharing", {"kubeconfig": lab.kubeconfig, "configs": [config], "wait_timeout": 1200,
+                                         "wait_interval": 2}, lab_dir)
+    if applied.get("failed"):
+        raise SystemExit("gpu_sharing failed: %s" % applied.get("msg"))
+    return config
+
+
+def _measure_all(lab: Any, names: List[str], config: Dict[str, Any], lab_dir: str, pods: bool) -> Dict[str, Any]:
+    auth = {"kubeconfig": lab.kubeconfig}
+    row: Dict[str, Any] = {"sharing_noop": measured(lab, "gpu_sharing", dict(auth, configs=[config], wait_timeout=60), lab_dir)}
+    verify = dict(auth, configs=[config], poll_interval=0.5, pod_timeout=600, pod_annotations={RUNTIME_ANNOTATION: "0.2"})
+    row["verify_no_pods"] = measured(lab, "gpu_verify", verify, lab_dir, check_mode=True)
+    if pods:
+        row["verify_pods"] = measured(lab, "gpu_verify", verify, lab_dir)
+    row["mig_node_config_noop"] = measured(lab, "mig_node_config", dict(
+        auth, node=names[-1], config="all-disabled", timeout=60, poll_interval=0.5), lab_dir)
+    return row
+
+
+def bench_full(nodes: int, workdir: str) -> Dict[str, Any]:
+    """The whole lab (operator controllers, kubelets): verification pods really run."""
+    lab_dir = os.path.join(workdir, "full%d" % nodes)
     os.makedirs(lab_dir)
     names = ["gpu-%04d" % i for i in range(nodes)]
     started = time.monotonic()
     lab = labkit.start_lab(lab_dir, [(name, "A100-40GB", 1) for name in names])
     try:
-        install_operator(lab, timeout=60 + nodes)
+        config = _converged(lab, names, lab_dir)
+        row = {"nodes": nodes, "lab": "full", "setup_s": round(time.monotonic() - started, 1)}
+        row.update(_measure_all(lab, names, config, lab_dir, pods=True))
+    finally:
+        lab.stop()
+    row["plan_s"] = round(plan_seconds(nodes), 4)
+    return row
+
+
+def _template(workdir: str) -> Dict[str, Any]:
+    """What a converged node and the operator's objects look like (a 2-node full lab, converged once)."""
+    lab_dir = os.path.join(workdir, "template")
+    os.makedirs(lab_dir)
+    lab = labkit.start_lab(lab_dir, [("gpu-0000", "A100-40GB", 1), ("gpu-0001", "A100-40GB", 1)])
+    try:
+        _converged(lab, ["gpu-0000", "gpu-0001"], lab_dir)
+        node = lab.store.get("v1/nodes", None, "gpu-0000")
+        policy = lab.store.get("nvidia.com/v1/clusterpolicies", None, "cluster-policy")
+        configmaps = lab.store.items("v1/configmaps", "gpu-operator")
+    finally:
+        lab.stop()
+    return {"node": node, "policy": policy, "configmaps": configmaps}
+
+
+def _clean(obj: Dict[str, Any], name: Optional[str] = None) -> Dict[str, Any]:
+    meta = {k: v for k, v in obj["metadata"].items() if k in ("name", "namespace", "labels", "annotations")}
+    if name:
+        meta["name"] = name
+    return dict({k: v for k, v in obj.items() if k != "metadata"}, metadata=meta)
+
+
+def bench_static(nodes: int, template: Dict[str, Any], workdir: str) -> Dict[str, Any]:
+    """The API server alone, holding N nodes exactly as the converged template node (no controllers,
+    no kubelets: what the modules read and write is the same; verification pods cannot run)."""
+    lab_dir = os.path.join(workdir, "static%d" % nodes)
+    os.makedirs(lab_dir)
+    names = ["gpu-%04d" % i for i in range(nodes)]
+    started = time.monotonic()
+    lab = server.serve_in_thread(lab_dir, [], controllers=False)
+    try:
+        lab.store.create("v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator"}})
+        for configmap in template["configmaps"]:
+            lab.store.create("v1/configmaps", _clean(configmap))
+        lab.store.create("nvidia.com/v1/clusterpolicies", _clean(template["policy"]), controller=True)
+        for name in names:
+            node = _clean(template["node"], name)
+            node["metadata"]["labels"] = dict(node["metadata"].get("labels") or {}, **{"kubernetes.io/hostname": name})
+            lab.store.create("v1/nodes", node, controller=True)
         config = {"name": "ts4", "resources": [{"name": "nvidia.com/gpu", "replicas": 4}], "nodes": names}
-        auth = {"kubeconfig": lab.kubeconfig}
-        applied = run_module("gpu_sharing", dict(auth, configs=[config], wait_timeout=1200, wait_interval=2), lab_dir)
-        if applied.get("failed"):
-            raise SystemExit("gpu_sharing failed: %s" % applied.get("msg"))
-        row: Dict[str, Any] = {"nodes": nodes, "setup_s": round(time.monotonic() - started, 1)}
-        row["sharing_noop"] = measured(lab, "gpu_sharing", dict(auth, configs=[config], wait_timeout=60), lab_dir)
-        verify = dict(auth, configs=[config], poll_interval=0.5, pod_timeout=600, pod_annotations={RUNTIME_ANNOTATION: "0.2"})
-        row["verify_no_pods"] = measured(lab, "gpu_verify", verify, lab_dir, check_mode=True)
-        if nodes <= pods_up_to:
-            row["verify_pods"] = measured(lab, "gpu_verify", verify, lab_dir)
-        row["mig_node_config_noop"] = measured(lab, "mig_node_config", dict(
-            auth, node=names[0], config="all-disabled", timeout=60, poll_interval=0.5), lab_dir)
+        row = {"nodes": nodes, "lab": "static", "setup_s": round(time.monotonic() - started, 1)}
+        row.update(_measure_all(lab, names, config, lab_dir, pods=False))
     finally:
         lab.stop()
     row["plan_s"] = round(plan_seconds(nodes), 4)
@@ -151,14 +218,14 @@ def bench_size(nodes: int, pods_up_to: int, workdir: str) -> Dict[str, Any]:
 
 def _table(results: List[Dict[str, Any]]) -> None:
     kinds = ["sharing_noop", "verify_no_pods", "verify_pods", "mig_node_config_noop"]
-    header = ("nodes", "run", "requests", "lists", "gets", "writes", "wall s", "peak MB")
+    header = ("nodes", "lab", "run", "requests", "lists", "gets", "writes", "wall s", "peak MB")
     rows = []
     for r in results:
         for kind in kinds:
             if kind in r:
                 m = r[kind]
-                rows.append((r["nodes"], kind, m["requests"], m["lists"], m["gets"], m["writes"], m["wall_s"], m["maxrss_mb"]))
-        rows.append((r["nodes"], "plan_fleet (pure)", "-", "-", "-", "-", r["plan_s"], "-"))
+                rows.append((r["nodes"], r["lab"], kind, m["requests"], m["lists"], m["gets"], m["writes"], m["wall_s"], m["maxrss_mb"]))
+        rows.append((r["nodes"], "-", "plan_fleet (pure)", "-", "-", "-", "-", r["plan_s"], "-"))
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     for row in [header] + rows:
         print("  ".join(str(cell).rjust(width) for cell, width in zip(row, widths)))
@@ -167,13 +234,19 @@ def _table(results: List[Dict[str, Any]]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="10,100,1000", help="comma-separated node counts")
-    parser.add_argument("--pods-up-to", type=int, default=100, help="run verification pods up to this many nodes")
+    parser.add_argument("--full-up-to", type=int, default=100,
+                        help="the whole lab (verification pods run) up to this many nodes; the API server alone above")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory(prefix="gpufleet-bench-scale-") as workdir:
+        template: Optional[Dict[str, Any]] = None
         for size in [int(x) for x in args.nodes.split(",") if x]:
-            results.append(bench_size(size, args.pods_up_to, workdir))
+            if size <= args.full_up_to:
+                results.append(bench_full(size, workdir))
+            else:
+                template = template or _template(workdir)
+                results.append(bench_static(size, template, workdir))
             print("measured %d nodes (setup %.0fs)" % (size, results[-1]["setup_s"]), flush=True)
     _table(results)
     text = json.dumps({"benchmark": "cluster_scale", "nproc": os.cpu_count(), "results": results}, indent=2, sort_keys=True)
