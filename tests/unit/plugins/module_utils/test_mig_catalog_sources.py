@@ -11,7 +11,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog impo
     find_model,
     resolve_model,
 )
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import default_configs
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import default_configs, parse_config, plan_items
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import check_layout, plan_layout
 
 
@@ -163,3 +163,15 @@ def test_one_function_answers_what_a_node_advertises():
     plugin advertises every physical GPU as nvidia.com/gpu there (specs §9.1); _sharing.expected_node
     is the one answer, so the planner no longer has its own."""
     assert not hasattr(_mig_planner, 'node_resources')
+
+
+def test_mig_config_items_get_the_same_refusals():
+    """mig_config and mig_plan plan mig-parted items through _mig_parted.plan_items (specs §6.1)."""
+    config = parse_config({'version': 'v1', 'mig-configs': {
+        'ci': [{'devices': 'all', 'mig-enabled': True, 'mig-devices': {'1c.3g.40gb': 2}}],
+        'two-me': [{'device-filter': '0x20B710DE', 'devices': 'all', 'mig-enabled': True,
+                    'mig-devices': {'1g.6gb+me': 1, '2g.12gb+me': 1}}]}})
+    problems = plan_items('ci', config.items('ci'), resolve_model('H100-80GB'))[1]
+    assert problems and 'is a compute-instance profile' in problems[0]
+    problems = plan_items('two-me', config.items('two-me'), None)[1]
+    assert any('on A30: the layout needs 2 JPEG decoders' in p for p in problems)
