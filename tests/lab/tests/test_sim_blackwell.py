@@ -7,13 +7,15 @@ import importlib
 
 import labtools
 import pytest
+import yaml
 
-from gpulab import gpustate, smi
+from gpulab import gpustate, migparted, smi
 from gpulab.cluster.operator.migconfig import default_mig_parted_config
 from gpulab.models import available_models, load_model
 
 labtools.ensure_collection_path()
 CATALOG = importlib.import_module("ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog")
+MIG_PARTED = importlib.import_module("ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted")
 
 
 def _profiles(path):
@@ -76,3 +78,21 @@ def test_default_config_map_knows_the_rtx_pro_6000():
     assert configs["all-1g.24gb.gfx"][0]["mig-devices"] == {"1g.24gb+gfx": 4}
     assert configs["all-1g.24gb.me.all"][0]["mig-devices"] == {"1g.24gb+me.all": 1}
     assert configs["all-1g.24gb-me"][0]["mig-devices"] == {"1g.24gb-me": 4}
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("all-balanced", ["1g.24gb", "1g.24gb", "2g.48gb"]),
+    ("all-1g.24gb.me.all", ["1g.24gb+me.all"]),
+    ("all-2g.48gb-me", ["2g.48gb-me", "2g.48gb-me"]),
+    ("all-4g.96gb.gfx", ["4g.96gb+gfx"]),
+])
+def test_collection_default_configs_apply_on_the_rtx_pro_6000(make_host, tmp_path, name, expected):
+    """The configs the collection renders for the catalog (mig_config, mig_operator_config) are accepted
+    by the lab's nvidia-mig-parted on the Blackwell part and give the planned instances."""
+    path = make_host([("RTX-PRO-6000", 1)])
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(MIG_PARTED.merged_configs(), sort_keys=False))
+    assert migparted.run(["apply", "-f", str(config), "-c", name], path, env={}) == (
+        0, "MIG configuration applied successfully\n", "")
+    assert _profiles(path) == sorted(expected)
+    assert migparted.run(["assert", "-f", str(config), "-c", name], path, env={})[0] == 0
