@@ -197,13 +197,13 @@ def _engine_problems(model: GpuModel, counts: Dict[str, int]) -> List[str]:
         total = model.engine_totals[index]
         takers = [(n, c, model.profile(n).engines[index]) for n, c in sorted(counts.items())
                   if c and model.profile(n).engines[index]]
-        needed = sum(c * each for _, c, each in takers)
+        needed = sum(count * each for _name, count, each in takers)
         if needed > total:
             problems.append('the layout needs %d %s but %s has %d (%s); %s' % (
                 needed, _ENGINE_TEXT[engine], model.key, total,
                 ', '.join('%d x %s takes %d' % (c, n, c * each) for n, c, each in takers),
                 'a +me.all instance takes every media engine, so it shares the GPU only with -me instances'
-                if any(n.endswith('+me.all') for n, _, _ in takers)
+                if any(name.endswith('+me.all') for name, _count, _each in takers)
                 else 'at most one instance with media extensions (+me) fits on it'))
     return problems
 
