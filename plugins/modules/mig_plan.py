@@ -130,9 +130,22 @@ model:
       type: str
       sample: A100-40GB
     profiles:
-      description: Every GPU instance profile with id, maximum count, slices and placements.
+      description:
+        - Every GPU instance profile with id, maximum count, slices and placements, and the media
+          engines one instance takes (C(engines) - C(decoders), C(jpeg), C(ofa)).
       type: list
       elements: dict
+    engines:
+      description:
+        - Media engines of the whole GPU (video decoders, JPEG decoders, optical-flow accelerators).
+          The instances of a layout together may not take more; this is why a GPU holds at most one
+          C(+me) instance.
+      type: dict
+      sample: {"decoders": 4, "jpeg": 1, "ofa": 1}
+    architecture:
+      description: GPU architecture; V(ampere) GPUs keep MIG mode across a reboot, later ones do not.
+      type: str
+      sample: ampere
     verified_placements:
       description: Whether the placements come from a real capture rather than derivation.
       type: bool

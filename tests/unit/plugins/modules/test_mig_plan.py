@@ -96,3 +96,13 @@ def test_default_configs(tmp_path):
     assert result['plans'][0]['mig_enabled'] is False
     result = run_module('mig_plan', {'gpu': 'H200', 'name': 'all-balanced'}, tmp_path)
     assert result['failed'] and 'include_default_configs' in result['msg']
+
+
+def test_two_media_extension_instances_on_an_a30(tmp_path):
+    """docs/reference/specs.md §2.16: the A30 has one JPEG decoder and one OFA (MIG user guide, A30 table)."""
+    result = run_module('mig_plan', {'gpu': 'A30', 'layout': {'1g.6gb+me': 1, '2g.12gb+me': 1}}, tmp_path)
+    assert result['failed']
+    assert 'needs 2 JPEG decoders but A30 has 1' in result['msg']
+    good = run_module('mig_plan', {'gpu': 'A30', 'layout': {'1g.6gb+me': 1}}, tmp_path)
+    assert good['model']['engines'] == {'decoders': 4, 'jpeg': 1, 'ofa': 1}
+    assert good['model']['architecture'] == 'ampere'
