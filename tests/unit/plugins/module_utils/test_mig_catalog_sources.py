@@ -75,7 +75,7 @@ def test_gb200_profiles():
 
 def test_b300_profiles():
     """S4 config-default.yaml (all-1g.34gb ... all-7g.269gb, all-balanced 0x318210DE); 1g.34gb+me from
-    the GPU Operator v25.10.0 release notes (specs §2.14)."""
+    the GPU Operator release notes for HGX B300 as quoted by third parties (UNCERTAIN source, specs §2.14)."""
     assert [p.name for p in resolve_model('B300').profiles] == [
         '1g.34gb', '1g.34gb+me', '1g.67gb', '2g.67gb', '3g.135gb', '4g.135gb', '7g.269gb']
     assert [p.max_instances for p in resolve_model('B300').profiles] == [7, 1, 4, 3, 2, 1, 1]
