@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._component_versions import DevicePlugin
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
     CONFIG_LABEL,
     ExpectedNode,
@@ -194,7 +195,8 @@ class Intent:
 
     ``configs``: the sharing configs in force (the plan's, or the cluster's when verifying without a
     plan). ``default_config``: None keeps the ClusterPolicy's, "" removes it. ``nodes``/``selector``:
-    an explicit scope; otherwise ``scope`` decides.
+    an explicit scope; otherwise ``scope`` decides. ``plugin``: the device-plugin release that runs
+    (its version decides how MIG resources are named; None: the newest behaviour).
     """
 
     configs: Mapping[str, SharingConfig] = field(default_factory=dict)
@@ -204,6 +206,7 @@ class Intent:
     nodes: Tuple[str, ...] = ()
     selector: Tuple[Tuple[str, str], ...] = ()
     scope: str = SCOPE_FLEET
+    plugin: Optional[DevicePlugin] = None
 
     @property
     def explicit(self) -> bool:
@@ -288,7 +291,8 @@ def _node_plan(name: str, intent: Intent, cluster: ClusterView, after: Mapping[s
     host = intent.hosts.get(name)
     try:
         gpus = node_gpus_for(name, host.planned_gpus() if host else None, labels, mig_strategy)
-        exp = expected_node(name, gpus, mig_strategy, intent.configs.get(config) if config else None, labelled=labelled)
+        exp = expected_node(name, gpus, mig_strategy, intent.configs.get(config) if config else None, labelled=labelled,
+                            plugin=intent.plugin)
     except SharingError as exc:
         return NodePlan(name, True, config, before, labelled, None, tuple(exc.problems))
     return NodePlan(name, True, config, before, labelled, exp)
