@@ -580,6 +580,11 @@ def node_gpus_from_labels(labels: Mapping[str, str], mig_strategy: str, where: s
             n = _int_label(labels, key)
             if n:
                 mig[key[: -len(".count")]] = n
+    if product is not None and product.endswith("-MIG-INVALID"):
+        # GFD's invalid single-strategy labels (docs/reference/specs.md §8.1): no layout to read back.
+        raise SharingError(["%s: GPU feature discovery reports nvidia.com/gpu.product=%s: the GPUs do not fit the "
+                            "single MIG strategy (MIG on and off mixed, several profiles, or MIG on without devices); "
+                            "give its GPU plan or fix its MIG layout" % (where, product)])
     single_mig = product is not None and "-MIG-" in product
     if product:
         product = re.sub(r"(-MIG-.*)?(-SHARED)?$", "", product, count=1)
@@ -592,7 +597,8 @@ def node_gpus_from_labels(labels: Mapping[str, str], mig_strategy: str, where: s
             product=product,
             source="labels",
         )
-    if mig:
+    if mig or (mig_strategy == "none" and labels.get("nvidia.com/gpu.replicas") == "0"):
+        # gpu.replicas 0: every GPU is MIG-enabled (GFD labels MIG parents without sharing, §8, §8.2).
         if labels.get("nvidia.com/gpu.replicas") == "0":
             return NodeGpus(
                 full_gpus=0,

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import yaml
 
@@ -42,7 +44,8 @@ def test_a_chart_between_rows_takes_the_nearest_older_row():
 
 
 def test_the_default_chart_is_the_gpu_operator_role_default():
-    with open("roles/gpu_operator/defaults/main.yml", encoding="utf-8") as handle:
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+    with open(os.path.join(repo, "roles", "gpu_operator", "defaults", "main.yml"), encoding="utf-8") as handle:
         defaults = yaml.safe_load(handle)
     assert defaults["gpu_operator_chart_version"] == cv.DEFAULT_CHART_VERSION
 
