@@ -131,6 +131,28 @@ def test_bad_input_changes_nothing(lab):
     assert writes(metrics(lab)) == {}
 
 
+def test_device_plugin_release_rules_refuse_before_v0_20_and_change_nothing(lab):
+    """docs/reference/specs.md §9.8-§9.11: chart v26.3.3 runs device plugin v0.19.3, which always
+    refuses MPS requests > 1 and has no allocation policy; a version that does not parse is named."""
+    lab.api.metrics.reset()
+    mps_any = [TS4, dict(MPS3, fail_requests_greater_than_one=False), MIG_FINE]
+    result = run_module("gpu_sharing", sharing_args(lab, configs=mps_any, operator_version="v26.3.3"), lab.tmp)
+    assert result.get("failed") and "the plugin always enforces it" in result["msg"]
+    assert "device plugin v0.19.3 (option operator_version: chart v26.3.3 deploys it)" in result["msg"]
+    packed = [dict(TS4, shared_devices_allocation_policy="packed"), MPS3, MIG_FINE]
+    result = run_module("gpu_sharing", sharing_args(lab, configs=packed, device_plugin_version="v0.19.3"), lab.tmp)
+    assert result.get("failed") and "shared_devices_allocation_policy needs device plugin v0.20.0" in result["msg"]
+    result = run_module("gpu_sharing", sharing_args(lab, operator_version="26.7"), lab.tmp)
+    assert result.get("failed") and "'26.7' does not parse" in result["msg"]
+    result = run_module("gpu_verify", verify_args(lab, device_plugin_version="latest", pods=False), lab.tmp)
+    assert result.get("failed") and "'latest' does not parse" in result["msg"]
+    assert writes(metrics(lab)) == {}
+    planned = run_module("gpu_sharing", sharing_args(lab, configs=mps_any), lab.tmp, check_mode=True)
+    assert not planned.get("failed"), planned.get("msg")
+    assert planned["device_plugin"] == {"version": "v0.20.0", "source": "default chart v26.7.0 deploys it"}
+    assert "failRequestsGreaterThanOne: false" in planned["rendered"]["h200-mps3"]
+
+
 def test_check_mode_changes_nothing_and_shows_the_plan(lab):
     before = {name: store_get(lab, "/api/v1/nodes/%s" % name)["metadata"]["labels"] for name in NODE_GPUS}
     node_rvs = {name: store_get(lab, "/api/v1/nodes/%s" % name)["metadata"]["resourceVersion"] for name in NODE_GPUS}
