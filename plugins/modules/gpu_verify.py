@@ -14,6 +14,10 @@ description:
     from the plan (GPUs per node, MIG layouts, the ClusterPolicy MIG strategy and the sharing config in
     force) with the same code as M(gpufleet.sharing.gpu_sharing), and compares them with the node's
     C(status.capacity), C(status.allocatable) and labels.
+  - With a plan (O(configs), O(node_configs) or the hosts' sharing configs), also checks that every planned
+    config the ClusterPolicy's ConfigMap holds is the one the plan renders (strategy, replicas, renaming,
+    C(failRequestsGreaterThanOne), C(flags.migStrategy), C(flags.plugin.sharedDevicesAllocationPolicy)).
+  - How MIG devices are expected depends on the device-plugin release (see O(device_plugin_version)).
   - Then runs verification pods in parallel, one per node and advertised resource type. Each asks for
     one unit of its resource, runs O(pod_command) (default C(nvidia-smi -L)) and must see the kind of
     device it asked for (the MIG profile for C(nvidia.com/mig-*), a full GPU for C(nvidia.com/gpu)).
@@ -266,6 +270,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import (
     Check,
     build_report,
     compare_node,
+    config_checks,
     option_problems,
     render_junit,
     render_table,
@@ -322,9 +327,10 @@ def read(mod: ClusterModule) -> Tuple[Intent, ClusterView, NodeList, List[Check]
         configs = checked_configs(raw_configs, p["default_config"] or None, plugin) if raw_configs is not None else None
     except SharingError as exc:
         mod.fail("invalid sharing plan: %s" % exc, problems=exc.problems)
-    checks: List[Check] = []
-    if configs is None:
-        configs, checks = read_cluster_configs(mod.k8s, cluster.configmap, p["operator_namespace"])
+    live, checks = read_cluster_configs(mod.k8s, cluster.configmap, p["operator_namespace"])
+    if configs is not None:  # the plan: what the ConfigMap holds of it must be what the plan renders
+        checks = config_checks(configs, live, str(cluster.configmap))
+    configs = live if configs is None else configs
     intent = Intent(configs, p["default_config"] if raw_configs is not None else None, plans, p["mig_strategy"],
                     tuple(p["nodes"]), selector, SCOPE_FLEET, plugin)
     return intent, cluster, nodes, checks

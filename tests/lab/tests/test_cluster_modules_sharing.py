@@ -251,6 +251,15 @@ def test_verify_reports_a_mismatch_red(lab):
     assert failing.get("failed") and "capacity nvidia.com/gpu is 8, the plan says 16" in failing["msg"]
 
 
+def test_verify_reports_a_config_that_differs_from_the_plan(lab):
+    """docs/reference/specs.md §9.11: a planned allocation policy the ConfigMap does not hold is red."""
+    packed = [dict(TS4, shared_devices_allocation_policy="packed"), MPS3, MIG_FINE]
+    result = run_module("gpu_verify", verify_args(lab, configs=packed, pods=False, fail_on_mismatch=False), lab.tmp)
+    red = [c for c in result["report"]["checks"] if not c["ok"]]
+    assert [(c["kind"], c["name"]) for c in red] == [("config", "h100-ts4")], red
+    assert "shared_devices_allocation_policy is None, the plan says 'packed'" in red[0]["message"]
+
+
 def test_verify_pending_pod_times_out_with_the_scheduler_reason(lab):
     # A layout the node does not have (4g.20gb instead of 3g.20gb) beside the profiles its sharing
     # config shares (a config sharing nothing the plan has is refused as a plan problem).
