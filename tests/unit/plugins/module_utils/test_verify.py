@@ -276,7 +276,7 @@ def test_config_checks_compare_what_the_plugin_loads():
     """docs/reference/specs.md §9.11: the allocation policy is part of what is verified (the ConfigMap
     key read back must hold what the plan renders); node choices and keys not written yet are not."""
     planned = s.parse_config({"name": "ts", "resources": [{"name": "gpu", "replicas": 4}], "nodes": ["a"],
-                               "shared_devices_allocation_policy": "packed"})
+                              "shared_devices_allocation_policy": "packed"})
     live_same = s.parse_rendered_config("ts", s.render_config(planned))
     live_other = s.parse_config({"name": "ts", "resources": [{"name": "gpu", "replicas": 4}]})
     [same] = v.config_checks({"ts": planned, "new": planned}, {"ts": live_same}, "cm")
