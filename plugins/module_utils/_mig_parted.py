@@ -642,3 +642,34 @@ def _kind(value: Any) -> str:
     if value is None:
         return "nothing"
     return type(value).__name__
+
+
+@dataclass(frozen=True)
+class ConfigPlan:
+    """A named config planned for one model (or for the models its filters name): the plans, or why not."""
+
+    name: Optional[str]
+    plans: Tuple[Dict[str, Any], ...] = ()
+    message: Optional[str] = None
+    problems: Tuple[str, ...] = ()
+
+
+def plan_named_config(content: Optional[Mapping[str, Any]], include_defaults: bool, name: Optional[str],
+                      requested: Optional[GpuModel]) -> ConfigPlan:
+    """What mig_plan answers for a named config (one mechanism for the module and the preflight filter)."""
+    try:
+        document = config_with_defaults(content, include_defaults)
+    except DocumentError as error:
+        return ConfigPlan(name, message=str(error), problems=(str(error),))
+    try:
+        selected, items = select_config(parse_config(document, source="config"), name)
+    except MigPartedError as error:
+        return ConfigPlan(name, message="invalid mig-parted config: %s" % error, problems=tuple(error.problems))
+    plans, problems = plan_items(selected, items, requested)
+    if problems:
+        return ConfigPlan(selected, tuple(plans), "mig-parted config %s cannot be applied: %s" % (selected, "; ".join(problems)),
+                          tuple(problems))
+    if requested is not None and not plans:
+        problem = untouched_problem(selected, requested)
+        return ConfigPlan(selected, tuple(plans), problem, (problem,))
+    return ConfigPlan(selected, tuple(plans))

@@ -193,15 +193,7 @@ problems:
 from typing import Optional
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import CatalogError, GpuModel, resolve_model
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import (
-    DocumentError,
-    MigPartedError,
-    config_with_defaults,
-    parse_config,
-    plan_items,
-    select_config,
-    untouched_problem,
-)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import plan_named_config
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import LayoutError, plan_layout
 from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
 
@@ -245,22 +237,10 @@ def run(mod: GpuFleetModule) -> None:
 
 def plan_config(mod: GpuFleetModule, requested: Optional[GpuModel]) -> None:
     """Every item of the named mig-parted config, for ``requested`` or the models its filters name."""
-    try:
-        content = config_with_defaults(mod.params['config'], mod.params['include_default_configs'])
-    except DocumentError as error:
-        mod.fail(str(error))
-    try:
-        name, items = select_config(parse_config(content, source='config'), mod.params['name'])
-    except MigPartedError as error:
-        mod.fail('invalid mig-parted config: %s' % error, problems=error.problems)
-    plans, problems = plan_items(name, items, requested)
-    if problems:
-        mod.fail('mig-parted config %s cannot be applied: %s' % (name, '; '.join(problems)),
-                 problems=problems, plans=plans)
-    if requested is not None and not plans:
-        problem = untouched_problem(name, requested)
-        mod.fail(problem, problems=[problem], plans=plans)
-    mod.result.update(name=name, plans=plans)
+    planned = plan_named_config(mod.params['config'], mod.params['include_default_configs'], mod.params['name'], requested)
+    if planned.message is not None:
+        mod.fail(planned.message, problems=list(planned.problems), plans=list(planned.plans))
+    mod.result.update(name=planned.name, plans=list(planned.plans))
 
 
 if __name__ == '__main__':
