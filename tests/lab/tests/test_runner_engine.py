@@ -102,6 +102,11 @@ def _assert_no_token(runner: Any, token: str) -> None:
             assert token not in handle.read(), path
 
 
+def _report(runner: Any) -> Dict[str, Any]:
+    with open(os.path.join(runner.config.artifact_dir, "gpufleet-reports", "gpufleet-verify.json"), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
 def _task_outcomes(runner: Any, task_prefix: str) -> List[str]:
     return [e["event"] for e in runner.events if e.get("event", "").startswith("runner_on_")
             and e["event"] != "runner_on_start" and (e.get("event_data") or {}).get("task", "").startswith(task_prefix)]
@@ -134,6 +139,7 @@ def test_site_then_verify_as_awx_job_templates(job_dir):
     assert published["gpufleet_verify"]["ok"] is True
     assert published["gpufleet_verify"]["failed_nodes"] == []
     assert published["gpufleet_verify"]["report"] == os.path.join(reports, "gpufleet-verify.json")
+    assert _report(site)["pods"]  # the run changed the sharing configs: pods prove them
 
     # AWX's fact storage hands the facts of the last job to the next one (ansible-runner's jsonfile
     # cache): verify.yml must read the GPUs as they are now, not trust the cached read.
@@ -144,6 +150,15 @@ def test_site_then_verify_as_awx_job_templates(job_dir):
     assert _stats(again)["artifact_data"]["gpufleet_verify"]["ok"] is True
     assert "PASSED" in _stdout(again)
     assert _task_outcomes(again, "Read each host's GPUs") == ["runner_on_ok"]
+    assert _report(again)["pods"]  # verify.yml on its own: pods by default (gpufleet_verify_pods: always)
+
+    # A no-op site.yml: nothing changes, the nodes are still checked, no pod is started.
+    noop = _run(job_dir, "site.yml", "site-2")
+    assert (noop.status, noop.rc) == ("successful", 0), _stdout(noop)[-4000:]
+    assert _stats(noop)["changed"] == {}
+    report = _report(noop)
+    assert report["summary"]["ok"] is True and report["summary"]["checks"] > 0 and report["pods"] == []
+    assert _stats(noop)["artifact_data"]["gpufleet_rollout"]["unchanged"] == ["awx-0"]
     _assert_no_token(again, _token(job_dir))
 
 
