@@ -15,8 +15,8 @@ description:
     layout variables as the host C(mig) role (C(mig_configs) plus the default named configs),
     validates it, and stores it in a ConfigMap under the key C(config.yaml).
   - Checks that every node's selected config exists before changing anything.
-  - Refuses to change the items of a config that a node's C(nvidia.com/mig.config) label names: the
-    MIG manager would apply them on that node, without a drain, the next time its pod restarts. A
+  - Refuses to change the items of a config that a node's C(nvidia.com/mig.config) label names, because
+    the MIG manager would apply them on that node, without a drain, the next time its pod restarts. A
     changed layout gets a new name, and the rollout drains each node before labelling it.
   - Optionally points the ClusterPolicy's C(spec.migManager.config.name) at the ConfigMap.
 author:
