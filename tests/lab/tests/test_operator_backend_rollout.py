@@ -89,13 +89,14 @@ class Fleet:
                               "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "busy-" + node}},
                                        "template": {"metadata": {"labels": {"app": "busy-" + node}},
                                                     "spec": {"containers": [{"name": "c", "image": "busy"}]}}}})
-        self.k8s.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
-            "name": "busy-" + node, "namespace": "default", "labels": {"app": "busy-" + node},
-            "annotations": {"lab.gpufleet.io/runtime-seconds": "3600"},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs["metadata"]["name"],
-                                 "uid": rs["metadata"]["uid"], "controller": True}]},
-            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busy", "resources": {
-                "limits": {"nvidia.com/mig-1g.5gb": 1}}}]}})
+        owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs["metadata"]["name"],
+                 "uid": rs["metadata"]["uid"], "controller": True}
+        container = {"name": "c", "image": "busy", "resources": {"limits": {"nvidia.com/mig-1g.5gb": 1}}}
+        self.k8s.create({"apiVersion": "v1", "kind": "Pod",
+                         "metadata": {"name": "busy-" + node, "namespace": "default", "labels": {"app": "busy-" + node},
+                                      "annotations": {"lab.gpufleet.io/runtime-seconds": "3600"},
+                                      "ownerReferences": [owner]},
+                         "spec": {"nodeName": node, "containers": [container]}})
 
     def layout(self, node: str) -> List[str]:
         gpu = gpustate.load(self.state_files[node]).gpus[0]

@@ -53,7 +53,9 @@ def test_unlabelled_node_and_its_layout(tmp_path, default: str, wanted: Optional
     try:
         store.create("nvidia.com/v1/clusterpolicies", {"metadata": {"name": "cluster-policy"}, "spec": {
             "migManager": {"enabled": True, "config": {"default": default}}}})
-        labels = lambda: store.get("v1/nodes", None, "gpu-a")["metadata"].get("labels") or {}  # noqa: E731
+
+        def labels() -> Dict[str, str]:
+            return store.get("v1/nodes", None, "gpu-a")["metadata"].get("labels") or {}
         wait_until("the MIG manager running", lambda: any(
             (p["metadata"].get("ownerReferences") or [{}])[0].get("name") == "nvidia-mig-manager"
             and (p.get("status") or {}).get("phase") == "Running" for p in store.items("v1/pods", "gpu-operator")))
