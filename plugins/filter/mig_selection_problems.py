@@ -18,7 +18,7 @@ description:
   - For each GPU model, plans the selected mig-parted config exactly as M(gpufleet.sharing.mig_plan)
     does (same code, same messages) and returns the messages of the models it fails for; an empty
     list when the selection can be applied to every model.
-  - Runs on the controller, in the play's own process (no module run per host): the preflight of
+  - Runs on the controller, in the play's own process, with no module run per host. The preflight of
     C(site.yml) and C(rollout.yml) uses it for every host at once.
 options:
   _input:

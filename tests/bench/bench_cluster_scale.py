@@ -114,7 +114,7 @@ def plan_seconds(nodes: int, repeats: int = 3) -> float:
     labels = {"nvidia.com/gpu.count": "1", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB",
               "nvidia.com/device-plugin.config": "ts4"}
     best = None
-    for _ in range(repeats):
+    for _repeat in range(repeats):
         begin = time.perf_counter()
         hosts = _fleet_plan.host_plans([{"node": n, "gpu_facts": facts, "mig_config": "all-disabled"}
                                         for n in names], {})

@@ -122,11 +122,11 @@ def main() -> int:
     remote, local = sum(t["remote"] for t in tasks), sum(t["local"] for t in tasks)
     print("%-70s %8s %6s %7s %6s" % ("TASK (play)", "wall s", "hosts", "remote", "local"))
     for task in sorted(tasks, key=lambda t: -t["seconds"])[:args.top]:
-        print("%-70s %8.2f %6d %7d %6d" % (("%s (%s)" % (task["task"], task["play"]))[:70], task["seconds"], task["hosts"],
-                                            task["remote"], task["local"]))
+        label = ("%s (%s)" % (task["task"], task["play"]))[:70]
+        print("%-70s %8.2f %6d %7d %6d" % (label, task["seconds"], task["hosts"], task["remote"], task["local"]))
+    figures = (result["wall"], len(tasks), remote / args.hosts, local / args.hosts, api, api / args.hosts)
     print("no-op site.yml: %.1f s wall, %d tasks; per host: %.1f module runs on the GPU host, %.1f on the controller; "
-          "%d API requests (%.1f per host)" % (result["wall"], len(tasks), remote / args.hosts, local / args.hosts, api,
-                                                api / args.hosts))
+          "%d API requests (%.1f per host)" % figures)
     summary = {"benchmark": "site_noop_profile", "hosts": args.hosts, "wall_s": result["wall"], "tasks": len(tasks),
                "remote_per_host": remote / args.hosts, "local_per_host": local / args.hosts, "api_requests": api}
     print(json.dumps(summary))

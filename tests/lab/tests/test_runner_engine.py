@@ -95,8 +95,8 @@ def _token(private: str) -> str:
 def _assert_no_token(runner: Any, token: str) -> None:
     """What AWX stores and shows of a job (its events and stdout) never holds the cluster token."""
     artifacts = runner.config.artifact_dir
-    paths = [os.path.join(artifacts, "stdout")] + [os.path.join(artifacts, "job_events", name)
-                                                    for name in os.listdir(os.path.join(artifacts, "job_events"))]
+    events = os.path.join(artifacts, "job_events")
+    paths = [os.path.join(artifacts, "stdout")] + [os.path.join(events, name) for name in os.listdir(events)]
     for path in paths:
         with open(path, encoding="utf-8") as handle:
             assert token not in handle.read(), path
