@@ -14,15 +14,16 @@ import time
 
 import pytest
 
-from gpulab import gpustate, hosts
+from gpulab import gpustate, hosts, workload
 
 from labtools import wait_until
-from rollout_lab import LEASE_NAME, LEASE_NS, flat, start_lab
+from rollout_lab import LEASE_NAME, LEASE_NS, WORK_NS, flat, start_lab
 
 _PROBLEM = hosts.prerequisites_problem()
 pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=f"lab hosts cannot run here: {_PROBLEM}")
 
 LAYOUTS = ["all-1g.5gb", "all-balanced"]
+EXPECTED = {"all-1g.5gb": ["1g.5gb"] * 7, "all-balanced": ["1g.5gb", "1g.5gb", "2g.10gb", "3g.20gb"]}
 
 
 @pytest.fixture(scope="module")
@@ -196,3 +197,157 @@ def test_a_tampered_mig_manager_drop_in_is_repaired_without_a_drain(fleet):
     again = fleet.play(limit="flt-1", mig_config=fleet.flt1_layout)
     assert again.returncode == 0 and fleet.summary()["flt-1"]["outcome"] == "unchanged"
     assert re.search(r"flt-1 *: ok=\d+ +changed=0 ", again.stdout), again.stdout[-2000:]
+
+
+def _profiles(lab, host: str = "flt-0") -> list:
+    return sorted(gi.profile for gi in gpustate.load(lab.hosts[host]["state_file"]).gpu(0).gpu_instances)
+
+
+def test_unmanaged_gpu_pod_left_after_the_drain_fails_the_node_naming_it(fleet):
+    """#2: the drain comes first; a pod it may not evict (no controller, no force) is named."""
+    layout = _next_layout(fleet)
+    fleet.run_gpu_pod("trainer")
+    before = _profiles(fleet)
+    try:
+        failed = fleet.play(limit="flt-0", mig_config=layout)
+        _assert_left_failed(fleet, failed, "work/trainer not managed by a controller")
+        assert _profiles(fleet) == before
+    finally:
+        fleet.delete_pod("trainer")
+    _assert_converged(fleet, fleet.play(limit="flt-0", mig_config=layout))
+
+
+def test_gpu_pod_under_a_zero_budget_fails_the_drain_then_is_evicted_and_the_change_succeeds(fleet):
+    """#2: a budget allowing no disruption stops the drain (pod named); without it the drain evicts the
+    GPU workload and the MIG change goes through on the node that had it."""
+    layout = _next_layout(fleet)
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "server-5d9f", "uid": "rs-server-1"}
+    fleet.run_gpu_pod("server", owner=owner)
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "server", "namespace": WORK_NS},
+           "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "server"}}}}
+    fleet.k8s.create(pdb)
+    try:
+        failed = fleet.play(limit="flt-0", mig_config=layout, gpufleet_drain_timeout=3)
+        _assert_left_failed(fleet, failed, "work/server")
+        assert "not evicted" in fleet.summary()["flt-0"]["reason"]
+    finally:
+        fleet.k8s.delete("PodDisruptionBudget", "server", namespace=WORK_NS)
+    _assert_converged(fleet, fleet.play(limit="flt-0", mig_config=layout))
+    assert fleet.k8s.get("Pod", "server", WORK_NS) is None  # evicted (the lab has no ReplicaSet controller)
+    assert _profiles(fleet) == sorted(EXPECTED[layout])
+
+
+def test_gpu_process_outside_kubernetes_fails_the_node_naming_the_pid(fleet):
+    """#2: after the drain, a compute process no pod owns still holds the GPU: refused with its PID."""
+    layout = _next_layout(fleet)
+    state_file = fleet.hosts["flt-0"]["state_file"]
+    pid = workload.start(state_file, 0, "train.py", 1024, mig_device=0)
+    try:
+        failed = fleet.play(limit="flt-0", mig_config=layout)
+        _assert_left_failed(fleet, failed, "PIDs %d" % pid)
+    finally:
+        workload.stop(state_file, pid)
+    _assert_converged(fleet, fleet.play(limit="flt-0", mig_config=layout))
+
+
+def test_cluster_policy_never_ready_fails_before_any_node_is_touched(fleet):
+    layout = _next_layout(fleet)
+    before = _profiles(fleet)
+    fleet.add_fault("named", condition="clusterpolicy-never-ready", count=None)
+    try:
+        failed = fleet.play("site.yml", mig_config=layout, gpu_operator_wait_timeout=4)
+    finally:
+        fleet.clear_faults()
+    output = flat(failed.stdout + failed.stderr)
+    assert failed.returncode != 0
+    assert "fault injected: clusterpolicy-never-ready" in output, output[-3000:]
+    for name in ("flt-0", "flt-1"):
+        assert fleet.node(name) == {"unschedulable": False, "annotation": None}
+    assert _profiles(fleet) == before and fleet.lease() is None
+    again = fleet.play("site.yml", mig_config=layout)
+    assert again.returncode == 0, flat(again.stdout + again.stderr)[-4000:]
+    assert _profiles(fleet) == sorted(EXPECTED[layout]) == _profiles(fleet, "flt-1")
+    fleet.flt1_layout = layout
+
+
+def test_node_deleted_mid_run_fails_that_node_cleanly_and_the_others_go_on(fleet):
+    layout = _next_layout(fleet)
+    run = fleet.start(mig_config=layout)
+    saved = None
+    try:
+        fleet.wait_for_drain("flt-0")
+        saved = fleet.k8s.get("Node", "flt-0")
+        fleet.k8s.delete("Node", "flt-0")
+        run.wait(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        if saved is not None and fleet.k8s.get("Node", "flt-0") is None:
+            fleet.reregister_node(saved)
+    with open(fleet.dir + "/background.log", encoding="utf-8") as handle:
+        log = flat(handle.read())
+    assert run.returncode != 0, log[-3000:]
+    summary = fleet.summary()
+    assert summary["flt-0"]["outcome"] == "failed" and "not found" in summary["flt-0"]["reason"], summary
+    assert summary["flt-1"]["outcome"] == "changed", summary
+    assert fleet.lease() is None
+    fleet.flt1_layout = layout
+    _assert_converged(fleet, fleet.play(limit="flt-0", mig_config=layout))
+
+
+MIG_NODE_CONFIG_PLAY = """
+- hosts: flt-0
+  gather_facts: false
+  tasks:
+    - name: Reconfigure MIG on the node through the operator's MIG manager
+      gpufleet.sharing.mig_node_config:
+        kubeconfig: "{{ gpufleet_kubeconfig }}"
+        node: flt-0
+        config: "{{ mig_config }}"
+        config_map: default-mig-parted-config
+        poll_interval: 0.3
+        timeout: 20
+        drain_timeout: 20
+      delegate_to: localhost
+"""
+
+
+def _mig_manager(lab, enabled: bool) -> None:
+    """The operator backend's MIG manager on (no default config: it acts only on nodes we label) or off."""
+    lab.k8s.patch("ClusterPolicy", "cluster-policy", {"spec": {"migManager": {"enabled": enabled, "config": {"default": ""}}}})
+    if not enabled:
+        lab.k8s.set_node_labels("flt-0", {"nvidia.com/mig.config": None, "nvidia.com/mig.config.state": None})
+        return
+
+    def running() -> bool:
+        pods = lab.k8s.list("Pod", namespace="gpu-operator", label_selector="app=nvidia-mig-manager",
+                            field_selector="spec.nodeName=flt-0")
+        return any((p.get("status") or {}).get("phase") == "Running" for p in pods)
+    wait_until("the MIG manager running on flt-0", running, 60)
+
+
+def test_mig_manager_failed_leaves_the_node_cordoned_then_the_rerun_converges(fleet, tmp_path):
+    """Operator backend (mig_node_config): state=failed keeps the node cordoned with the reason."""
+    play = tmp_path / "mig-node-config.yml"
+    play.write_text(MIG_NODE_CONFIG_PLAY)
+    layout = _next_layout(fleet)
+    _mig_manager(fleet, True)
+    try:
+        fleet.add_fault("named", condition="mig-manager-fail", count=None)
+        try:
+            failed = fleet.play(str(play), mig_config=layout)
+        finally:
+            fleet.clear_faults()
+        output = flat(failed.stdout + failed.stderr)
+        assert failed.returncode != 0
+        assert "fault injected: mig-manager-fail" in output and "stays cordoned" in output, output[-3000:]
+        node = fleet.k8s.get("Node", "flt-0")
+        assert node["spec"].get("unschedulable") is True
+        assert node["metadata"]["labels"]["nvidia.com/mig.config.state"] == "failed"
+        assert "gpufleet.sharing/cordoned-by" in node["metadata"]["annotations"]
+        again = fleet.play(str(play), mig_config=layout)
+        assert again.returncode == 0, flat(again.stdout + again.stderr)[-3000:]
+        assert not fleet.k8s.get("Node", "flt-0")["spec"].get("unschedulable")
+        assert _profiles(fleet) == sorted(EXPECTED[layout])
+    finally:
+        _mig_manager(fleet, False)
