@@ -19,7 +19,7 @@ import yaml
 from gpulab import hosts, tools
 from gpulab.cluster import faults
 
-from labtools import BUILD, REPO, ensure_collection_path, environ, wait_until
+from labtools import BUILD, FAST_ENV, REPO, ensure_collection_path, environ, wait_until
 
 ensure_collection_path()
 
@@ -30,8 +30,6 @@ ANNOTATION = "gpufleet.sharing/rollout"
 LEASE_NS, LEASE_NAME = "kube-system", "gpufleet-sharing-rollout"
 WORK_NS = "work"
 GPU_RESOURCE = "nvidia.com/mig-1g.5gb"  # in both layouts the tests switch between
-FAST_ENV = {"GPULAB_RESYNC_SECONDS": "0.3", "GPULAB_OPERAND_START_DELAY": "0.2", "GPULAB_POD_START_DELAY": "0.1",
-            "GPULAB_POD_STOP_DELAY": "0.1", "GPULAB_DEFAULT_RUNTIME": "0.2", "GPULAB_MIG_APPLY_DELAY": "0.1"}
 
 
 def _helm() -> str:
@@ -72,6 +70,9 @@ class RolloutLab:
             "gpufleet_rollout_serial": [1, "100%"], "gpufleet_rollout_max_fail_percentage": 100,
             "gpufleet_rollout_settle_timeout": 60, "verify_pod_timeout": 15, "mig_config": "all-1g.5gb",
             "gpufleet_drain_timeout": 60, "gpufleet_rollout_lock_duration": 120,
+            # Stopping/starting host services around the apply is the mig role's business (its own
+            # tests); here it would only add four SSH round trips each way per changed node.
+            "mig_gpu_clients": [],
             "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
                                        "-o LogLevel=ERROR -o ConnectTimeout=3",
         }
@@ -94,9 +95,9 @@ class RolloutLab:
         return subprocess.run(self.argv(playbook, variables, limit), capture_output=True, text=True, check=False,
                               env=self.env(), timeout=600)  # noqa: S603
 
-    def start(self, playbook: str = "rollout.yml", **variables: Any) -> subprocess.Popen:
+    def start(self, playbook: str = "rollout.yml", limit: Optional[str] = None, **variables: Any) -> subprocess.Popen:
         log = open(os.path.join(self.dir, "background.log"), "w", encoding="utf-8")  # pylint: disable=consider-using-with
-        return subprocess.Popen(self.argv(playbook, variables, None), stdout=log, stderr=subprocess.STDOUT,  # noqa: S603
+        return subprocess.Popen(self.argv(playbook, variables, limit), stdout=log, stderr=subprocess.STDOUT,  # noqa: S603
                                 env=self.env())
 
     def node(self, name: str) -> Dict[str, Any]:

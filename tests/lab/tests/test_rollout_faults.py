@@ -23,16 +23,25 @@ _PROBLEM = hosts.prerequisites_problem()
 pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=f"lab hosts cannot run here: {_PROBLEM}")
 
 LAYOUTS = ["all-1g.5gb", "all-balanced"]
+NODES = ("flt-0", "flt-1")
 EXPECTED = {"all-1g.5gb": ["1g.5gb"] * 7, "all-balanced": ["1g.5gb", "1g.5gb", "2g.10gb", "3g.20gb"]}
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
+    """The fleet's first site.yml run is the ClusterPolicy-never-ready case (installing the operator
+    times out); the next one, without the fault, is its re-run and the fleet every case starts from."""
     lab_dir = str(tmp_path_factory.mktemp("rolloutlab"))
     lab = start_lab(lab_dir)
     try:
-        result = lab.play("site.yml", mig_config=LAYOUTS[0])
-        assert result.returncode == 0, flat(result.stdout + result.stderr)[-4000:]
+        lab.add_fault("named", condition="clusterpolicy-never-ready", count=None)
+        try:
+            lab.never_ready = lab.play("site.yml", mig_config=LAYOUTS[0], gpu_operator_wait_timeout=4)
+            lab.never_ready_left = ({n: lab.node(n) for n in NODES}, [_profiles(lab, n) for n in NODES], lab.lease())
+        finally:
+            lab.clear_faults()
+        lab.rerun = lab.play("site.yml", mig_config=LAYOUTS[0])
+        assert lab.rerun.returncode == 0, flat(lab.rerun.stdout + lab.rerun.stderr)[-4000:]
         lab.layout = lab.flt1_layout = LAYOUTS[0]
         yield lab
     finally:
@@ -44,23 +53,41 @@ def _next_layout(lab) -> str:
     return lab.layout
 
 
-def _assert_left_failed(lab, result, fragment: str, outcome: str = "failed") -> None:
+def _profiles(lab, host: str = "flt-0") -> list:
+    return sorted(gi.profile for gi in gpustate.load(lab.hosts[host]["state_file"]).gpu(0).gpu_instances)
+
+
+def _assert_left_failed(lab, result, fragment: str, outcome: str = "failed", name: str = "flt-0") -> None:
     output = flat(result.stdout + result.stderr)
     assert result.returncode != 0, output[-3000:]
-    node = lab.node("flt-0")
+    node = lab.node(name)
     assert node["unschedulable"], node
     assert (node["annotation"] or "").startswith("failed: ") and fragment in node["annotation"], node
-    row = lab.summary()["flt-0"]
+    row = lab.summary()[name]
     assert row["outcome"] == outcome and fragment in row["reason"], row
     assert lab.lease() is None  # released at the end of a failed run too
 
 
-def _assert_converged(lab, result) -> None:
+def _assert_converged(lab, result, names=("flt-0",)) -> None:
     output = flat(result.stdout + result.stderr)
     assert result.returncode == 0, output[-4000:]
-    assert lab.node("flt-0") == {"unschedulable": False, "annotation": None}
-    assert lab.summary()["flt-0"]["outcome"] == "changed"
+    for name in names:
+        assert lab.node(name) == {"unschedulable": False, "annotation": None}
+        assert lab.summary()[name]["outcome"] == "changed"
+        assert _profiles(lab, name) == sorted(EXPECTED[lab.layout])
     assert lab.lease() is None
+
+
+def test_cluster_policy_never_ready_fails_before_any_node_is_touched(fleet):
+    """Installing the operator times out waiting for the ClusterPolicy: a clear error, no node
+    cordoned or annotated, no GPU changed, no lock left; the re-run (the fixture's) converges."""
+    output = flat(fleet.never_ready.stdout + fleet.never_ready.stderr)
+    assert fleet.never_ready.returncode != 0
+    assert "fault injected: clusterpolicy-never-ready" in output, output[-3000:]
+    nodes, profiles, lease = fleet.never_ready_left
+    assert nodes == {n: {"unschedulable": False, "annotation": None} for n in NODES}
+    assert profiles == [[], []] and lease is None
+    assert [_profiles(fleet, n) for n in NODES] == [sorted(EXPECTED[LAYOUTS[0]])] * 2  # after the re-run
 
 
 def test_lock_held_by_another_run_is_refused_then_taken_when_expired(fleet):
@@ -85,6 +112,28 @@ def test_lock_held_by_another_run_is_refused_then_taken_when_expired(fleet):
         assert fleet.lease() is None
     finally:
         fleet.k8s.delete("Lease", LEASE_NAME, namespace=LEASE_NS)
+
+
+def test_gpu_workload_left_after_the_drain_fails_its_node_naming_it(fleet):
+    """#2: drain first, then look at the GPUs. flt-0 runs a GPU pod without a controller (the drain,
+    not forced, may not evict it); flt-1 a compute process outside Kubernetes (the drain cannot see
+    it; the busy-GPU check after the drain refuses it). Each node fails with what blocks it."""
+    assert fleet.flt1_layout == fleet.layout  # both nodes change
+    layout = _next_layout(fleet)
+    fleet.run_gpu_pod("trainer")
+    state_file = fleet.hosts["flt-1"]["state_file"]
+    pid = workload.start(state_file, 0, "train.py", 1024, mig_device=0)
+    before = [_profiles(fleet, n) for n in NODES]
+    try:
+        failed = fleet.play(mig_config=layout)
+        _assert_left_failed(fleet, failed, "work/trainer not managed by a controller")
+        _assert_left_failed(fleet, failed, "has compute processes running: PIDs %d" % pid, name="flt-1")
+        assert [_profiles(fleet, n) for n in NODES] == before
+    finally:
+        fleet.delete_pod("trainer")
+        workload.stop(state_file, pid)
+    _assert_converged(fleet, fleet.play(mig_config=layout), NODES)
+    fleet.flt1_layout = layout
 
 
 def test_verification_pods_pending_then_rerun_picks_the_node_up(fleet):
@@ -138,13 +187,12 @@ def test_host_lost_mid_rollout_is_a_failure_like_any_other(fleet):
     assert summary["flt-0"]["outcome"] == "unreachable"
     with open(fleet.dir + "/background.log", encoding="utf-8") as handle:
         assert "over the 0% budget: the rollout stops here" in flat(handle.read())
-    _assert_converged(fleet, fleet.play(mig_config=layout))
-    fleet.flt1_layout = layout
+    _assert_converged(fleet, fleet.play(limit="flt-0", mig_config=layout))  # flt-1 was never started
 
 
 def test_sigterm_mid_run_then_the_lease_expires_and_the_rerun_converges(fleet):
     layout = _next_layout(fleet)
-    run = fleet.start(mig_config=layout, gpufleet_rollout_lock_duration=20)
+    run = fleet.start(limit="flt-0", mig_config=layout, gpufleet_rollout_lock_duration=20)
     try:
         fleet.wait_for_drain("flt-0")
         run.send_signal(signal.SIGTERM)
@@ -157,13 +205,12 @@ def test_sigterm_mid_run_then_the_lease_expires_and_the_rerun_converges(fleet):
     held = fleet.lease()
     assert held is not None
     try:
-        refused = fleet.play(mig_config=layout)
+        refused = fleet.play(limit="flt-0", mig_config=layout)
         assert refused.returncode != 0 and "is held by" in flat(refused.stdout)
         wait_until("the killed run's lease to expire", lambda: _expired(held), timeout=40)
-        _assert_converged(fleet, fleet.play(mig_config=layout))
+        _assert_converged(fleet, fleet.play(limit="flt-0", mig_config=layout))
     finally:
         fleet.k8s.delete("Lease", LEASE_NAME, namespace=LEASE_NS)  # whatever happened, later cases start free
-    fleet.flt1_layout = layout
     assert gpustate.load(fleet.hosts["flt-0"]["state_file"]).gpu(0).gpu_instances
 
 
@@ -199,24 +246,6 @@ def test_a_tampered_mig_manager_drop_in_is_repaired_without_a_drain(fleet):
     assert re.search(r"flt-1 *: ok=\d+ +changed=0 ", again.stdout), again.stdout[-2000:]
 
 
-def _profiles(lab, host: str = "flt-0") -> list:
-    return sorted(gi.profile for gi in gpustate.load(lab.hosts[host]["state_file"]).gpu(0).gpu_instances)
-
-
-def test_unmanaged_gpu_pod_left_after_the_drain_fails_the_node_naming_it(fleet):
-    """#2: the drain comes first; a pod it may not evict (no controller, no force) is named."""
-    layout = _next_layout(fleet)
-    fleet.run_gpu_pod("trainer")
-    before = _profiles(fleet)
-    try:
-        failed = fleet.play(limit="flt-0", mig_config=layout)
-        _assert_left_failed(fleet, failed, "work/trainer not managed by a controller")
-        assert _profiles(fleet) == before
-    finally:
-        fleet.delete_pod("trainer")
-    _assert_converged(fleet, fleet.play(limit="flt-0", mig_config=layout))
-
-
 def test_gpu_pod_under_a_zero_budget_fails_the_drain_then_is_evicted_and_the_change_succeeds(fleet):
     """#2: a budget allowing no disruption stops the drain (pod named); without it the drain evicts the
     GPU workload and the MIG change goes through on the node that had it."""
@@ -234,40 +263,6 @@ def test_gpu_pod_under_a_zero_budget_fails_the_drain_then_is_evicted_and_the_cha
         fleet.k8s.delete("PodDisruptionBudget", "server", namespace=WORK_NS)
     _assert_converged(fleet, fleet.play(limit="flt-0", mig_config=layout))
     assert fleet.k8s.get("Pod", "server", WORK_NS) is None  # evicted (the lab has no ReplicaSet controller)
-    assert _profiles(fleet) == sorted(EXPECTED[layout])
-
-
-def test_gpu_process_outside_kubernetes_fails_the_node_naming_the_pid(fleet):
-    """#2: after the drain, a compute process no pod owns still holds the GPU: refused with its PID."""
-    layout = _next_layout(fleet)
-    state_file = fleet.hosts["flt-0"]["state_file"]
-    pid = workload.start(state_file, 0, "train.py", 1024, mig_device=0)
-    try:
-        failed = fleet.play(limit="flt-0", mig_config=layout)
-        _assert_left_failed(fleet, failed, "PIDs %d" % pid)
-    finally:
-        workload.stop(state_file, pid)
-    _assert_converged(fleet, fleet.play(limit="flt-0", mig_config=layout))
-
-
-def test_cluster_policy_never_ready_fails_before_any_node_is_touched(fleet):
-    layout = _next_layout(fleet)
-    before = _profiles(fleet)
-    fleet.add_fault("named", condition="clusterpolicy-never-ready", count=None)
-    try:
-        failed = fleet.play("site.yml", mig_config=layout, gpu_operator_wait_timeout=4)
-    finally:
-        fleet.clear_faults()
-    output = flat(failed.stdout + failed.stderr)
-    assert failed.returncode != 0
-    assert "fault injected: clusterpolicy-never-ready" in output, output[-3000:]
-    for name in ("flt-0", "flt-1"):
-        assert fleet.node(name) == {"unschedulable": False, "annotation": None}
-    assert _profiles(fleet) == before and fleet.lease() is None
-    again = fleet.play("site.yml", mig_config=layout)
-    assert again.returncode == 0, flat(again.stdout + again.stderr)[-4000:]
-    assert _profiles(fleet) == sorted(EXPECTED[layout]) == _profiles(fleet, "flt-1")
-    fleet.flt1_layout = layout
 
 
 def test_node_deleted_mid_run_fails_that_node_cleanly_and_the_others_go_on(fleet):
