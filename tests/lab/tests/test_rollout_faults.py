@@ -221,7 +221,6 @@ def _micro(seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + ".%06dZ" % int((seconds % 1) * 1e6)
 
 
-
 def test_a_tampered_mig_manager_drop_in_is_repaired_without_a_drain(fleet):
     """#11: converged layout, tampered override.conf: repaired (changed), then changed=0."""
     drop_in = "%s/etc/systemd/system/nvidia-mig-manager.service.d/override.conf" % fleet.hosts["flt-1"]["host_dir"]
