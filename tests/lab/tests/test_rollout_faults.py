@@ -287,17 +287,17 @@ def test_node_deleted_mid_run_fails_that_node_cleanly_and_the_others_go_on(fleet
 MIG_NODE_CONFIG_PLAY = """
 - hosts: flt-0
   gather_facts: false
+  vars:
+    mig_operator_node_name: flt-0
+    mig_operator_configmap_name: default-mig-parted-config
+    mig_operator_poll_interval: 0.3
+    mig_operator_timeout: 20
+    mig_operator_drain_timeout: 20
   tasks:
-    - name: Reconfigure MIG on the node through the operator's MIG manager
-      gpufleet.sharing.mig_node_config:
-        kubeconfig: "{{ gpufleet_kubeconfig }}"
-        node: flt-0
-        config: "{{ mig_config }}"
-        config_map: default-mig-parted-config
-        poll_interval: 0.3
-        timeout: 20
-        drain_timeout: 20
-      delegate_to: localhost
+    - name: The operator backend's per-node step (roles/mig_operator, tasks nodes)
+      ansible.builtin.include_role:
+        name: gpufleet.sharing.mig_operator
+        tasks_from: nodes
 """
 
 
@@ -334,9 +334,11 @@ def test_mig_manager_failed_leaves_the_node_cordoned_then_the_rerun_converges(fl
         assert node["spec"].get("unschedulable") is True
         assert node["metadata"]["labels"]["nvidia.com/mig.config.state"] == "failed"
         assert "gpufleet.sharing/cordoned-by" in node["metadata"]["annotations"]
+        reason = node["metadata"]["annotations"].get("gpufleet.sharing/rollout") or ""
+        assert reason.startswith("failed: ") and "mig-manager-fail" in reason, reason  # the reason stays on the node
         again = fleet.play(str(play), mig_config=layout)
         assert again.returncode == 0, flat(again.stdout + again.stderr)[-3000:]
-        assert not fleet.k8s.get("Node", "flt-0")["spec"].get("unschedulable")
+        assert fleet.node("flt-0") == {"unschedulable": False, "annotation": None}
         assert _profiles(fleet) == sorted(EXPECTED[layout])
     finally:
         _mig_manager(fleet, False)
