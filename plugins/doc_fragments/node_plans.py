@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) gpufleet.sharing contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The per-host plan options of gpu_sharing and gpu_verify (``_fleet_plan.NODE_PLANS_ARGSPEC``)."""
+"""The per-host plan options of gpu_sharing and gpu_verify and the device-plugin release they plan for
+(``_fleet_plan.NODE_PLANS_ARGSPEC``)."""
 
 from __future__ import annotations
 
@@ -75,4 +76,26 @@ options:
         the node's O(node_plans) entry.
     type: dict
     default: {}
+  operator_version:
+    description:
+      - The GPU Operator chart version that runs (or will run) on the cluster, such as V(v26.7.0); the
+        C(gpu_sharing) and C(verify) roles pass the C(gpu_operator) role's C(gpu_operator_chart_version).
+      - The device-plugin release is derived from it (the table of NVIDIA's GPU Operator release notes in
+        the collection's C(docs/reference/specs.md) §9.8). It decides what the plan may ask for and how
+        the nodes advertise MIG devices (see O(device_plugin_version)).
+      - Used only when O(device_plugin_version) is not given and the ClusterPolicy does not name the
+        device-plugin image version (C(spec.devicePlugin.version), what the installed chart runs).
+        Neither known, V(v26.7.0) (the C(gpu_operator) role default) is assumed.
+      - A value that is not C(vMAJOR.MINOR.PATCH) fails, naming it, before anything changes.
+    type: str
+  device_plugin_version:
+    description:
+      - The NVIDIA device-plugin version that runs, such as V(v0.19.3); wins over the ClusterPolicy and
+        O(operator_version). A value that is not C(vMAJOR.MINOR.PATCH) fails, naming it.
+      - From device plugin V(v0.20.0) (GPU Operator V(v26.7.0)) on, MPS honours
+        C(fail_requests_greater_than_one=false), C(shared_devices_allocation_policy) exists, and MIG
+        profiles with a suffix (C(+me), C(-me), C(+me.all), C(+gfx)) are their own resources
+        (C(nvidia.com/mig-1g.10gb.me)); before it the first two are refused and a suffixed profile is
+        expected under its base profile's resource (C(nvidia.com/mig-1g.10gb)).
+    type: str
 """

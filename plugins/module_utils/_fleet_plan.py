@@ -24,6 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._component_versions import (
+    DevicePlugin,
+    VersionError,
+    resolve_device_plugin,
+)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
     CONFIG_LABEL,
     ExpectedNode,
@@ -34,7 +39,9 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
     effective_config_name,
     expected_node,
     node_gpus_for,
+    parse_configs,
     plan_from_host,
+    release_problems,
     selector_matches,
 )
 
@@ -48,7 +55,8 @@ GPU_NODE_LABELS = ("nvidia.com/gpu.present", "nvidia.com/gpu.count")
 SCOPE_GOVERNED = "governed"
 SCOPE_FLEET = "fleet"
 
-# The per-host plan as module options (documentation: the gpufleet.sharing.node_plans doc fragment).
+# The per-host plan and the device-plugin release as module options (documentation: the
+# gpufleet.sharing.node_plans doc fragment).
 _GPU_SPEC = dict(model=dict(type="str"), count=dict(type="int", default=1), mig=dict(type="dict"),
                  product=dict(type="str"), pci_device_id=dict(type="str"))
 NODE_PLANS_ARGSPEC: Dict[str, Any] = dict(
@@ -61,6 +69,8 @@ NODE_PLANS_ARGSPEC: Dict[str, Any] = dict(
         sharing_config=dict(type="dict"),
     )),
     node_gpus=dict(type="dict", default={}),
+    operator_version=dict(type="str"),
+    device_plugin_version=dict(type="str"),
 )
 
 
@@ -152,6 +162,27 @@ def read_intent(params: Mapping[str, Any]) -> Tuple[Dict[str, HostPlan], Optiona
     return plans, configs_from_nodes(node_configs, params.get("configs") or [])
 
 
+def device_plugin_of(params: Mapping[str, Any], policy: Optional[Mapping[str, Any]]) -> DevicePlugin:
+    """The device-plugin release the plan is for (``_component_versions.resolve_device_plugin``: the
+    option ``device_plugin_version``, the ClusterPolicy's image tag, the option ``operator_version``,
+    the default chart); an option that does not parse is a SharingError naming it."""
+    try:
+        return resolve_device_plugin(params.get("device_plugin_version"), dict(policy) if policy else None,
+                                     params.get("operator_version"))
+    except VersionError as exc:
+        raise SharingError([str(exc)])
+
+
+def checked_configs(raw_configs: Sequence[Mapping[str, Any]], default: Optional[str],
+                    plugin: Optional[DevicePlugin]) -> Dict[str, SharingConfig]:
+    """The configs validated, and checked against what the device-plugin release can do."""
+    configs = parse_configs(raw_configs, default)
+    problems = release_problems(configs, plugin)
+    if problems:
+        raise SharingError(problems)
+    return configs
+
+
 # --------------------------------------------------------------------------------------------
 # What the cluster reports, what is intended
 
@@ -194,7 +225,8 @@ class Intent:
 
     ``configs``: the sharing configs in force (the plan's, or the cluster's when verifying without a
     plan). ``default_config``: None keeps the ClusterPolicy's, "" removes it. ``nodes``/``selector``:
-    an explicit scope; otherwise ``scope`` decides.
+    an explicit scope; otherwise ``scope`` decides. ``plugin``: the device-plugin release that runs
+    (its version decides how MIG resources are named; None: the newest behaviour).
     """
 
     configs: Mapping[str, SharingConfig] = field(default_factory=dict)
@@ -204,6 +236,7 @@ class Intent:
     nodes: Tuple[str, ...] = ()
     selector: Tuple[Tuple[str, str], ...] = ()
     scope: str = SCOPE_FLEET
+    plugin: Optional[DevicePlugin] = None
 
     @property
     def explicit(self) -> bool:
@@ -288,7 +321,8 @@ def _node_plan(name: str, intent: Intent, cluster: ClusterView, after: Mapping[s
     host = intent.hosts.get(name)
     try:
         gpus = node_gpus_for(name, host.planned_gpus() if host else None, labels, mig_strategy)
-        exp = expected_node(name, gpus, mig_strategy, intent.configs.get(config) if config else None, labelled=labelled)
+        exp = expected_node(name, gpus, mig_strategy, intent.configs.get(config) if config else None, labelled=labelled,
+                            plugin=intent.plugin)
     except SharingError as exc:
         return NodePlan(name, True, config, before, labelled, None, tuple(exc.problems))
     return NodePlan(name, True, config, before, labelled, exp)

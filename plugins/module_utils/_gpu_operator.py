@@ -7,7 +7,7 @@ Pure (no I/O) except ``wait_operator_ready`` and ``apply_cluster_objects``, whic
 K8sClient they are given.
 
 Values follow docs/reference/specs.md §7.2: ``mig.strategy``, ``migManager.enabled``, ``migManager.config.name``,
-``driver.enabled``, ``toolkit.enabled``, ``devicePlugin.config.{name,default}``. ClusterPolicy
+``migManager.config.default`` (§7.8), ``driver.enabled``, ``toolkit.enabled``, ``devicePlugin.config.{name,default}``. ClusterPolicy
 ``status.state`` is ``ready`` | ``notReady`` | ``ignored`` (docs/reference/specs.md §7.3).
 """
 
@@ -25,6 +25,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import Helm
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError, K8sTimeout
 
 MIG_STRATEGIES = ("none", "single", "mixed")
+MIG_DEFAULT_CONFIGS = ("all-disabled", "")  # the CRD enum of migManager.config.default
 PSA_LABELS = {
     "pod-security.kubernetes.io/enforce": "privileged",  # operands are privileged (docs/reference/specs.md §7.1)
 }
@@ -61,7 +62,8 @@ def _set_path(tree: Dict[str, Any], path: Tuple[str, ...], value: Any) -> None:
 def build_values(values: Optional[Dict[str, Any]] = None, mig_strategy: Optional[str] = None,
                  mig_manager_enabled: Optional[bool] = None, mig_manager_config: Optional[str] = None,
                  driver_enabled: Optional[bool] = None, toolkit_enabled: Optional[bool] = None,
-                 device_plugin_config: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+                 device_plugin_config: Optional[Dict[str, Any]] = None,
+                 mig_manager_default_config: Optional[str] = None) -> Dict[str, Any]:
     """Helm values: free-form ``values`` plus the typed settings of the plan.
 
     A typed setting (not None) is written at its values path. If ``values`` already holds a
@@ -82,6 +84,11 @@ def build_values(values: Optional[Dict[str, Any]] = None, mig_strategy: Optional
             problems.append("mig_manager_config=%r needs the MIG manager, but mig_manager_enabled is false"
                             % mig_manager_config)
         wanted.append((("migManager", "config", "name"), mig_manager_config, "mig_manager_config"))
+    if mig_manager_default_config is not None:
+        # "" (not the chart's all-disabled): the operator then labels no node (docs/reference/specs.md §7.8).
+        if mig_manager_default_config not in MIG_DEFAULT_CONFIGS:
+            problems.append("mig_manager_default_config must be 'all-disabled' or '', got %r" % mig_manager_default_config)
+        wanted.append((("migManager", "config", "default"), mig_manager_default_config, "mig_manager_default_config"))
     if driver_enabled is not None:
         wanted.append((("driver", "enabled"), bool(driver_enabled), "driver_enabled"))
     if toolkit_enabled is not None:

@@ -14,6 +14,12 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 
+# Media engines a GPU instance may own, in this order: video decoders, JPEG decoders, optical-flow
+# accelerators (the "Hardware Units" column of NVIDIA's profile tables, docs/reference/specs.md §2.16).
+ENGINE_NAMES = ('decoders', 'jpeg', 'ofa')
+Engines = Tuple[int, int, int]
+
+
 class CatalogError(ValueError):
     """An identifier does not name a GPU model (or a profile of one) that the catalog knows."""
 
@@ -22,11 +28,11 @@ class MigProfile:
     """One GPU-instance profile of one GPU model."""
 
     __slots__ = ('name', 'gi_profile_id', 'max_instances', 'memory_slices', 'compute_slices',
-                 'starts', 'memory_gib', 'multiprocessors', 'media_extensions')
+                 'starts', 'memory_gib', 'multiprocessors', 'engines', 'media_extensions')
 
     def __init__(self, name: str, gi_profile_id: int, max_instances: int, memory_slices: int,
                  compute_slices: int, starts: Tuple[int, ...], memory_gib: Optional[float] = None,
-                 multiprocessors: Optional[int] = None) -> None:
+                 multiprocessors: Optional[int] = None, engines: Engines = (0, 0, 0)) -> None:
         self.name = name
         self.gi_profile_id = gi_profile_id
         self.max_instances = max_instances
@@ -35,7 +41,10 @@ class MigProfile:
         self.starts = tuple(starts)
         self.memory_gib = memory_gib
         self.multiprocessors = multiprocessors
-        self.media_extensions = name.endswith('+me')
+        # (NVDEC, JPEG, OFA) this instance takes from the GPU (docs/reference/specs.md §2.16).
+        self.engines = tuple(engines)
+        # '+me' and '+me.all' take the GPU's optical-flow engine (docs/reference/specs.md §2.16).
+        self.media_extensions = '+me' in name
 
     @property
     def resource_suffix(self) -> str:
@@ -56,6 +65,7 @@ class MigProfile:
             'placements': [{'start': s, 'size': self.memory_slices} for s in self.starts],
             'memory_gib': self.memory_gib,
             'multiprocessors': self.multiprocessors,
+            'engines': dict(zip(ENGINE_NAMES, self.engines)),
         }
 
     def __repr__(self) -> str:
@@ -90,6 +100,11 @@ class GpuModel:
         """Ampere keeps MIG mode in the InfoROM; Hopper and later lose it on reboot (docs/reference/specs.md §4.1)."""
         return self.architecture == 'ampere'
 
+    @property
+    def engine_totals(self) -> Engines:
+        """Media engines of the whole GPU: what the largest profiles take (docs/reference/specs.md §2.16)."""
+        return tuple(max(p.engines[i] for p in self.profiles) for i in range(len(ENGINE_NAMES)))
+
     def profile(self, name: str) -> Optional[MigProfile]:
         """The profile called `name` ('1g.10gb', 'MIG 1g.10gb' or a GI profile id as text)."""
         wanted = normalize_profile_name(name)
@@ -113,6 +128,7 @@ class GpuModel:
             'compute_slices': self.compute_slices,
             'max_instances': self.max_instances,
             'mig_mode_persists_across_reboot': self.mig_mode_persists_across_reboot,
+            'engines': dict(zip(ENGINE_NAMES, self.engine_totals)),
             'profiles': [p.as_dict() for p in self.profiles],
             'balanced': dict(self.balanced),
             'verified_placements': self.verified_placements,
@@ -130,17 +146,25 @@ def normalize_profile_name(name: str) -> str:
     return text.lower()
 
 
-# The 8-memory-slice family (A100, H100, H200, GH200, B200) shares one geometry; only names,
-# sizes and SM counts differ. Rows: class, nvidia-smi GI profile id, max instances, memory
-# slices, compute slices, allowed starts. [docs/reference/specs.md §3.1 canonical -lgipp, 3.2 rules as data;
-# VERIFIED for H200 by tests/fixtures/h200/mig_lgipp.txt]
-# One geometry row: class, GI profile id, max instances, memory slices, compute slices, starts.
+def compute_instance_profile(name: str) -> Optional[Tuple[str, str]]:
+    """'1c.3g.40gb' -> ('1c', '3g.40gb'): a compute-instance profile inside a GI profile; else None."""
+    match = re.match(r'^(\d+c)\.(\d+g\..+)$', normalize_profile_name(name))
+    return (match.group(1), match.group(2)) if match else None
+
+
+# The 8-memory-slice family (A100, H100, H200, GH200, B200, GB200, B300, GB300) shares one
+# geometry; only names, sizes, SM counts and media engines differ. Rows: class, nvidia-smi GI
+# profile id, max instances, memory slices, compute slices, allowed starts. The class is the
+# compute size plus the variant: '1g2m' is the one-compute-slice profile with two memory slices
+# ('1g.10gb' on A100-40GB); '+me', '+me.all', '-me' and '+gfx' are NVIDIA's variant suffixes.
+# [docs/reference/specs.md §3.1 canonical -lgipp, 3.2 rules as data; VERIFIED for H200 by
+# tests/fixtures/h200/mig_lgipp.txt]
 GeometryRow = Tuple[str, int, int, int, int, Tuple[int, ...]]
 
 _EIGHT_SLICE_GEOMETRY: Tuple[GeometryRow, ...] = (
     ('1g', 19, 7, 1, 1, (0, 1, 2, 3, 4, 5, 6)),
     ('1g+me', 20, 1, 1, 1, (0, 1, 2, 3, 4, 5, 6)),
-    ('1g-2mem', 15, 4, 2, 1, (0, 2, 4, 6)),
+    ('1g2m', 15, 4, 2, 1, (0, 2, 4, 6)),
     ('2g', 14, 3, 2, 2, (0, 2, 4)),
     ('3g', 9, 2, 4, 3, (0, 4)),
     ('4g', 5, 1, 4, 4, (0,)),
@@ -156,21 +180,58 @@ _FOUR_SLICE_GEOMETRY: Tuple[GeometryRow, ...] = (
     ('4g', 0, 1, 4, 4, (0,)),
 )
 
+# RTX PRO 6000 Blackwell: 4 memory and 4 compute slices; ids and maxima from its -lgip, starts
+# DERIVED from the A30 pattern (no -lgipp published). [docs/reference/specs.md §2.15]
+_RTX_PRO_GEOMETRY: Tuple[GeometryRow, ...] = (
+    ('1g', 14, 4, 1, 1, (0, 1, 2, 3)),
+    ('1g+me', 21, 1, 1, 1, (0, 1, 2, 3)),
+    ('1g+gfx', 47, 4, 1, 1, (0, 1, 2, 3)),
+    ('1g+me.all', 65, 1, 1, 1, (0, 1, 2, 3)),
+    ('1g-me', 67, 4, 1, 1, (0, 1, 2, 3)),
+    ('2g', 5, 2, 2, 2, (0, 2)),
+    ('2g+gfx', 35, 2, 2, 2, (0, 2)),
+    ('2g+me.all', 64, 1, 2, 2, (0, 2)),
+    ('2g-me', 66, 2, 2, 2, (0, 2)),
+    ('4g', 0, 1, 4, 4, (0,)),
+    ('4g+gfx', 32, 1, 4, 4, (0,)),
+)
+
+# Media engines per class, (NVDEC, JPEG, OFA) [docs/reference/specs.md §2.16]:
+# A100 and A30 from S1's tables; Hopper from S1's H100 table and the H200 capture (the Blackwell
+# data-center parts print the same columns, S9); RTX PRO 6000 from its -lgip (S9).
+_AMPERE_ENGINES: Dict[str, Engines] = {
+    '1g': (0, 0, 0), '1g+me': (1, 1, 1), '1g2m': (1, 0, 0), '2g': (1, 0, 0), '3g': (2, 0, 0),
+    '4g': (2, 0, 0), '7g': (5, 1, 1)}
+_A30_ENGINES: Dict[str, Engines] = {
+    '1g': (0, 0, 0), '1g+me': (1, 1, 1), '2g': (2, 0, 0), '2g+me': (2, 1, 1), '4g': (4, 1, 1)}
+_HOPPER_ENGINES: Dict[str, Engines] = {
+    '1g': (1, 1, 0), '1g+me': (1, 1, 1), '1g2m': (1, 1, 0), '2g': (2, 2, 0), '3g': (3, 3, 0),
+    '4g': (4, 4, 0), '7g': (7, 7, 1)}
+_RTX_PRO_ENGINES: Dict[str, Engines] = {
+    '1g': (1, 1, 0), '1g+me': (1, 1, 1), '1g+gfx': (1, 1, 0), '1g+me.all': (4, 4, 1), '1g-me': (0, 0, 0),
+    '2g': (2, 2, 0), '2g+gfx': (2, 2, 0), '2g+me.all': (4, 4, 1), '2g-me': (0, 0, 0),
+    '4g': (4, 4, 1), '4g+gfx': (4, 4, 1)}
+
+
+def _base_class(geometry_class: str) -> str:
+    """'1g2m+me' -> '1g2m', '2g-me' -> '2g': the part that sizes, names and SM counts are keyed by."""
+    return re.match(r'^\d+g(?:2m)?', geometry_class).group(0)
+
 
 def _profile_name(geometry_class: str, sizes_gb: Dict[str, str]) -> str:
-    base = geometry_class.split('+')[0]
-    if base == '1g-2mem':
-        return '1g.%sgb' % sizes_gb['1g-2mem']
-    name = '%s.%sgb' % (base, sizes_gb[base])
-    return name + '+me' if geometry_class.endswith('+me') else name
+    base = _base_class(geometry_class)
+    return '%s.%sgb%s' % (base[:base.index('g') + 1], sizes_gb[base], geometry_class[len(base):])
 
 
 def _build_profiles(geometry: Tuple[GeometryRow, ...], sizes_gb: Dict[str, str],
-                    memory_gib: Dict[str, Optional[float]],
-                    multiprocessors: Dict[str, Optional[int]]) -> Tuple[MigProfile, ...]:
+                    memory_gib: Dict[str, Optional[float]], multiprocessors: Dict[str, Optional[int]],
+                    engines: Dict[str, Engines], media_extension: bool = True) -> Tuple[MigProfile, ...]:
+    """Profiles of one model; `media_extension=False` leaves out the `+me` rows (not published for it)."""
     profiles = []
     for geometry_class, gi_id, max_count, mem, compute, starts in geometry:
-        base = geometry_class.split('+')[0]
+        if not media_extension and '+me' in geometry_class:
+            continue
+        base = _base_class(geometry_class)
         profiles.append(MigProfile(
             name=_profile_name(geometry_class, sizes_gb),
             gi_profile_id=gi_id,
@@ -180,27 +241,32 @@ def _build_profiles(geometry: Tuple[GeometryRow, ...], sizes_gb: Dict[str, str],
             starts=starts,
             memory_gib=memory_gib.get(base),
             multiprocessors=multiprocessors.get(base),
+            engines=engines[geometry_class],
         ))
     return tuple(profiles)
 
 
 def _eight_slice_model(key: str, product_names: Tuple[str, ...], pci_device_ids: Tuple[str, ...],
-                       architecture: str, sizes_gb: Dict[str, str], memory_gib: Dict[str, Optional[float]],
+                       architecture: str, sizes_gb: Tuple[str, ...], memory_gib: Dict[str, Optional[float]],
                        multiprocessors: Dict[str, Optional[int]], balanced: Dict[str, int],
-                       verified_placements: bool) -> GpuModel:
+                       verified_placements: bool, media_extension: bool = True) -> GpuModel:
+    engines = _AMPERE_ENGINES if architecture == 'ampere' else _HOPPER_ENGINES
     return GpuModel(
         key=key, product_names=tuple(product_names), pci_device_ids=tuple(pci_device_ids),
         architecture=architecture, memory_slices=8, compute_slices=7, max_instances=7,
-        profiles=_build_profiles(_EIGHT_SLICE_GEOMETRY, sizes_gb, memory_gib, multiprocessors),
+        profiles=_build_profiles(_EIGHT_SLICE_GEOMETRY, _gib(*sizes_gb), memory_gib, multiprocessors,
+                                 engines, media_extension),
         balanced=balanced, verified_placements=verified_placements)
 
 
 def _gib(*values: Any) -> Dict[str, Any]:
-    return dict(zip(('1g', '1g-2mem', '2g', '3g', '4g', '7g'), values))
+    """Per-class values in the order 1g, two-slice 1g, 2g, 3g, 4g, 7g."""
+    return dict(zip(('1g', '1g2m', '2g', '3g', '4g', '7g'), values))
 
 
 _HOPPER_SM = _gib(16, 26, 32, 60, 64, 132)  # H100/H200 -lgip SM column [docs/reference/specs.md §2.3, 2.6; H200 capture]
 _AMPERE_SM = _gib(14, 14, 28, 42, 56, 98)   # A100 [docs/reference/specs.md §2.1, 2.2]
+_UNKNOWN = _gib(None, None, None, None, None, None)
 
 
 MODELS: Tuple[GpuModel, ...] = (
@@ -211,15 +277,14 @@ MODELS: Tuple[GpuModel, ...] = (
         architecture='ampere', memory_slices=4, compute_slices=4, max_instances=4,
         profiles=_build_profiles(_FOUR_SLICE_GEOMETRY, {'1g': '6', '2g': '12', '4g': '24'},
                                  {'1g': 5.81, '2g': 11.69, '4g': 23.44},
-                                 {'1g': 14, '2g': 28, '4g': 56}),
+                                 {'1g': 14, '2g': 28, '4g': 56}, _A30_ENGINES),
         balanced={'1g.6gb': 2, '2g.12gb': 1},
         verified_placements=True),  # S10 A30 -lgipp
     _eight_slice_model(
         'A100-40GB',
         ('NVIDIA A100-SXM4-40GB', 'NVIDIA A100-PCIE-40GB', 'NVIDIA A800 40GB PCIe'),
         ('0x20B010DE', '0x20B110DE', '0x20F110DE', '0x20F610DE'),
-        'ampere',
-        {'1g': '5', '1g-2mem': '10', '2g': '10', '3g': '20', '4g': '20', '7g': '40'},
+        'ampere', ('5', '10', '10', '20', '20', '40'),
         _gib(4.75, 9.62, 9.62, 19.50, 19.50, 39.25), _AMPERE_SM,
         {'1g.5gb': 2, '2g.10gb': 1, '3g.20gb': 1}, True),  # S2 -lgipp
     _eight_slice_model(
@@ -227,59 +292,90 @@ MODELS: Tuple[GpuModel, ...] = (
         ('NVIDIA A100-SXM4-80GB', 'NVIDIA A100 80GB PCIe', 'NVIDIA A100-PCIE-80GB',
          'NVIDIA A800-SXM4-80GB', 'NVIDIA A800 80GB PCIe'),
         ('0x20B210DE', '0x20B510DE', '0x20F310DE', '0x20F510DE'),
-        'ampere',
-        {'1g': '10', '1g-2mem': '20', '2g': '20', '3g': '40', '4g': '40', '7g': '80'},
+        'ampere', ('10', '20', '20', '40', '40', '80'),
         _gib(9.50, 19.50, 19.50, 39.25, 39.25, 78.75), _AMPERE_SM,
         {'1g.10gb': 2, '2g.20gb': 1, '3g.40gb': 1}, False),  # placements DERIVED (docs/reference/specs.md §2.2)
     _eight_slice_model(
         'H100-80GB',
         ('NVIDIA H100 80GB HBM3', 'NVIDIA H100 PCIe', 'NVIDIA H800', 'NVIDIA H800 PCIe'),
         ('0x233010DE', '0x233110DE', '0x232210DE', '0x232410DE'),
-        'hopper',
-        {'1g': '10', '1g-2mem': '20', '2g': '20', '3g': '40', '4g': '40', '7g': '80'},
+        'hopper', ('10', '20', '20', '40', '40', '80'),
         _gib(9.75, 19.62, 19.62, 39.50, 39.50, 79.25), _HOPPER_SM,
         {'1g.10gb': 2, '2g.20gb': 1, '3g.40gb': 1}, True),  # S10 real -lgipp
     _eight_slice_model(
         'H100-NVL',
         ('NVIDIA H100 NVL', 'NVIDIA H800 NVL'),
         ('0x232110DE', '0x233A10DE'),
-        'hopper',
-        {'1g': '12', '1g-2mem': '24', '2g': '24', '3g': '47', '4g': '47', '7g': '94'},
+        'hopper', ('12', '24', '24', '47', '47', '94'),
         _gib(10.75, 21.62, 21.62, 46.38, 46.38, 93.12), _HOPPER_SM,
         {'1g.12gb': 2, '2g.24gb': 1, '3g.47gb': 1}, True),  # S10 real -lgipp
     _eight_slice_model(
         'H100-96GB',
-        ('NVIDIA H100 96GB HBM3', 'NVIDIA GH200 480GB', 'NVIDIA GH200 120GB', 'NVIDIA H20',
-         'NVIDIA PG506-96GB'),
-        ('0x233D10DE', '0x234210DE', '0x232910DE', '0x20B610DE'),
-        'hopper',
-        {'1g': '12', '1g-2mem': '24', '2g': '24', '3g': '48', '4g': '48', '7g': '96'},
-        _gib(None, None, None, None, None, None), {},
+        ('NVIDIA H100 96GB HBM3', 'NVIDIA GH200 480GB', 'NVIDIA GH200 120GB', 'NVIDIA H20'),
+        ('0x233D10DE', '0x234210DE', '0x232910DE'),
+        'hopper', ('12', '24', '24', '48', '48', '96'), _UNKNOWN, {},
         {'1g.12gb': 2, '2g.24gb': 1, '3g.48gb': 1}, False),  # DERIVED (docs/reference/specs.md §2.5)
+    # PG506-232 is a GA100 (Ampere) board that mig-parted files with the 96GB Hopper parts because
+    # its profile names are the same (docs/reference/specs.md §2.12): same layouts, own architecture.
+    _eight_slice_model(
+        'PG506-96GB',
+        ('NVIDIA PG506-96GB', 'NVIDIA PG506-232'),
+        ('0x20B610DE',),
+        'ampere', ('12', '24', '24', '48', '48', '96'), _UNKNOWN, {},
+        {'1g.12gb': 2, '2g.24gb': 1, '3g.48gb': 1}, False),  # DERIVED (docs/reference/specs.md §2.12)
     _eight_slice_model(
         'H200',
         ('NVIDIA H200', 'NVIDIA H200 NVL'),
         ('0x233510DE', '0x233B10DE'),
-        'hopper',
-        {'1g': '18', '1g-2mem': '35', '2g': '35', '3g': '71', '4g': '71', '7g': '141'},
+        'hopper', ('18', '35', '35', '71', '71', '141'),
         _gib(16.00, 32.50, 32.50, 69.75, 69.75, 140.00), _HOPPER_SM,  # real H200 capture
         {'1g.18gb': 2, '2g.35gb': 1, '3g.71gb': 1}, True),  # tests/fixtures/h200/mig_lgipp.txt
     _eight_slice_model(
         'GH200-144GB',
         ('NVIDIA GH200 144G HBM3e',),
         ('0x234810DE',),
-        'hopper',
-        {'1g': '18', '1g-2mem': '36', '2g': '36', '3g': '72', '4g': '72', '7g': '144'},
+        'hopper', ('18', '36', '36', '72', '72', '144'),
         _gib(17.50, 35.25, 35.25, None, None, None), _gib(16, 26, 32, None, None, None),
         {'1g.18gb': 2, '2g.36gb': 1, '3g.72gb': 1}, False),  # DERIVED (docs/reference/specs.md §2.7)
     _eight_slice_model(
         'B200',
         ('NVIDIA B200',),
         ('0x290110DE',),
-        'blackwell',
-        {'1g': '23', '1g-2mem': '45', '2g': '45', '3g': '90', '4g': '90', '7g': '180'},
+        'blackwell', ('23', '45', '45', '90', '90', '180'),
         _gib(22.00, 44.25, 44.25, None, None, None), _gib(18, 30, 36, None, None, None),
         {'1g.23gb': 2, '2g.45gb': 1, '3g.90gb': 1}, False),  # DERIVED (docs/reference/specs.md §2.8)
+    _eight_slice_model(
+        'GB200',
+        ('NVIDIA GB200',),
+        ('0x294110DE',),
+        'blackwell', ('23', '47', '47', '93', '93', '186'),
+        _gib(22.00, 45.50, 45.50, None, None, None), _gib(18, 32, 38, None, None, None),
+        {'1g.23gb': 2, '2g.47gb': 1, '3g.93gb': 1}, False),  # DERIVED (docs/reference/specs.md §2.13)
+    _eight_slice_model(
+        'B300',
+        ('NVIDIA B300 SXM6 AC',),
+        ('0x318210DE',),
+        'blackwell', ('34', '67', '67', '135', '135', '269'), _UNKNOWN, {},
+        {'1g.34gb': 2, '2g.67gb': 1, '3g.135gb': 1}, False),  # DERIVED (docs/reference/specs.md §2.14)
+    _eight_slice_model(
+        'GB300',
+        ('NVIDIA GB300',),
+        ('0x31C210DE',),
+        'blackwell', ('35', '70', '70', '139', '139', '278'), _UNKNOWN, {},
+        {'1g.35gb': 2, '2g.70gb': 1, '3g.139gb': 1}, False,
+        media_extension=False),  # DERIVED; no +me published (docs/reference/specs.md §2.14)
+    GpuModel(
+        key='RTX-PRO-6000',
+        product_names=('NVIDIA RTX PRO 6000 Blackwell Server Edition',
+                       'NVIDIA RTX PRO 6000 Blackwell Workstation Edition',
+                       'NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition'),
+        pci_device_ids=('0x2BB510DE', '0x2BB110DE'),
+        architecture='blackwell', memory_slices=4, compute_slices=4, max_instances=4,
+        profiles=_build_profiles(_RTX_PRO_GEOMETRY, {'1g': '24', '2g': '48', '4g': '96'},
+                                 {'1g': 23.62, '2g': 47.38, '4g': 95.00},
+                                 {'1g': 46, '2g': 94, '4g': 188}, _RTX_PRO_ENGINES),
+        balanced={'1g.24gb': 2, '2g.48gb': 1},
+        verified_placements=False),  # DERIVED starts (docs/reference/specs.md §2.15)
 )
 MODELS_BY_KEY: Dict[str, GpuModel] = dict((m.key, m) for m in MODELS)
 _BY_PCI_ID: Dict[str, GpuModel] = dict((pci, m) for m in MODELS for pci in m.pci_device_ids)

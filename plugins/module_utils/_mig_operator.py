@@ -153,6 +153,32 @@ def config_map_problem(config_map: Optional[Mapping[str, Any]], config: str, whe
     return undefined_config(document, config, where)
 
 
+def changed_in_use(before_text: Optional[str], after_text: str, nodes: List[Mapping[str, Any]],
+                   where: str) -> List[str]:
+    """Problems for configs whose items would change while a node's ``nvidia.com/mig.config`` names them.
+
+    The MIG manager reads the ConfigMap when it applies, and it applies the current label again
+    whenever its pod starts (docs/reference/specs.md §7.8): new items under a name in use would change
+    that node's layout at the next restart of the pod, with no cordon and no drain. ``before_text`` is
+    the ``config.yaml`` stored now, ``after_text`` the one about to be written."""
+    try:
+        before = yaml.safe_load(before_text) if before_text else None
+    except yaml.YAMLError:
+        return []
+    old = before.get("mig-configs") if isinstance(before, dict) else None
+    new = (yaml.safe_load(after_text) or {}).get("mig-configs") or {}
+    users: Dict[str, List[str]] = {}
+    for node in nodes:
+        name = node_mig_status(node)[0]
+        if isinstance(old, dict) and name in old and name in new and old[name] != new[name]:
+            users.setdefault(name, []).append(str((node.get("metadata") or {}).get("name")))
+    return ["MIG config %r in ConfigMap %s would get other items while node(s) %s use it (label %s): their MIG "
+            "manager would apply the new layout, without a drain, the next time its pod restarts. Give the new "
+            "layout a new name (mig_config and mig_configs); the rollout then drains each node before its MIG "
+            "manager changes it" % (name, where, ", ".join(sorted(users[name])), MIG_CONFIG_LABEL)
+            for name in sorted(users)]
+
+
 def option_problems(config: str, timeout: int, drain_timeout: int, poll_interval: float) -> List[str]:
     """What is wrong with mig_node_config's options (empty when nothing is)."""
     problems = []

@@ -473,6 +473,30 @@ def merged_configs(extra: Optional[Mapping[str, Any]] = None, models: Optional[S
     return {"version": CONFIG_VERSION, "mig-configs": named}
 
 
+# The default configs parsed once per process: they depend on the catalog only (a constant), and
+# planning a fleet would otherwise parse all of them again for every host.
+_PARSED_DEFAULTS: Dict[str, MigPartedConfig] = {}
+
+
+def parse_with_defaults(extra: Optional[Mapping[str, Any]], source: str = "mig_configs") -> MigPartedConfig:
+    """``parse_config(merged_configs(extra))``, with the defaults parsed only once.
+
+    The result, and every problem reported for ``extra``, are the same as parsing the merged
+    document; ``extra`` names replace defaults in place, new names come after them.
+    """
+    defaults = _PARSED_DEFAULTS.get("catalog")
+    if defaults is None:
+        defaults = _PARSED_DEFAULTS.setdefault("catalog", parse_config(merged_configs(), "default configs"))
+    if extra is not None and not isinstance(extra, Mapping):
+        raise MigPartedError(["%s: must be a mapping of config name to a list of items, got %s" % (source, _kind(extra))])
+    if not extra:
+        return defaults
+    user = parse_config({"version": CONFIG_VERSION, "mig-configs": dict(extra)}, source)
+    own = dict(user.configs)
+    merged = [(name, own.pop(name, items)) for name, items in defaults.configs]
+    return MigPartedConfig(configs=tuple(merged + [(name, own[name]) for name in user.names if name in own]))
+
+
 # ---------------------------------------------------------------------------------------------
 # Planning a config per GPU model, without a host (the mig_plan module)
 
@@ -618,3 +642,34 @@ def _kind(value: Any) -> str:
     if value is None:
         return "nothing"
     return type(value).__name__
+
+
+@dataclass(frozen=True)
+class ConfigPlan:
+    """A named config planned for one model (or for the models its filters name): the plans, or why not."""
+
+    name: Optional[str]
+    plans: Tuple[Dict[str, Any], ...] = ()
+    message: Optional[str] = None
+    problems: Tuple[str, ...] = ()
+
+
+def plan_named_config(content: Optional[Mapping[str, Any]], include_defaults: bool, name: Optional[str],
+                      requested: Optional[GpuModel]) -> ConfigPlan:
+    """What mig_plan answers for a named config (one mechanism for the module and the preflight filter)."""
+    try:
+        document = config_with_defaults(content, include_defaults)
+    except DocumentError as error:
+        return ConfigPlan(name, message=str(error), problems=(str(error),))
+    try:
+        selected, items = select_config(parse_config(document, source="config"), name)
+    except MigPartedError as error:
+        return ConfigPlan(name, message="invalid mig-parted config: %s" % error, problems=tuple(error.problems))
+    plans, problems = plan_items(selected, items, requested)
+    if problems:
+        return ConfigPlan(selected, tuple(plans), "mig-parted config %s cannot be applied: %s" % (selected, "; ".join(problems)),
+                          tuple(problems))
+    if requested is not None and not plans:
+        problem = untouched_problem(selected, requested)
+        return ConfigPlan(selected, tuple(plans), problem, (problem,))
+    return ConfigPlan(selected, tuple(plans))

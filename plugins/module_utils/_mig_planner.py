@@ -9,6 +9,11 @@ Geometry rules (docs/reference/specs.md §3.2): every GPU instance needs an allo
 with no two instances overlapping; the compute slices of all instances must fit the GPU; no
 profile may exceed its maximum count. The planner finds explicit placements by a backtracking
 search over bit masks, which is exhaustive (a layout is rejected only when no placement exists).
+The media engines (video and JPEG decoders, optical-flow accelerators) that the instances take must
+also exist on the GPU (docs/reference/specs.md §2.16): an A30 has one JPEG decoder and one OFA, so it
+holds at most one `+me` instance of any size.
+
+What a whole node advertises to Kubernetes is answered in one place, `_sharing.expected_node`.
 """
 
 from __future__ import annotations
@@ -16,7 +21,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import GpuModel, MigProfile
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import (
+    ENGINE_NAMES,
+    GpuModel,
+    MigProfile,
+    compute_instance_profile,
+)
 
 STRATEGIES = ('none', 'single', 'mixed')
 RESOURCE_PREFIX = 'nvidia.com/'
@@ -145,6 +155,9 @@ def normalize_layout(model: GpuModel, layout: Mapping[str, object]) -> Tuple[Dic
         return result, ['the layout must be a mapping of profile name to count, got %s' % type(layout).__name__]
     for raw_name, raw_count in layout.items():
         profile = model.profile(str(raw_name))
+        if profile is None and compute_instance_profile(str(raw_name)):
+            problems.append(_compute_instance_problem(model, str(raw_name)))
+            continue
         if profile is None:
             problems.append('profile %r is not a MIG profile of %s; valid profiles: %s' % (
                 raw_name, model.key, ', '.join(model.profile_names())))
@@ -162,6 +175,37 @@ def normalize_layout(model: GpuModel, layout: Mapping[str, object]) -> Tuple[Dic
             continue
         result[profile.name] = result.get(profile.name, 0) + count
     return result, problems
+
+
+def _compute_instance_problem(model: GpuModel, raw_name: str) -> str:
+    compute, gpu_instance = compute_instance_profile(raw_name)
+    return ('profile %r is a compute-instance profile (%s of the GPU instance %s): not supported, because '
+            'the collection gives every GPU instance one compute instance spanning all of it - that is what '
+            'mig_config creates and what the device plugin then advertises as nvidia.com/mig-<GPU instance '
+            'profile>; several compute instances in one GPU instance would share its memory and are neither '
+            'planned, applied nor verified. Use the GPU-instance profile (%s) instead; valid profiles of %s: %s' % (
+                raw_name, compute, gpu_instance, gpu_instance, model.key, ', '.join(model.profile_names())))
+
+
+_ENGINE_TEXT = {'decoders': 'video decoders (NVDEC)', 'jpeg': 'JPEG decoders', 'ofa': 'optical-flow accelerators (OFA)'}
+
+
+def _engine_problems(model: GpuModel, counts: Dict[str, int]) -> List[str]:
+    """Media engines the instances take beyond what the GPU has (docs/reference/specs.md §2.16)."""
+    problems = []
+    for index, engine in enumerate(ENGINE_NAMES):
+        total = model.engine_totals[index]
+        takers = [(n, c, model.profile(n).engines[index]) for n, c in sorted(counts.items())
+                  if c and model.profile(n).engines[index]]
+        needed = sum(count * each for _name, count, each in takers)
+        if needed > total:
+            problems.append('the layout needs %d %s but %s has %d (%s); %s' % (
+                needed, _ENGINE_TEXT[engine], model.key, total,
+                ', '.join('%d x %s takes %d' % (c, n, c * each) for n, c, each in takers),
+                'a +me.all instance takes every media engine, so it shares the GPU only with -me instances'
+                if any(name.endswith('+me.all') for name, _count, _each in takers)
+                else 'at most one instance with media extensions (+me) fits on it'))
+    return problems
 
 
 def _capacity_problems(model: GpuModel, counts: Dict[str, int]) -> List[str]:
@@ -184,7 +228,7 @@ def _capacity_problems(model: GpuModel, counts: Dict[str, int]) -> List[str]:
     if memory > model.memory_slices:
         problems.append('the layout needs %d memory slices but %s has %d' % (
             memory, model.key, model.memory_slices))
-    return problems
+    return problems + _engine_problems(model, counts)
 
 
 def _instances_largest_first(model: GpuModel, counts: Dict[str, int]) -> List[MigProfile]:
@@ -263,31 +307,3 @@ def layout_of_placements(placements: Iterable[Placement]) -> Dict[str, int]:
     for placement in placements:
         counts[placement.profile] = counts.get(placement.profile, 0) + 1
     return counts
-
-
-def node_resources(gpu_plans: Iterable[Optional[GpuPlan]], strategy: str,
-                   full_gpus: int = 0) -> Optional[Dict[str, int]]:
-    """Resources of a node whose GPUs have these plans (None = GPU with MIG disabled).
-
-    `full_gpus` counts extra non-MIG GPUs. Under `single` every GPU must be MIG-enabled with the
-    same one profile, else the device plugin advertises nothing usable and None is returned.
-    """
-    plans = list(gpu_plans)
-    whole = full_gpus + sum(1 for p in plans if p is None)
-    mig_plans = [p for p in plans if p is not None]
-    totals: Dict[str, int] = {}
-    if strategy == 'none':
-        return {RESOURCE_PREFIX + 'gpu': whole} if whole else {}
-    if strategy == 'single':
-        profiles = set(name for p in mig_plans for name, c in p.layout.items() if c > 0)
-        if mig_plans and (whole or len(profiles) > 1):
-            return None
-        if not mig_plans:
-            return {RESOURCE_PREFIX + 'gpu': whole} if whole else {}
-        return {RESOURCE_PREFIX + 'gpu': sum(sum(p.layout.values()) for p in mig_plans)}
-    if whole:
-        totals[RESOURCE_PREFIX + 'gpu'] = whole
-    for plan in mig_plans:
-        for name, count in plan.resources('mixed').items():
-            totals[name] = totals.get(name, 0) + count
-    return totals

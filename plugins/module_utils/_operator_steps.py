@@ -89,7 +89,8 @@ class GpuOperator:
                 self.mod.fail("invalid chart_version: %s" % exc)
         try:
             return build_values(p["values"], p["mig_strategy"], p["mig_manager_enabled"], p["mig_manager_config"],
-                                p["driver_enabled"], p["toolkit_enabled"], p["device_plugin_config"])
+                                p["driver_enabled"], p["toolkit_enabled"], p["device_plugin_config"],
+                                mig_manager_default_config=p["mig_manager_default_config"])
         except ValuesError as exc:
             self.mod.fail("invalid values: %s" % exc, problems=exc.problems)
 

@@ -18,7 +18,7 @@ Facts followed (docs/reference/specs.md):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 try:
@@ -26,14 +26,20 @@ try:
 except ImportError:  # pragma: no cover - PyYAML comes with ansible-core and the kubernetes client
     yaml = None
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._component_versions import (
+    MIG_SUFFIX_RESOURCES,
+    MPS_FAIL_REQUESTS_CONFIGURABLE,
+    SHARED_DEVICES_ALLOCATION_POLICY,
+    DevicePlugin,
+    show,
+)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import CatalogError, find_model, resolve_model
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import (
     MigPartedError,
     current_layout,
     desired_layout,
     desired_state,
-    merged_configs,
-    parse_config as parse_mig_config,
+    parse_with_defaults,
     select_config,
 )
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import LayoutError, plan_layout
@@ -44,6 +50,8 @@ MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
 STRATEGIES = ("none", "time-slicing", "mps")
 MIG_STRATEGIES = ("none", "single", "mixed")
+# flags.plugin.sharedDevicesAllocationPolicy of the device plugin (docs/reference/specs.md §9.11).
+ALLOCATION_POLICIES = ("distributed", "packed")
 
 # One config as a module option (gpu_sharing ``configs[]``; documented there).
 CONFIG_ARGSPEC: Dict[str, Any] = dict(
@@ -54,6 +62,7 @@ CONFIG_ARGSPEC: Dict[str, Any] = dict(
     rename_by_default=dict(type="bool", default=False),
     fail_requests_greater_than_one=dict(type="bool"),
     mig_strategy=dict(type="str", choices=["none", "single", "mixed"]),
+    shared_devices_allocation_policy=dict(type="str", choices=list(ALLOCATION_POLICIES)),
     version=dict(type="str", default="v1"),
     nodes=dict(type="list", elements="str", default=[]),
     node_selector=dict(type="raw"),
@@ -68,6 +77,7 @@ RESOURCE_KEYS = ("name", "replicas")
 # Kubernetes label value (the config name is used as the node label value) and ConfigMap key rules.
 _LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _MIG_RESOURCE_RE = re.compile(r"^nvidia\.com/mig-[0-9]+g\.[0-9]+gb([-.][a-z.]+)?$")
+_MIG_BASE_RE = re.compile(r"^(nvidia\.com/mig-[0-9]+g\.[0-9]+gb)[-.][a-z.]+$")
 _PRODUCT_UNSAFE_RE = re.compile(r"[^A-Za-z0-9\-_. ]")
 
 
@@ -99,6 +109,7 @@ class SharingConfig:
     rename_by_default: bool = False
     fail_requests_greater_than_one: bool = False
     mig_strategy: Optional[str] = None  # rendered as flags.migStrategy when set
+    allocation_policy: Optional[str] = None  # rendered as flags.plugin.sharedDevicesAllocationPolicy when set
     nodes: Tuple[str, ...] = ()
     node_selector: Tuple[Tuple[str, str], ...] = ()
 
@@ -124,6 +135,7 @@ class SharingConfig:
             "rename_by_default": self.rename_by_default,
             "fail_requests_greater_than_one": self.fail_requests_greater_than_one,
             "mig_strategy": self.mig_strategy,
+            "shared_devices_allocation_policy": self.allocation_policy,
             "nodes": list(self.nodes),
             "node_selector": dict(self.node_selector),
         }
@@ -250,13 +262,15 @@ def parse_config(raw: Mapping[str, Any], path: str = "config") -> SharingConfig:
     mig_strategy = raw.get("mig_strategy")
     if mig_strategy is not None and mig_strategy not in MIG_STRATEGIES:
         problems.append("%s: mig_strategy must be one of %s, got %r" % (where, ", ".join(MIG_STRATEGIES), mig_strategy))
+    policy = raw.get("shared_devices_allocation_policy")
+    if policy is not None and policy not in ALLOCATION_POLICIES:
+        problems.append("%s: shared_devices_allocation_policy must be one of %s, got %r"
+                        % (where, ", ".join(ALLOCATION_POLICIES), policy))
 
     resources = _parse_resources(raw.get("resources") or [], strategy, where, problems)
     rename = _bool(raw, "rename_by_default", False, where, problems)
     fail_gt1_default = strategy == "mps"
     fail_gt1 = _bool(raw, "fail_requests_greater_than_one", fail_gt1_default, where, problems)
-    if strategy == "mps" and not fail_gt1:
-        problems.append("%s: fail_requests_greater_than_one cannot be false with MPS (the plugin always enforces it)" % where)
 
     nodes_raw = raw.get("nodes") or []
     if isinstance(nodes_raw, str) or not isinstance(nodes_raw, Sequence):
@@ -277,6 +291,7 @@ def parse_config(raw: Mapping[str, Any], path: str = "config") -> SharingConfig:
         rename_by_default=rename,
         fail_requests_greater_than_one=fail_gt1,
         mig_strategy=mig_strategy,
+        allocation_policy=policy,
         nodes=nodes,
         node_selector=selector,
     )
@@ -309,18 +324,45 @@ def parse_configs(raw_configs: Sequence[Mapping[str, Any]], default: Optional[st
 
 
 def render_config(cfg: SharingConfig) -> str:
+    """MPS gets ``failRequestsGreaterThanOne`` only when false: omitted, the plugin refuses requests > 1
+    (docs/reference/specs.md §9.9), and a config rendered before stays byte for byte the same."""
     lines = ["version: v1"]
+    if cfg.mig_strategy or cfg.allocation_policy:
+        lines.append("flags:")
     if cfg.mig_strategy:
-        lines += ["flags:", "  migStrategy: %s" % cfg.mig_strategy]
+        lines.append("  migStrategy: %s" % cfg.mig_strategy)
+    if cfg.allocation_policy:
+        lines += ["  plugin:", "    sharedDevicesAllocationPolicy: %s" % cfg.allocation_policy]
     if cfg.strategy != "none":
         lines += ["sharing:", "  %s:" % ("timeSlicing" if cfg.strategy == "time-slicing" else "mps")]
         lines.append("    renameByDefault: %s" % ("true" if cfg.rename_by_default else "false"))
-        if cfg.strategy == "time-slicing":
+        if cfg.strategy == "time-slicing" or not cfg.fail_requests_greater_than_one:
             lines.append("    failRequestsGreaterThanOne: %s" % ("true" if cfg.fail_requests_greater_than_one else "false"))
         lines.append("    resources:")
         for item in cfg.resources:
             lines += ["    - name: %s" % item.name, "      replicas: %d" % item.replicas]
     return "\n".join(lines) + "\n"
+
+
+def release_problems(configs: Mapping[str, SharingConfig], plugin: Optional[DevicePlugin]) -> List[str]:
+    """What the configs ask of a device-plugin release that does not have it (docs/reference/specs.md
+    §9.9, §9.11); ``plugin`` None: the newest behaviour."""
+    problems: List[str] = []
+    if plugin is None:
+        return problems
+    for name in sorted(configs):
+        cfg = configs[name]
+        if cfg.strategy == "mps" and not cfg.fail_requests_greater_than_one and not plugin.at_least(MPS_FAIL_REQUESTS_CONFIGURABLE):
+            problems.append(
+                "sharing config %r: fail_requests_greater_than_one cannot be false with MPS on %s: before %s the "
+                "plugin always enforces it (honoured from device plugin %s, GPU Operator v26.7.0)"
+                % (name, plugin.describe(), show(MPS_FAIL_REQUESTS_CONFIGURABLE), show(MPS_FAIL_REQUESTS_CONFIGURABLE)))
+        if cfg.allocation_policy and not plugin.at_least(SHARED_DEVICES_ALLOCATION_POLICY):
+            problems.append(
+                "sharing config %r: shared_devices_allocation_policy needs device plugin %s or later (GPU Operator "
+                "v26.7.0); %s has no such setting and always distributes replicas across GPUs"
+                % (name, show(SHARED_DEVICES_ALLOCATION_POLICY), plugin.describe()))
+    return problems
 
 
 def render_configmap_data(configs: Mapping[str, SharingConfig]) -> Dict[str, str]:
@@ -387,6 +429,16 @@ def mig_resource_name(profile: str) -> str:
 
 def profile_of_mig_resource(resource: str) -> str:
     return resource[len(MIG_RESOURCE_PREFIX):]
+
+
+def advertised_mig_resource(resource: str, plugin: Optional[DevicePlugin]) -> str:
+    """The mixed-strategy resource a device-plugin release advertises for a profile's resource: before
+    v0.20.0 a profile with a suffix (``+me``, ``-me``, ``+me.all``, ``+gfx``) is counted under its base
+    profile, ``nvidia.com/mig-1g.10gb.me`` as ``nvidia.com/mig-1g.10gb`` (docs/reference/specs.md §9.10)."""
+    if plugin is None or plugin.at_least(MIG_SUFFIX_RESOURCES):
+        return resource
+    match = _MIG_BASE_RE.match(resource)
+    return match.group(1) if match else resource
 
 
 @dataclass(frozen=True)
@@ -527,6 +579,11 @@ def node_gpus_from_labels(labels: Mapping[str, str], mig_strategy: str, where: s
             n = _int_label(labels, key)
             if n:
                 mig[key[: -len(".count")]] = n
+    if product is not None and product.endswith("-MIG-INVALID"):
+        # GFD's invalid single-strategy labels (docs/reference/specs.md §8.1): no layout to read back.
+        raise SharingError(["%s: GPU feature discovery reports nvidia.com/gpu.product=%s: the GPUs do not fit the "
+                            "single MIG strategy (MIG on and off mixed, several profiles, or MIG on without devices); "
+                            "give its GPU plan or fix its MIG layout" % (where, product)])
     single_mig = product is not None and "-MIG-" in product
     if product:
         product = re.sub(r"(-MIG-.*)?(-SHARED)?$", "", product, count=1)
@@ -539,7 +596,8 @@ def node_gpus_from_labels(labels: Mapping[str, str], mig_strategy: str, where: s
             product=product,
             source="labels",
         )
-    if mig:
+    if mig or (mig_strategy == "none" and labels.get("nvidia.com/gpu.replicas") == "0"):
+        # gpu.replicas 0: every GPU is MIG-enabled (GFD labels MIG parents without sharing, §8, §8.2).
         if labels.get("nvidia.com/gpu.replicas") == "0":
             return NodeGpus(
                 full_gpus=0,
@@ -572,7 +630,7 @@ def plan_from_host(gpu_facts: Sequence[Mapping[str, Any]], mig_config: Optional[
     desired: Dict[int, Any] = {}
     if mig_config:
         try:
-            config = parse_mig_config(merged_configs(mig_configs or {}), "%s mig_configs" % where)
+            config = parse_with_defaults(mig_configs or {}, "%s mig_configs" % where)
             name, items = select_config(config, mig_config)
             desired = desired_state(items, gpu_facts, name)
         except MigPartedError as exc:
@@ -722,16 +780,42 @@ def _describe(resource: str, physical: int, cfg: Optional[SharingConfig], produc
         suffixes[resource + ".product"] = suffix
 
 
+def advertised_gpus(gpus: NodeGpus, mig_strategy: str, plugin: Optional[DevicePlugin]) -> NodeGpus:
+    """``gpus`` with the mixed-strategy MIG resources named as ``plugin`` advertises them (§9.10)."""
+    if mig_strategy != "mixed":
+        return gpus
+    merged: Dict[str, int] = {}
+    for resource, count in gpus.mig_devices:
+        name = advertised_mig_resource(resource, plugin)
+        merged[name] = merged.get(name, 0) + count
+    known = gpus.known_mig_resources
+    return replace(gpus, mig_devices=tuple(sorted(merged.items())),
+                   known_mig_resources=None if known is None else frozenset(advertised_mig_resource(r, plugin) for r in known))
+
+
+def suffix_problems(cfg: Optional[SharingConfig], mig_strategy: str, plugin: Optional[DevicePlugin], node: str) -> List[str]:
+    """A config sharing a suffixed MIG resource that ``plugin`` does not advertise under that name."""
+    if cfg is None or mig_strategy != "mixed":
+        return []
+    return ["sharing config %r on node %r: %s advertises %s as %s (suffixed MIG profiles get their own resource "
+            "from device plugin %s, GPU Operator v26.7.0); share %s instead"
+            % (cfg.name, node, plugin.describe() if plugin else "the device plugin", item.name,
+               advertised_mig_resource(item.name, plugin), show(MIG_SUFFIX_RESOURCES), advertised_mig_resource(item.name, plugin))
+            for item in cfg.resources if advertised_mig_resource(item.name, plugin) != item.name]
+
+
 def expected_node(node: str, gpus: NodeGpus, mig_strategy: str, cfg: Optional[SharingConfig],
-                  labelled: bool = False) -> ExpectedNode:
+                  labelled: bool = False, plugin: Optional[DevicePlugin] = None) -> ExpectedNode:
     """What ``node`` must advertise with ``gpus``, the ClusterPolicy ``mig_strategy`` and config ``cfg``.
 
     ``labelled``: the node selects ``cfg`` by the label nvidia.com/device-plugin.config (rather
-    than through the ClusterPolicy default), so that label is expected too.
+    than through the ClusterPolicy default), so that label is expected too. ``plugin``: the
+    device-plugin release that runs (None: the newest behaviour), which names the MIG resources.
 
     Raises SharingError when the combination cannot work (MPS on MIG, mig-* without mixed, ...).
     """
-    problems = config_problems(cfg, gpus, mig_strategy, node)
+    gpus = advertised_gpus(gpus, mig_strategy, plugin)
+    problems = suffix_problems(cfg, mig_strategy, plugin, node) + config_problems(cfg, gpus, mig_strategy, node)
     if problems:
         raise SharingError(problems)
     resources: Dict[str, int] = {}
@@ -806,6 +890,9 @@ def parse_rendered_config(name: str, text: str) -> SharingConfig:
     flags = doc.get("flags") or {}
     if isinstance(flags, Mapping) and flags.get("migStrategy"):
         raw["mig_strategy"] = flags.get("migStrategy")
+    plugin_flags = flags.get("plugin") if isinstance(flags, Mapping) else None
+    if isinstance(plugin_flags, Mapping) and plugin_flags.get("sharedDevicesAllocationPolicy"):
+        raw["shared_devices_allocation_policy"] = plugin_flags.get("sharedDevicesAllocationPolicy")
     sharing = doc.get("sharing") or {}
     section = None
     if isinstance(sharing, Mapping):

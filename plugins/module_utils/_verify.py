@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from xml.sax.saxutils import escape, quoteattr
 
@@ -22,6 +22,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
     MIG_RESOURCE_PREFIX,
     RESOURCE_PREFIX,
     ExpectedNode,
+    SharingConfig,
     product_matches,
     profile_of_mig_resource,
 )
@@ -235,6 +236,26 @@ def pending_reason(pod: Optional[Mapping[str, Any]], events: Sequence[Mapping[st
         if waiting:
             return "%s: %s" % (waiting.get("reason"), waiting.get("message") or "")
     return "phase %s" % (status.get("phase") or "unknown")
+
+
+def _content(cfg: SharingConfig) -> Dict[str, Any]:
+    """What the device plugin loads from a config: everything but the node choice."""
+    return {k: v for k, v in replace(cfg, nodes=(), node_selector=()).as_dict().items() if k not in ("nodes", "node_selector")}
+
+
+def config_checks(planned: Mapping[str, SharingConfig], live: Mapping[str, SharingConfig], configmap: str) -> List[Check]:
+    """Each planned config that the ClusterPolicy's ConfigMap holds must hold what the plan renders
+    (its strategy, replicas, flags such as sharedDevicesAllocationPolicy, docs/reference/specs.md
+    §9.11); a key not there yet is left to the node-label checks."""
+    checks: List[Check] = []
+    for name in sorted(set(planned) & set(live)):
+        want, have = _content(planned[name]), _content(live[name])
+        differ = sorted(k for k in want if want[k] != have.get(k))
+        checks.append(Check("(cluster)", "config", name, "as planned", "as planned" if not differ else "differs", not differ,
+                            "" if not differ else "ConfigMap %s key %s differs from the plan in %s: %s" % (
+                                configmap, name, ", ".join(differ), "; ".join("%s is %r, the plan says %r" % (
+                                    k, have.get(k), want[k]) for k in differ))))
+    return checks
 
 
 def option_problems(params: Mapping[str, Any]) -> List[str]:

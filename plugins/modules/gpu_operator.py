@@ -134,6 +134,16 @@ options:
   mig_manager_config:
     description: Value C(migManager.config.name), the ConfigMap with the mig-parted configs.
     type: str
+  mig_manager_default_config:
+    description:
+      - Value C(migManager.config.default). With the chart's V(all-disabled), the operator labels every
+        MIG-capable node that has no C(nvidia.com/mig.config) label with V(all-disabled), and its MIG
+        manager then disables MIG there at once, without cordon or drain.
+      - V("") labels no node; each node keeps its layout until its C(nvidia.com/mig.config) label is set
+        (the C(mig_operator) role sets it after cordoning and draining the node).
+      - Unset keeps what the chart or O(values) say.
+    type: str
+    choices: [all-disabled, ""]
   driver_enabled:
     description: Value C(driver.enabled). Set it to V(false) for hosts with a pre-installed driver.
     type: bool
@@ -207,6 +217,7 @@ EXAMPLES = r"""
     mig_strategy: single
     mig_manager_enabled: true
     mig_manager_config: gpufleet-mig-parted-config
+    mig_manager_default_config: ""
     kubeconfig: /etc/gpufleet/kubeconfig
     wait_timeout: 1200
   delegate_to: localhost
@@ -318,6 +329,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     mig_strategy=dict(type="str", choices=["none", "single", "mixed"]),
     mig_manager_enabled=dict(type="bool"),
     mig_manager_config=dict(type="str"),
+    mig_manager_default_config=dict(type="str", choices=["all-disabled", ""]),
     driver_enabled=dict(type="bool"),
     toolkit_enabled=dict(type="bool"),
     device_plugin_config=dict(type="dict", options=dict(name=dict(type="str"), default=dict(type="str"))),

@@ -92,7 +92,9 @@ options:
         default: false
       fail_requests_greater_than_one:
         description:
-          - Time-slicing only; refuse pods asking for more than one replica. MPS always refuses them.
+          - Refuse pods asking for more than one replica. Time-slicing default V(false), MPS default V(true).
+          - V(false) with MPS needs device plugin V(v0.20.0) or later (GPU Operator V(v26.7.0)); older plugins
+            always refuse such pods, so it is refused there, naming the version (see O(device_plugin_version)).
         type: bool
       mig_strategy:
         description:
@@ -100,6 +102,16 @@ options:
             it must be equal to it.
         type: str
         choices: [none, single, mixed]
+      shared_devices_allocation_policy:
+        description:
+          - Which replicas (time-slicing, MPS) and MIG devices the device plugin prefers to hand out, rendered
+            as C(flags.plugin.sharedDevicesAllocationPolicy). V(distributed) spreads them over the GPUs (the
+            plugin's default), V(packed) fills the fewest GPUs first and keeps the others free for pods
+            that need a whole GPU.
+          - Needs device plugin V(v0.20.0) or later (GPU Operator V(v26.7.0)); refused, naming the version,
+            before it (see O(device_plugin_version)). Omitted, nothing is rendered and the plugin distributes.
+        type: str
+        choices: [distributed, packed]
       version:
         description: Config file version; only V(v1) exists.
         type: str
@@ -246,6 +258,11 @@ expected:
   returned: always
   type: dict
   sample: {gpu-a: {config: inference-ts4, resources: {nvidia.com/gpu: 32}, labels: {nvidia.com/gpu.replicas: "4"}}}
+device_plugin:
+  description: The device-plugin release the plan was made for and where its version came from.
+  returned: when the nodes were planned
+  type: dict
+  sample: {version: v0.20.0, source: ClusterPolicy spec.devicePlugin.version}
 mps_daemons:
   description: Nodes whose restarted MPS control daemon was checked to run with the planned replicas.
   returned: when an MPS node's daemon was restarted and O(wait) is true
@@ -268,6 +285,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan impor
     FleetPlan,
     HostPlan,
     Intent,
+    device_plugin_of,
     plan_fleet,
     read_intent,
     removal_problems,
@@ -282,6 +300,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
     SharingConfig,
     SharingError,
     parse_configs,
+    release_problems,
     render_configmap_data,
 )
 
@@ -309,11 +328,12 @@ def plan(mod: ClusterModule, configs: Mapping[str, SharingConfig], plans: Mappin
     p = mod.params
     cluster = ClusterView.read(mod.k8s.list("Node"), policy, list(live_data))
     try:
-        fleet = plan_fleet(Intent(configs, p["default_config"], plans, scope=SCOPE_GOVERNED), cluster)
+        plugin = device_plugin_of(p, policy)
+        fleet = plan_fleet(Intent(configs, p["default_config"], plans, scope=SCOPE_GOVERNED, plugin=plugin), cluster)
     except SharingError as exc:
-        mod.fail("invalid node selection: %s" % exc, problems=exc.problems)
-    mod.result["assignments"] = fleet.assignments
-    problems = removal_problems(fleet, cluster, list(rendered))
+        mod.fail("invalid node selection or version: %s" % exc, problems=exc.problems)
+    mod.result.update(assignments=fleet.assignments, device_plugin=plugin.as_dict())
+    problems = release_problems(configs, plugin) + removal_problems(fleet, cluster, list(rendered))
     problems += ["node %r has a GPU plan (node_plans/node_gpus) but does not exist in the cluster" % n
                  for n in fleet.missing_planned]
     problems += fleet.problems

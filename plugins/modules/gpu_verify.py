@@ -14,6 +14,10 @@ description:
     from the plan (GPUs per node, MIG layouts, the ClusterPolicy MIG strategy and the sharing config in
     force) with the same code as M(gpufleet.sharing.gpu_sharing), and compares them with the node's
     C(status.capacity), C(status.allocatable) and labels.
+  - With a plan (O(configs), O(node_configs) or the hosts' sharing configs), also checks that every planned
+    config the ClusterPolicy's ConfigMap holds is the one the plan renders (strategy, replicas, renaming,
+    C(failRequestsGreaterThanOne), C(flags.migStrategy), C(flags.plugin.sharedDevicesAllocationPolicy)).
+  - How MIG devices are expected depends on the device-plugin release (see O(device_plugin_version)).
   - Then runs verification pods in parallel, one per node and advertised resource type. Each asks for
     one unit of its resource, runs O(pod_command) (default C(nvidia-smi -L)) and must see the kind of
     device it asked for (the MIG profile for C(nvidia.com/mig-*), a full GPU for C(nvidia.com/gpu)).
@@ -205,6 +209,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+device_plugin:
+  description:
+    - The device-plugin release the expectation was computed for and where its version came from
+      (O(device_plugin_version), the ClusterPolicy's C(spec.devicePlugin.version), O(operator_version) or the default chart).
+  returned: always
+  type: dict
+  sample: {version: v0.20.0, source: ClusterPolicy spec.devicePlugin.version}
 removed_leftover_pods:
   description: Verification pods of earlier, interrupted runs that this run deleted before creating its own.
   returned: always
@@ -246,22 +257,20 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan impor
     SCOPE_FLEET,
     ClusterView,
     Intent,
+    checked_configs,
+    device_plugin_of,
     labels_of,
     plan_fleet,
     read_intent,
 )
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
-    ExpectedNode,
-    SharingError,
-    parse_configs,
-    parse_selector,
-)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import ExpectedNode, SharingError, parse_selector
 from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import (
     HAS_JMESPATH,
     Check,
     build_report,
     compare_node,
+    config_checks,
     option_problems,
     render_junit,
     render_table,
@@ -313,16 +322,17 @@ def read(mod: ClusterModule) -> Tuple[Intent, ClusterView, NodeList, List[Check]
     policy = read_cluster_policy(mod.k8s, p["cluster_policy_name"], required=False)
     cluster = ClusterView.read(nodes, policy)
     try:
-        selector = parse_selector(p["node_selector"], "node_selector")
+        selector, plugin = parse_selector(p["node_selector"], "node_selector"), device_plugin_of(p, policy)
         plans, raw_configs = read_intent(p)
-        configs = parse_configs(raw_configs, p["default_config"] or None) if raw_configs is not None else None
+        configs = checked_configs(raw_configs, p["default_config"] or None, plugin) if raw_configs is not None else None
     except SharingError as exc:
         mod.fail("invalid sharing plan: %s" % exc, problems=exc.problems)
-    checks: List[Check] = []
-    if configs is None:
-        configs, checks = read_cluster_configs(mod.k8s, cluster.configmap, p["operator_namespace"])
+    live, checks = read_cluster_configs(mod.k8s, cluster.configmap, p["operator_namespace"])
+    if configs is not None:  # the plan: what the ConfigMap holds of it must be what the plan renders
+        checks = config_checks(configs, live, str(cluster.configmap))
+    configs = live if configs is None else configs
     intent = Intent(configs, p["default_config"] if raw_configs is not None else None, plans, p["mig_strategy"],
-                    tuple(p["nodes"]), selector, SCOPE_FLEET)
+                    tuple(p["nodes"]), selector, SCOPE_FLEET, plugin)
     return intent, cluster, nodes, checks
 
 
@@ -351,6 +361,7 @@ def compare(mod: ClusterModule) -> Tuple[List[Check], List[ExpectedNode], NodeLi
     """Compare, optionally polling (one node list per poll) until the nodes match or wait_timeout."""
     p = mod.params
     intent, cluster, nodes, plan_checks = read(mod)
+    mod.result["device_plugin"] = intent.plugin.as_dict() if intent.plugin else None
     checks, expected = evaluate(mod, intent, cluster, nodes)
     start = time.monotonic()
     while (p["wait_timeout"] > 0 and not mod.check_mode and any(not c.ok for c in checks)

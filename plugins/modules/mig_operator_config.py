@@ -15,6 +15,9 @@ description:
     layout variables as the host C(mig) role (C(mig_configs) plus the default named configs),
     validates it, and stores it in a ConfigMap under the key C(config.yaml).
   - Checks that every node's selected config exists before changing anything.
+  - Refuses to change the items of a config that a node's C(nvidia.com/mig.config) label names, because
+    the MIG manager would apply them on that node, without a drain, the next time its pod restarts. A
+    changed layout gets a new name, and the rollout drains each node before labelling it.
   - Optionally points the ClusterPolicy's C(spec.migManager.config.name) at the ConfigMap.
 author:
   - gpufleet maintainers (@gpufleet)
@@ -111,7 +114,8 @@ from typing import Any, Dict
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator import PSA_LABELS
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_operator import (
-    CONFIG_KEY, MigOperatorError, config_map_body, missing_selections, operator_config_document, policy_config_name)
+    CONFIG_KEY, MIG_CONFIG_LABEL, MigOperatorError, changed_in_use, config_map_body, missing_selections,
+    operator_config_document, policy_config_name)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import MigPartedError, render_yaml
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._options import object_name_problems
@@ -156,6 +160,11 @@ def run(mod: ClusterModule) -> None:
 
     k8s = mod.k8s
     policy = k8s.get("ClusterPolicy", params["cluster_policy"]) if params["cluster_policy"] else None
+    stored = ((k8s.get("ConfigMap", name, namespace) or {}).get("data") or {}).get(CONFIG_KEY)
+    problems = changed_in_use(stored, rendered, k8s.list("Node", label_selector=MIG_CONFIG_LABEL),
+                              "%s/%s" % (namespace, name))
+    if problems:
+        mod.fail("; ".join(problems), problems=problems)
     if params["create_namespace"] and k8s.get("Namespace", namespace) is None:
         k8s.ensure_namespace(namespace, PSA_LABELS)
         mod.changes.mark()

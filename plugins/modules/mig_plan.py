@@ -20,15 +20,19 @@ description:
   - Alternatively plans every item of a named config in nvidia-mig-parted's C(version v1) format.
   - Fails with an explanation when the layout is impossible, for example an unknown profile for
     the model (the valid ones are listed), a count over the profile's maximum, more compute slices
-    than the GPU has, or no non-overlapping placement.
+    than the GPU has, more media engines than the GPU has (at most one C(+me) instance per GPU), or
+    no non-overlapping placement.
+  - Compute-instance profiles (C(1c.3g.40gb)) are refused with the reason - every GPU instance gets
+    one compute instance spanning all of it.
 author:
   - gpufleet maintainers (@gpufleet)
 options:
   gpu:
     description:
       - The GPU model, as a short key (V(A30), V(A100-40GB), V(A100-80GB), V(H100-80GB),
-        V(H100-NVL), V(H100-96GB), V(H200), V(GH200-144GB), V(B200)), as the product name
-        nvidia-smi prints (V(NVIDIA H100 80GB HBM3)), or as a PCI device id (V(0x233010DE)).
+        V(H100-NVL), V(H100-96GB), V(PG506-96GB), V(H200), V(GH200-144GB), V(B200), V(GB200),
+        V(B300), V(GB300), V(RTX-PRO-6000)), as the product name nvidia-smi prints
+        (V(NVIDIA H100 80GB HBM3)), or as a PCI device id (V(0x233010DE)).
       - Required with O(layout). With O(config), optional - items are then planned for the model
         whose PCI device id their C(device-filter) names.
     type: str
@@ -67,9 +71,10 @@ attributes:
     platforms: all
     description: Pure computation on the controller; no host access.
 notes:
-  - Placements for models the catalog marks as derived (A100-80GB, H100-96GB, GH200-144GB, B200)
-    follow the common 8-slice geometry; no real C(nvidia-smi mig -lgipp) capture was available for
-    them. RV(model.verified_placements) says which.
+  - Placements for models the catalog marks as derived (A100-80GB, H100-96GB, PG506-96GB,
+    GH200-144GB, B200, GB200, B300, GB300) follow the common 8-slice geometry, those of the
+    RTX-PRO-6000 the A30's 4-slice pattern; no real C(nvidia-smi mig -lgipp) capture was available
+    for them. RV(model.verified_placements) says which.
 seealso:
   - module: gpufleet.sharing.mig_config
   - module: gpufleet.sharing.gpu_facts
@@ -125,9 +130,22 @@ model:
       type: str
       sample: A100-40GB
     profiles:
-      description: Every GPU instance profile with id, maximum count, slices and placements.
+      description:
+        - Every GPU instance profile with id, maximum count, slices and placements, and the media
+          engines one instance takes (C(engines) - C(decoders), C(jpeg), C(ofa)).
       type: list
       elements: dict
+    engines:
+      description:
+        - Media engines of the whole GPU (video decoders, JPEG decoders, optical-flow accelerators).
+          The instances of a layout together may not take more; this is why a GPU holds at most one
+          C(+me) instance.
+      type: dict
+      sample: {"decoders": 4, "jpeg": 1, "ofa": 1}
+    architecture:
+      description: GPU architecture; V(ampere) GPUs keep MIG mode across a reboot, later ones do not.
+      type: str
+      sample: ampere
     verified_placements:
       description: Whether the placements come from a real capture rather than derivation.
       type: bool
@@ -175,15 +193,7 @@ problems:
 from typing import Optional
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import CatalogError, GpuModel, resolve_model
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import (
-    DocumentError,
-    MigPartedError,
-    config_with_defaults,
-    parse_config,
-    plan_items,
-    select_config,
-    untouched_problem,
-)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import plan_named_config
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import LayoutError, plan_layout
 from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
 
@@ -227,22 +237,10 @@ def run(mod: GpuFleetModule) -> None:
 
 def plan_config(mod: GpuFleetModule, requested: Optional[GpuModel]) -> None:
     """Every item of the named mig-parted config, for ``requested`` or the models its filters name."""
-    try:
-        content = config_with_defaults(mod.params['config'], mod.params['include_default_configs'])
-    except DocumentError as error:
-        mod.fail(str(error))
-    try:
-        name, items = select_config(parse_config(content, source='config'), mod.params['name'])
-    except MigPartedError as error:
-        mod.fail('invalid mig-parted config: %s' % error, problems=error.problems)
-    plans, problems = plan_items(name, items, requested)
-    if problems:
-        mod.fail('mig-parted config %s cannot be applied: %s' % (name, '; '.join(problems)),
-                 problems=problems, plans=plans)
-    if requested is not None and not plans:
-        problem = untouched_problem(name, requested)
-        mod.fail(problem, problems=[problem], plans=plans)
-    mod.result.update(name=name, plans=plans)
+    planned = plan_named_config(mod.params['config'], mod.params['include_default_configs'], mod.params['name'], requested)
+    if planned.message is not None:
+        mod.fail(planned.message, problems=list(planned.problems), plans=list(planned.plans))
+    mod.result.update(name=planned.name, plans=list(planned.plans))
 
 
 if __name__ == '__main__':

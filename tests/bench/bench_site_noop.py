@@ -1,6 +1,6 @@
 """Benchmark: a no-op playbooks/site.yml over a lab fleet against an ansible.builtin.ping play.
 
-Usage: .venv/bin/python tests/bench/bench_site_noop.py [--sizes 6 20 50] [--json FILE]
+Usage: .venv/bin/python tests/bench/bench_site_noop.py [--sizes 6 20 50] [--config ansible.cfg] [--json FILE]
 
 For each fleet size N (a lab with the virtual cluster and N SSH GPU hosts):
   1. converge once with site.yml (timed, reported, not part of the ratio);
@@ -9,6 +9,8 @@ For each fleet size N (a lab with the virtual cluster and N SSH GPU hosts):
 and report the no-op run as a ratio to the ping baseline and as seconds per host, so that the
 scaling over N (should stay flat per host) is visible. Both runs use the same inventory, forks and
 SSH settings (ControlPersist, pipelining). No timed assertions: it prints a table and JSON.
+With --config, both runs use that ansible.cfg (ANSIBLE_CONFIG; e.g. docs/examples/ansible.cfg) instead of
+the bench's own forks=10.
 
 The 6-host fleet is the demo's (A100 MIG + time-sliced slices, H100 whole GPUs, H200 MPS). Larger
 fleets use H100 and H200 hosts only, so that the first converge does not spend its time on MIG
@@ -66,7 +68,7 @@ def recap(output):
                 for m in RECAP.finditer(output))
 
 
-def measure(size, helm, workdir):
+def measure(size, helm, workdir, config=None):
     lab_dir = os.path.join(workdir, 'lab-%d' % size)
     env = dict(os.environ, PYTHONPATH=LAB)
     argv = [sys.executable, '-m', 'gpulab', 'up', '--dir', lab_dir, '--cluster']
@@ -78,6 +80,9 @@ def measure(size, helm, workdir):
     try:
         ansible_env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, '.build'),
                            ANSIBLE_NOCOLOR='1', ANSIBLE_FORKS='10')
+        if config:  # its settings replace the bench's forks (the lab inventory keeps its SSH settings)
+            ansible_env.pop('ANSIBLE_FORKS')
+            ansible_env['ANSIBLE_CONFIG'] = os.path.abspath(config)
         inventories = ['-i', os.path.join(lab_dir, 'inventory.yml'), '-i', os.path.join(REPO, 'inventories', 'lab')]
         extra = ['-e', 'gpufleet_kubeconfig=%s' % os.path.join(lab_dir, 'kubeconfig'),
                  '-e', 'gpu_operator_chart_ref=%s' % os.path.join(LAB, 'charts', 'gpu-operator-standin'),
@@ -104,6 +109,7 @@ def measure(size, helm, workdir):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--sizes', type=int, nargs='+', default=[6, 20, 50])
+    parser.add_argument('--config', help='an ansible.cfg for both runs (e.g. docs/examples/ansible.cfg)')
     parser.add_argument('--json', help='also write the results to this file')
     options = parser.parse_args()
     helm = tools.ensure_helm(os.path.join(REPO, '.cache'))
@@ -111,7 +117,7 @@ def main():
     results = []
     try:
         for size in options.sizes:
-            results.append(measure(size, helm, workdir))
+            results.append(measure(size, helm, workdir, options.config))
             row = results[-1]
             print('measured %d hosts: ping %.1fs, no-op site.yml %.1fs' % (size, row['ping_s'], row['noop_site_s']),
                   flush=True)
@@ -123,7 +129,8 @@ def main():
         print('%6d %10.1f %10.1f %12.1f %12.1f %14.2f %16.2f' % (
             row['hosts'], row['lab_up_s'], row['converge_s'], row['ping_s'], row['noop_site_s'],
             row['ratio_noop_to_ping'], row['noop_s_per_host']))
-    print(json.dumps({'benchmark': 'site_noop_vs_ping', 'nproc': os.cpu_count(), 'results': results}))
+    print(json.dumps({'benchmark': 'site_noop_vs_ping', 'nproc': os.cpu_count(), 'config': options.config,
+                      'results': results}))
     if options.json:
         with open(options.json, 'w') as handle:
             json.dump(results, handle, indent=2)

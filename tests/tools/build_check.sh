@@ -27,3 +27,25 @@ for role in "$repo"/roles/*/; do
   ANSIBLE_COLLECTIONS_PATH="$work/collections" "$bin/ansible-doc" -t role "gpufleet.sharing.$name" >/dev/null
 done
 echo "installed tarball: ansible-doc renders $count modules and $(ls -d "$repo"/roles/*/ | wc -l) roles"
+
+# Execution environment (AWX / Automation Platform): ansible-builder reads the installed
+# collection's meta/execution-environment.yml, and writes a complete build context for the EE
+# definition in docs/examples/ (offline; there is no container runtime here to build the image).
+"$bin/ansible-builder" introspect "$work/collections" > "$work/introspect.txt"
+for wanted in "kubernetes>=" "jmespath>=" "openssh-client \[platform:dpkg\]" "openssh-clients \[platform:rpm\]"; do
+  grep -q "$wanted.*from collection gpufleet.sharing" "$work/introspect.txt" \
+    || { echo "ansible-builder introspect does not list $wanted for gpufleet.sharing"; cat "$work/introspect.txt"; exit 1; }
+done
+version=$(basename "$tarball" .tar.gz); version=${version#gpufleet-sharing-}
+mkdir "$work/ee"
+sed "s/COLLECTION_VERSION/$version/g" "$repo/docs/examples/execution-environment.yml" > "$work/ee/execution-environment.yml"
+cp "$tarball" "$work/ee/"
+helm=$(PYTHONPATH="$repo/tests/lab" "$bin/python" -c 'import sys; from gpulab import tools; print(tools.ensure_helm(sys.argv[1]))' "$repo/.cache")
+cp "$helm" "$work/ee/helm"
+(cd "$work/ee" && "$bin/ansible-builder" create -f execution-environment.yml -c context >/dev/null)
+context="$work/ee/context"
+test -f "$context/_build/collections/$(basename "$tarball")" || { echo "EE context lacks the collection tarball"; exit 1; }
+test -x "$context/_build/tools/helm" || { echo "EE context lacks helm"; exit 1; }
+grep -q "/build/collections/$(basename "$tarball")" "$context/_build/requirements.yml" || { echo "EE requirements.yml does not name the tarball"; exit 1; }
+grep -q "introspect" "$context/Dockerfile" || { echo "EE Dockerfile does not introspect the collections"; exit 1; }
+echo "execution environment: ansible-builder introspect lists the collection's requirements; create wrote a complete context"

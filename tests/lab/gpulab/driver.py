@@ -42,6 +42,22 @@ def occupied_slices(gpu: Gpu) -> List[bool]:
     return used
 
 
+def _engines(profile: Optional[GiProfile]) -> Tuple[int, int, int, int]:
+    return (profile.dec, profile.enc, profile.jpeg, profile.ofa) if profile else (0, 0, 0, 0)
+
+
+def media_engines_fit(gpu: Gpu, profile: GiProfile) -> bool:
+    """The GPU's decoders, encoders, JPEG units and OFAs (those of its whole-GPU profile) cover the
+    GIs plus ``profile``: on an A30 a second ``+me`` GI finds no JPEG/OFA left (docs/reference/specs.md §2.16).
+
+    Modelling choice: the refusal is reported as Insufficient Resources, like any other shortage.
+    """
+    spec = spec_of(gpu)
+    whole = max((_engines(p) for p in spec.profiles if p.size == spec.memory_slices), default=(0, 0, 0, 0))
+    used = [_engines(spec.profile(str(gi.profile_id))) for gi in gpu.gpu_instances] + [_engines(profile)]
+    return all(sum(row[i] for row in used) <= whole[i] for i in range(4))
+
+
 def used_compute_slices(gpu: Gpu) -> int:
     spec = spec_of(gpu)
     total = 0
@@ -106,6 +122,8 @@ def create_gpu_instance(gpu: Gpu, profile: GiProfile, start: Optional[int] = Non
     if sum(1 for gi in gpu.gpu_instances if gi.profile_id == profile.profile_id) >= profile.instances_total:
         raise DriverError(INSUFFICIENT_RESOURCES)
     if used_compute_slices(gpu) + profile.compute_slices > spec.compute_slices:
+        raise DriverError(INSUFFICIENT_RESOURCES)
+    if not media_engines_fit(gpu, profile):
         raise DriverError(INSUFFICIENT_RESOURCES)
     candidates = free_starts(gpu, profile)
     if start is not None:

@@ -19,7 +19,7 @@ import yaml
 from gpulab import hosts, tools
 from gpulab.cluster import faults
 
-from labtools import BUILD, REPO, ensure_collection_path, environ, wait_until
+from labtools import BUILD, FAST_ENV, REPO, ensure_collection_path, environ, wait_until
 
 ensure_collection_path()
 
@@ -28,8 +28,8 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sCl
 SPECS = ["flt-0=A100-40GB:1@gpu_hosts", "flt-1=A100-40GB:1@gpu_hosts"]
 ANNOTATION = "gpufleet.sharing/rollout"
 LEASE_NS, LEASE_NAME = "kube-system", "gpufleet-sharing-rollout"
-FAST_ENV = {"GPULAB_RESYNC_SECONDS": "0.3", "GPULAB_OPERAND_START_DELAY": "0.2", "GPULAB_POD_START_DELAY": "0.1",
-            "GPULAB_POD_STOP_DELAY": "0.1", "GPULAB_DEFAULT_RUNTIME": "0.2", "GPULAB_MIG_APPLY_DELAY": "0.1"}
+WORK_NS = "work"
+GPU_RESOURCE = "nvidia.com/mig-1g.5gb"  # in both layouts the tests switch between
 
 
 def _helm() -> str:
@@ -70,6 +70,9 @@ class RolloutLab:
             "gpufleet_rollout_serial": [1, "100%"], "gpufleet_rollout_max_fail_percentage": 100,
             "gpufleet_rollout_settle_timeout": 60, "verify_pod_timeout": 15, "mig_config": "all-1g.5gb",
             "gpufleet_drain_timeout": 60, "gpufleet_rollout_lock_duration": 120,
+            # Stopping/starting host services around the apply is the mig role's business (its own
+            # tests); here it would only add four SSH round trips each way per changed node.
+            "mig_gpu_clients": [],
             "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
                                        "-o LogLevel=ERROR -o ConnectTimeout=3",
         }
@@ -92,9 +95,9 @@ class RolloutLab:
         return subprocess.run(self.argv(playbook, variables, limit), capture_output=True, text=True, check=False,
                               env=self.env(), timeout=600)  # noqa: S603
 
-    def start(self, playbook: str = "rollout.yml", **variables: Any) -> subprocess.Popen:
+    def start(self, playbook: str = "rollout.yml", limit: Optional[str] = None, **variables: Any) -> subprocess.Popen:
         log = open(os.path.join(self.dir, "background.log"), "w", encoding="utf-8")  # pylint: disable=consider-using-with
-        return subprocess.Popen(self.argv(playbook, variables, None), stdout=log, stderr=subprocess.STDOUT,  # noqa: S603
+        return subprocess.Popen(self.argv(playbook, variables, limit), stdout=log, stderr=subprocess.STDOUT,  # noqa: S603
                                 env=self.env())
 
     def node(self, name: str) -> Dict[str, Any]:
@@ -121,6 +124,38 @@ class RolloutLab:
             node = self.node(name)
             return node["unschedulable"] and (node["annotation"] or "").startswith("in progress")
         wait_until("node %s cordoned and annotated 'in progress'" % name, draining, timeout)
+
+    def run_gpu_pod(self, name: str, owner: Optional[Dict[str, Any]] = None, timeout: float = 30) -> Dict[str, Any]:
+        """A long-running pod on flt-0 holding one MIG device (the lab starts a GPU process for it)."""
+        self.k8s.ensure_namespace(WORK_NS)
+        metadata: Dict[str, Any] = {"name": name, "namespace": WORK_NS, "labels": {"app": name}}
+        if owner:
+            metadata["ownerReferences"] = [dict(owner, controller=True)]
+        self.k8s.create({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": {
+            "nodeName": "flt-0", "terminationGracePeriodSeconds": 0,
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{"name": "cuda", "image": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04",
+                            "command": ["sleep", "infinity"], "resources": {"limits": {GPU_RESOURCE: 1}}}]}})
+
+        def running() -> Optional[Dict[str, Any]]:
+            pod = self.k8s.get("Pod", name, WORK_NS) or {}
+            return pod if (pod.get("status") or {}).get("phase") == "Running" else None
+        return wait_until("pod %s/%s Running" % (WORK_NS, name), running, timeout)
+
+    def delete_pod(self, name: str) -> None:
+        self.k8s.delete("Pod", name, namespace=WORK_NS)
+        wait_until("pod %s/%s gone" % (WORK_NS, name), lambda: self.k8s.get("Pod", name, WORK_NS) is None, 30)
+
+    def reregister_node(self, saved: Dict[str, Any]) -> None:
+        """What a kubelet does for a deleted Node: create it again (schedulable, without the
+        annotations others had added), then post its status."""
+        meta = saved["metadata"]
+        annotations = dict((k, v) for k, v in (meta.get("annotations") or {}).items() if not k.startswith("gpufleet.sharing/"))
+        self.k8s.create({"apiVersion": "v1", "kind": "Node", "spec": {},
+                         "metadata": {"name": meta["name"], "labels": meta.get("labels") or {}, "annotations": annotations}})
+        fresh = self.k8s.get("Node", meta["name"])
+        fresh["status"] = saved["status"]
+        self.k8s.request("PUT", "/api/v1/nodes/%s/status" % meta["name"], fresh)
 
 
 def start_lab(lab_dir: str) -> RolloutLab:

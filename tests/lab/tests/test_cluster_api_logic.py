@@ -168,12 +168,30 @@ def test_protobuf_secret_envelope():
         _field(2, _field(1, 0) + _field(4, b"Background"))
     assert protobuf.decode(options)["propagationPolicy"] == "Background"
     with pytest.raises(protobuf.ProtobufError):
-        protobuf.decode(protobuf.MAGIC + _field(1, _field(1, b"v1") + _field(2, b"Pod")))
+        protobuf.decode(protobuf.MAGIC + _field(1, _field(1, b"apps/v1") + _field(2, b"Deployment")))
     with pytest.raises(protobuf.ProtobufError):
         protobuf.decode(b"{}")
 
 
 # -------------------------------------------------------------------------- faults
+
+def test_protobuf_namespace_and_pod():
+    # field numbers: core/v1 Namespace (1 metadata, 2 spec: 1 finalizers), Pod (1 metadata, 2 spec),
+    # PodSpec (2 containers, 3 restartPolicy, 7 nodeSelector), Container (1 name, 2 image, 4 args,
+    # 8 resources: 1 limits of Quantity{1 string}) -- docs/reference/specs.md §15
+    namespace = protobuf.MAGIC + _field(1, _field(1, b"v1") + _field(2, b"Namespace")) + \
+        _field(2, _field(1, _field(1, b"team-a")) + _field(2, _field(1, b"kubernetes")))
+    assert protobuf.decode(namespace) == {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"},
+                                          "spec": {"finalizers": ["kubernetes"]}}
+    container = _field(1, b"c") + _field(2, b"busybox") + _field(4, b"sleep") + _field(4, b"1") + \
+        _field(8, _field(1, _entry("nvidia.com/gpu", _field(1, b"1"))))
+    spec = _field(2, container) + _field(3, b"Never") + _field(7, _entry("pool", b"a"))
+    pod = protobuf.decode(protobuf.MAGIC + _field(1, _field(1, b"v1") + _field(2, b"Pod")) +
+                          _field(2, _field(1, _field(1, b"p")) + _field(2, spec)))
+    assert pod["spec"] == {"containers": [{"name": "c", "image": "busybox", "args": ["sleep", "1"],
+                                           "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+                           "restartPolicy": "Never", "nodeSelector": {"pool": "a"}}
+
 
 def test_fault_registry_counts_and_matching():
     registry = faults.FaultRegistry()

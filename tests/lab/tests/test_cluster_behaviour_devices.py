@@ -286,6 +286,37 @@ def test_none_strategy_ignores_mig_mode():
     assert result.labels["nvidia.com/gpu.count"] == "2"
 
 
+def test_single_strategy_invalid_layout_labels_match_gfd():
+    """docs/reference/specs.md §8.1 (k8s-device-plugin internal/lm/mig-strategy.go,
+    newInvalidMigStrategyLabeler, and its tests): memory 0 and an empty sharing strategy."""
+    state = host([("H100-80GB", 2)])
+    set_mig(state, 0, ["1g.10gb"] * 7)
+    set_mig(state, 1, ["3g.40gb", "3g.40gb"])
+    labels = node(state, "single", TS4).labels
+    assert {key: labels[key] for key in ("nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.replicas",
+                                         "nvidia.com/gpu.memory", "nvidia.com/gpu.sharing-strategy")} == {
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-INVALID", "nvidia.com/gpu.count": "0",
+        "nvidia.com/gpu.replicas": "0", "nvidia.com/gpu.memory": "0", "nvidia.com/gpu.sharing-strategy": ""}
+
+
+def test_none_strategy_every_gpu_mig_enabled_is_labelled_without_sharing():
+    """docs/reference/specs.md §8.2 (internal/lm/mig-strategy.go newGPULabelers: MIG-enabled GPUs get
+    NewGPUResourceLabelerWithoutSharing; mig-strategy_test.go "sharing is not applied to muliple MIG
+    device; replicas is zero"): the plugin still time-slices every GPU, GFD shows no sharing."""
+    state = host([("H100-80GB", 2)])
+    set_mig(state, 0, ["1g.10gb"] * 7)
+    set_mig(state, 1, ["3g.40gb", "3g.40gb"])
+    result = node(state, "none", TS4)
+    assert result.resources == {"nvidia.com/gpu": 8}
+    assert (result.labels["nvidia.com/gpu.count"], result.labels["nvidia.com/gpu.replicas"],
+            result.labels["nvidia.com/gpu.sharing-strategy"], result.labels["nvidia.com/gpu.product"]) == (
+        "2", "0", "none", "NVIDIA-H100-80GB-HBM3")
+    one_full = host([("H100-80GB", 2)])
+    set_mig(one_full, 0, ["1g.10gb"] * 7)
+    labels = node(one_full, "none", TS4).labels  # a full GPU of the same name wins: shared labels
+    assert (labels["nvidia.com/gpu.replicas"], labels["nvidia.com/gpu.product"]) == ("4", "NVIDIA-H100-80GB-HBM3-SHARED")
+
+
 def test_mixed_full_gpus_and_mig_gpus_and_partial_ci():
     state = host([("A100-80GB", 2)])
     set_mig(state, 0, ["3g.40gb", "3g.40gb"], compute={"3g.40gb": "1c.3g.40gb"})

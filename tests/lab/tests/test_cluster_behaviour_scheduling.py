@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpulab import gpustate, migparted
-from gpulab.cluster import allocation, containers, devices, manager, scheduler
+from gpulab.cluster import allocation, containers, devices, manager, pluginconfig, scheduler
 from gpulab.cluster.operator import common as operands
 from gpulab.cluster.operator.migconfig import default_mig_parted_config
 from gpulab.models import load_model
@@ -88,6 +88,26 @@ def test_spread_pick_prefers_idle_physical_devices():
     third = allocation.spread_pick(gpus, {d.id for d in picked}, 1)
     assert third is not None and third[0].id not in {d.id for d in picked}
     assert allocation.spread_pick(gpus, {d.id for d in gpus}, 1) is None
+
+
+def test_packed_allocation_policy_fills_one_gpu_first():
+    """docs/reference/specs.md §9.11 (k8s-device-plugin PR #1621: packed bin-packs replicated and MIG
+    devices onto the fewest GPUs; distributed, the default, spreads them)."""
+    config = pluginconfig.parse_plugin_config(
+        "version: v1\nflags:\n  plugin:\n    sharedDevicesAllocationPolicy: packed\n"
+        "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n")
+    assert config.allocation_policy == "packed"
+    gpus = [devices.Device(f"GPU-{g}::{n}", "nvidia.com/gpu", g, "X", f"GPU-{g}", replica=n) for g in range(2) for n in range(2)]
+    first = allocation.spread_pick(gpus, set(), 1, packed=True)
+    second = allocation.spread_pick(gpus, {d.id for d in first}, 1, packed=True)
+    assert first[0].gpu_uuid == second[0].gpu_uuid == "GPU-0"
+    migs = [devices.Device(f"MIG-{g}-{n}", "nvidia.com/mig-1g.10gb", g, "X", f"GPU-{g}", mig_uuid=f"MIG-{g}-{n}")
+            for g in range(2) for n in range(2)]
+    taken = {"MIG-1-0"}
+    assert allocation.spread_pick(migs, taken, 1, packed=True)[0].id == "MIG-1-1"
+    assert allocation.spread_pick(migs, taken, 1)[0].gpu_uuid == "GPU-0"
+    with pytest.raises(pluginconfig.PluginConfigError, match="unknown allocation policy: spread"):
+        pluginconfig.parse_plugin_config("version: v1\nflags:\n  plugin:\n    sharedDevicesAllocationPolicy: spread\n")
 
 
 def test_operator_settings_from_env():

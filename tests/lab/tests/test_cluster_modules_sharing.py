@@ -131,6 +131,28 @@ def test_bad_input_changes_nothing(lab):
     assert writes(metrics(lab)) == {}
 
 
+def test_device_plugin_release_rules_refuse_before_v0_20_and_change_nothing(lab):
+    """docs/reference/specs.md §9.8-§9.11: chart v26.3.3 runs device plugin v0.19.3, which always
+    refuses MPS requests > 1 and has no allocation policy; a version that does not parse is named."""
+    lab.api.metrics.reset()
+    mps_any = [TS4, dict(MPS3, fail_requests_greater_than_one=False), MIG_FINE]
+    result = run_module("gpu_sharing", sharing_args(lab, configs=mps_any, operator_version="v26.3.3"), lab.tmp)
+    assert result.get("failed") and "the plugin always enforces it" in result["msg"]
+    assert "device plugin v0.19.3 (option operator_version: chart v26.3.3 deploys it)" in result["msg"]
+    packed = [dict(TS4, shared_devices_allocation_policy="packed"), MPS3, MIG_FINE]
+    result = run_module("gpu_sharing", sharing_args(lab, configs=packed, device_plugin_version="v0.19.3"), lab.tmp)
+    assert result.get("failed") and "shared_devices_allocation_policy needs device plugin v0.20.0" in result["msg"]
+    result = run_module("gpu_sharing", sharing_args(lab, operator_version="26.7"), lab.tmp)
+    assert result.get("failed") and "'26.7' does not parse" in result["msg"]
+    result = run_module("gpu_verify", verify_args(lab, device_plugin_version="latest", pods=False), lab.tmp)
+    assert result.get("failed") and "'latest' does not parse" in result["msg"]
+    assert writes(metrics(lab)) == {}
+    planned = run_module("gpu_sharing", sharing_args(lab, configs=mps_any), lab.tmp, check_mode=True)
+    assert not planned.get("failed"), planned.get("msg")
+    assert planned["device_plugin"] == {"version": "v0.20.0", "source": "default chart v26.7.0 deploys it"}
+    assert "failRequestsGreaterThanOne: false" in planned["rendered"]["h200-mps3"]
+
+
 def test_check_mode_changes_nothing_and_shows_the_plan(lab):
     before = {name: store_get(lab, "/api/v1/nodes/%s" % name)["metadata"]["labels"] for name in NODE_GPUS}
     node_rvs = {name: store_get(lab, "/api/v1/nodes/%s" % name)["metadata"]["resourceVersion"] for name in NODE_GPUS}
@@ -227,6 +249,15 @@ def test_verify_reports_a_mismatch_red(lab):
     assert "ts-1" in result["report_table"] and "FAIL" in result["report_table"]
     failing = run_module("gpu_verify", verify_args(lab, configs=wrong_plan, nodes=["ts-1"], pods=False), lab.tmp)
     assert failing.get("failed") and "capacity nvidia.com/gpu is 8, the plan says 16" in failing["msg"]
+
+
+def test_verify_reports_a_config_that_differs_from_the_plan(lab):
+    """docs/reference/specs.md §9.11: a planned allocation policy the ConfigMap does not hold is red."""
+    packed = [dict(TS4, shared_devices_allocation_policy="packed"), MPS3, MIG_FINE]
+    result = run_module("gpu_verify", verify_args(lab, configs=packed, pods=False, fail_on_mismatch=False), lab.tmp)
+    red = [c for c in result["report"]["checks"] if not c["ok"]]
+    assert [(c["kind"], c["name"]) for c in red] == [("config", "h100-ts4")], red
+    assert "shared_devices_allocation_policy is None, the plan says 'packed'" in red[0]["message"]
 
 
 def test_verify_pending_pod_times_out_with_the_scheduler_reason(lab):

@@ -111,6 +111,27 @@ def test_apply_create_patch_types_and_delete(kubectl, lab):
     assert missing.returncode != 0 and 'configmaps "plugin-config" not found' in missing.stderr
 
 
+def test_everyday_imperative_commands(kubectl, lab):
+    """kubectl sends core types as protobuf (docs/reference/specs.md §15): before the lab decoded
+    Namespace and Pod, ``create namespace`` failed with 415 "the lab decodes protobuf only for ..."."""
+    assert "namespace/team-a created" in kubectl("create", "namespace", "team-a").stdout
+    kubectl("create", "configmap", "settings", "-n", "team-a", "--from-literal=mode=demo")
+    kubectl("label", "namespace", "team-a", "owner=demo")
+    kubectl("run", "shell", "-n", "team-a", "--image=busybox:1.36", "--labels=app=shell",
+            "--env=GREETING=hi", "--", "sleep", "3600")
+    pod = json.loads(kubectl("get", "pod", "shell", "-n", "team-a", "-o", "json").stdout)
+    container = pod["spec"]["containers"][0]
+    assert (container["name"], container["image"], container["args"]) == ("shell", "busybox:1.36", ["sleep", "3600"])
+    assert container["env"] == [{"name": "GREETING", "value": "hi"}]
+    assert pod["metadata"]["labels"] == {"app": "shell"} and pod["spec"]["restartPolicy"] == "Always"
+    namespace = json.loads(kubectl("get", "namespace", "team-a", "-o", "json").stdout)
+    assert namespace["metadata"]["labels"]["owner"] == "demo"
+    assert json.loads(kubectl("get", "configmap", "settings", "-n", "team-a", "-o", "json").stdout)["data"] == {"mode": "demo"}
+    kubectl("delete", "pod", "shell", "-n", "team-a", "--wait=false")
+    kubectl("delete", "configmap", "settings", "-n", "team-a")
+    kubectl("delete", "namespace", "team-a", "--wait=false")
+
+
 def test_drain_is_refused_by_pdb_then_succeeds(kubectl, lab):
     manifest = textwrap.dedent("""\
         apiVersion: v1

@@ -7,31 +7,40 @@ case changes flt-0's MIG layout under a fault, checks what is left behind, then 
 
 from __future__ import annotations
 
-import calendar
 import re
 import signal
 import time
 
 import pytest
 
-from gpulab import gpustate, hosts
+from gpulab import gpustate, hosts, workload
 
 from labtools import wait_until
-from rollout_lab import LEASE_NAME, LEASE_NS, flat, start_lab
+from rollout_lab import LEASE_NAME, LEASE_NS, WORK_NS, flat, start_lab
 
 _PROBLEM = hosts.prerequisites_problem()
 pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=f"lab hosts cannot run here: {_PROBLEM}")
 
 LAYOUTS = ["all-1g.5gb", "all-balanced"]
+NODES = ("flt-0", "flt-1")
+EXPECTED = {"all-1g.5gb": ["1g.5gb"] * 7, "all-balanced": ["1g.5gb", "1g.5gb", "2g.10gb", "3g.20gb"]}
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
+    """The fleet's first site.yml run is the ClusterPolicy-never-ready case (installing the operator
+    times out); the next one, without the fault, is its re-run and the fleet every case starts from."""
     lab_dir = str(tmp_path_factory.mktemp("rolloutlab"))
     lab = start_lab(lab_dir)
     try:
-        result = lab.play("site.yml", mig_config=LAYOUTS[0])
-        assert result.returncode == 0, flat(result.stdout + result.stderr)[-4000:]
+        lab.add_fault("named", condition="clusterpolicy-never-ready", count=None)
+        try:
+            lab.never_ready = lab.play("site.yml", mig_config=LAYOUTS[0], gpu_operator_wait_timeout=4)
+            lab.never_ready_left = ({n: lab.node(n) for n in NODES}, [_profiles(lab, n) for n in NODES], lab.lease())
+        finally:
+            lab.clear_faults()
+        lab.rerun = lab.play("site.yml", mig_config=LAYOUTS[0])
+        assert lab.rerun.returncode == 0, flat(lab.rerun.stdout + lab.rerun.stderr)[-4000:]
         lab.layout = lab.flt1_layout = LAYOUTS[0]
         yield lab
     finally:
@@ -43,23 +52,41 @@ def _next_layout(lab) -> str:
     return lab.layout
 
 
-def _assert_left_failed(lab, result, fragment: str, outcome: str = "failed") -> None:
+def _profiles(lab, host: str = "flt-0") -> list:
+    return sorted(gi.profile for gi in gpustate.load(lab.hosts[host]["state_file"]).gpu(0).gpu_instances)
+
+
+def _assert_left_failed(lab, result, fragment: str, outcome: str = "failed", name: str = "flt-0") -> None:
     output = flat(result.stdout + result.stderr)
     assert result.returncode != 0, output[-3000:]
-    node = lab.node("flt-0")
+    node = lab.node(name)
     assert node["unschedulable"], node
     assert (node["annotation"] or "").startswith("failed: ") and fragment in node["annotation"], node
-    row = lab.summary()["flt-0"]
+    row = lab.summary()[name]
     assert row["outcome"] == outcome and fragment in row["reason"], row
     assert lab.lease() is None  # released at the end of a failed run too
 
 
-def _assert_converged(lab, result) -> None:
+def _assert_converged(lab, result, names=("flt-0",)) -> None:
     output = flat(result.stdout + result.stderr)
     assert result.returncode == 0, output[-4000:]
-    assert lab.node("flt-0") == {"unschedulable": False, "annotation": None}
-    assert lab.summary()["flt-0"]["outcome"] == "changed"
+    for name in names:
+        assert lab.node(name) == {"unschedulable": False, "annotation": None}
+        assert lab.summary()[name]["outcome"] == "changed"
+        assert _profiles(lab, name) == sorted(EXPECTED[lab.layout])
     assert lab.lease() is None
+
+
+def test_cluster_policy_never_ready_fails_before_any_node_is_touched(fleet):
+    """Installing the operator times out waiting for the ClusterPolicy: a clear error, no node
+    cordoned or annotated, no GPU changed, no lock left; the re-run (the fixture's) converges."""
+    output = flat(fleet.never_ready.stdout + fleet.never_ready.stderr)
+    assert fleet.never_ready.returncode != 0
+    assert "fault injected: clusterpolicy-never-ready" in output, output[-3000:]
+    nodes, profiles, lease = fleet.never_ready_left
+    assert nodes == {n: {"unschedulable": False, "annotation": None} for n in NODES}
+    assert profiles == [[], []] and lease is None
+    assert [_profiles(fleet, n) for n in NODES] == [sorted(EXPECTED[LAYOUTS[0]])] * 2  # after the re-run
 
 
 def test_lock_held_by_another_run_is_refused_then_taken_when_expired(fleet):
@@ -84,6 +111,28 @@ def test_lock_held_by_another_run_is_refused_then_taken_when_expired(fleet):
         assert fleet.lease() is None
     finally:
         fleet.k8s.delete("Lease", LEASE_NAME, namespace=LEASE_NS)
+
+
+def test_gpu_workload_left_after_the_drain_fails_its_node_naming_it(fleet):
+    """#2: drain first, then look at the GPUs. flt-0 runs a GPU pod without a controller (the drain,
+    not forced, may not evict it); flt-1 a compute process outside Kubernetes (the drain cannot see
+    it; the busy-GPU check after the drain refuses it). Each node fails with what blocks it."""
+    assert fleet.flt1_layout == fleet.layout  # both nodes change
+    layout = _next_layout(fleet)
+    fleet.run_gpu_pod("trainer")
+    state_file = fleet.hosts["flt-1"]["state_file"]
+    pid = workload.start(state_file, 0, "train.py", 1024, mig_device=0)
+    before = [_profiles(fleet, n) for n in NODES]
+    try:
+        failed = fleet.play(mig_config=layout)
+        _assert_left_failed(fleet, failed, "work/trainer not managed by a controller")
+        _assert_left_failed(fleet, failed, "has compute processes running: PIDs %d" % pid, name="flt-1")
+        assert [_profiles(fleet, n) for n in NODES] == before
+    finally:
+        fleet.delete_pod("trainer")
+        workload.stop(state_file, pid)
+    _assert_converged(fleet, fleet.play(mig_config=layout), NODES)
+    fleet.flt1_layout = layout
 
 
 def test_verification_pods_pending_then_rerun_picks_the_node_up(fleet):
@@ -137,13 +186,14 @@ def test_host_lost_mid_rollout_is_a_failure_like_any_other(fleet):
     assert summary["flt-0"]["outcome"] == "unreachable"
     with open(fleet.dir + "/background.log", encoding="utf-8") as handle:
         assert "over the 0% budget: the rollout stops here" in flat(handle.read())
-    _assert_converged(fleet, fleet.play(mig_config=layout))
-    fleet.flt1_layout = layout
+    _assert_converged(fleet, fleet.play(limit="flt-0", mig_config=layout))  # flt-1 was never started
 
 
 def test_sigterm_mid_run_then_the_lease_expires_and_the_rerun_converges(fleet):
+    """The killed run's Lease stays and refuses a re-run; once it has expired (its renewTime moved
+    back past leaseDurationSeconds: no waiting, and no flakiness on a loaded machine) it is taken over."""
     layout = _next_layout(fleet)
-    run = fleet.start(mig_config=layout, gpufleet_rollout_lock_duration=20)
+    run = fleet.start(limit="flt-0", mig_config=layout, gpufleet_rollout_lock_duration=300)
     try:
         fleet.wait_for_drain("flt-0")
         run.send_signal(signal.SIGTERM)
@@ -156,27 +206,19 @@ def test_sigterm_mid_run_then_the_lease_expires_and_the_rerun_converges(fleet):
     held = fleet.lease()
     assert held is not None
     try:
-        refused = fleet.play(mig_config=layout)
+        refused = fleet.play(limit="flt-0", mig_config=layout)
         assert refused.returncode != 0 and "is held by" in flat(refused.stdout)
-        wait_until("the killed run's lease to expire", lambda: _expired(held), timeout=40)
-        _assert_converged(fleet, fleet.play(mig_config=layout))
+        held = fleet.lease()
+        held["spec"]["renewTime"] = _micro(time.time() - held["spec"]["leaseDurationSeconds"] - 5)
+        fleet.k8s.replace(held)
+        _assert_converged(fleet, fleet.play(limit="flt-0", mig_config=layout))
     finally:
         fleet.k8s.delete("Lease", LEASE_NAME, namespace=LEASE_NS)  # whatever happened, later cases start free
-    fleet.flt1_layout = layout
     assert gpustate.load(fleet.hosts["flt-0"]["state_file"]).gpu(0).gpu_instances
-
-
-def _expired(lease) -> bool:
-    spec = lease["spec"]
-    return time.time() > _parse(spec["renewTime"]) + spec["leaseDurationSeconds"] + 1
 
 
 def _micro(seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + ".%06dZ" % int((seconds % 1) * 1e6)
-
-
-def _parse(text: str) -> float:
-    return calendar.timegm(time.strptime(text.split(".")[0], "%Y-%m-%dT%H:%M:%S"))
 
 
 def test_a_tampered_mig_manager_drop_in_is_repaired_without_a_drain(fleet):
@@ -196,3 +238,107 @@ def test_a_tampered_mig_manager_drop_in_is_repaired_without_a_drain(fleet):
     again = fleet.play(limit="flt-1", mig_config=fleet.flt1_layout)
     assert again.returncode == 0 and fleet.summary()["flt-1"]["outcome"] == "unchanged"
     assert re.search(r"flt-1 *: ok=\d+ +changed=0 ", again.stdout), again.stdout[-2000:]
+
+
+def test_gpu_pod_under_a_zero_budget_fails_the_drain_then_is_evicted_and_the_change_succeeds(fleet):
+    """#2: a budget allowing no disruption stops the drain (pod named); without it the drain evicts the
+    GPU workload and the MIG change goes through on the node that had it."""
+    layout = _next_layout(fleet)
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "server-5d9f", "uid": "rs-server-1"}
+    fleet.run_gpu_pod("server", owner=owner)
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "server", "namespace": WORK_NS},
+           "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "server"}}}}
+    fleet.k8s.create(pdb)
+    try:
+        failed = fleet.play(limit="flt-0", mig_config=layout, gpufleet_drain_timeout=3)
+        _assert_left_failed(fleet, failed, "work/server")
+        assert "not evicted" in fleet.summary()["flt-0"]["reason"]
+    finally:
+        fleet.k8s.delete("PodDisruptionBudget", "server", namespace=WORK_NS)
+    _assert_converged(fleet, fleet.play(limit="flt-0", mig_config=layout))
+    assert fleet.k8s.get("Pod", "server", WORK_NS) is None  # evicted (the lab has no ReplicaSet controller)
+
+
+def test_node_deleted_mid_run_fails_that_node_cleanly_and_the_others_go_on(fleet):
+    layout = _next_layout(fleet)
+    run = fleet.start(mig_config=layout)
+    saved = None
+    try:
+        fleet.wait_for_drain("flt-0")
+        saved = fleet.k8s.get("Node", "flt-0")
+        fleet.k8s.delete("Node", "flt-0")
+        run.wait(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        if saved is not None and fleet.k8s.get("Node", "flt-0") is None:
+            fleet.reregister_node(saved)
+    with open(fleet.dir + "/background.log", encoding="utf-8") as handle:
+        log = flat(handle.read())
+    assert run.returncode != 0, log[-3000:]
+    summary = fleet.summary()
+    assert summary["flt-0"]["outcome"] == "failed" and "not found" in summary["flt-0"]["reason"], summary
+    assert summary["flt-1"]["outcome"] == "changed", summary
+    assert fleet.lease() is None
+    fleet.flt1_layout = layout
+    _assert_converged(fleet, fleet.play(limit="flt-0", mig_config=layout))
+
+
+MIG_NODE_CONFIG_PLAY = """
+- hosts: flt-0
+  gather_facts: false
+  vars:
+    mig_operator_node_name: flt-0
+    mig_operator_configmap_name: default-mig-parted-config
+    mig_operator_poll_interval: 0.3
+    mig_operator_timeout: 20
+    mig_operator_drain_timeout: 20
+  tasks:
+    - name: The operator backend's per-node step (roles/mig_operator, tasks nodes)
+      ansible.builtin.include_role:
+        name: gpufleet.sharing.mig_operator
+        tasks_from: nodes
+"""
+
+
+def _mig_manager(lab, enabled: bool) -> None:
+    """The operator backend's MIG manager on (no default config: it acts only on nodes we label) or off."""
+    lab.k8s.patch("ClusterPolicy", "cluster-policy", {"spec": {"migManager": {"enabled": enabled, "config": {"default": ""}}}})
+    if not enabled:
+        lab.k8s.set_node_labels("flt-0", {"nvidia.com/mig.config": None, "nvidia.com/mig.config.state": None})
+        return
+
+    def running() -> bool:
+        pods = lab.k8s.list("Pod", namespace="gpu-operator", label_selector="app=nvidia-mig-manager",
+                            field_selector="spec.nodeName=flt-0")
+        return any((p.get("status") or {}).get("phase") == "Running" for p in pods)
+    wait_until("the MIG manager running on flt-0", running, 60)
+
+
+def test_mig_manager_failed_leaves_the_node_cordoned_then_the_rerun_converges(fleet, tmp_path):
+    """Operator backend (mig_node_config): state=failed keeps the node cordoned with the reason."""
+    play = tmp_path / "mig-node-config.yml"
+    play.write_text(MIG_NODE_CONFIG_PLAY)
+    layout = _next_layout(fleet)
+    _mig_manager(fleet, True)
+    try:
+        fleet.add_fault("named", condition="mig-manager-fail", count=None)
+        try:
+            failed = fleet.play(str(play), mig_config=layout)
+        finally:
+            fleet.clear_faults()
+        output = flat(failed.stdout + failed.stderr)
+        assert failed.returncode != 0
+        assert "fault injected: mig-manager-fail" in output and "stays cordoned" in output, output[-3000:]
+        node = fleet.k8s.get("Node", "flt-0")
+        assert node["spec"].get("unschedulable") is True
+        assert node["metadata"]["labels"]["nvidia.com/mig.config.state"] == "failed"
+        assert "gpufleet.sharing/cordoned-by" in node["metadata"]["annotations"]
+        reason = node["metadata"]["annotations"].get("gpufleet.sharing/rollout") or ""
+        assert reason.startswith("failed: ") and "mig-manager-fail" in reason, reason  # the reason stays on the node
+        again = fleet.play(str(play), mig_config=layout)
+        assert again.returncode == 0, flat(again.stdout + again.stderr)[-3000:]
+        assert fleet.node("flt-0") == {"unschedulable": False, "annotation": None}
+        assert _profiles(fleet) == sorted(EXPECTED[layout])
+    finally:
+        _mig_manager(fleet, False)

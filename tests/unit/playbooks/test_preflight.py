@@ -56,3 +56,37 @@ all:
     assert 'h200-bad: no item of mig-parted config all-1g.10gb applies to H200' in output
     assert 'h100-bad:' in output and 'no-such-config' in output
     assert 'h100-good' not in output.split('Preflight found')[1].split('PLAY RECAP')[0]
+
+
+def test_blackwell_models_and_the_media_engine_rule(tmp_path):
+    """Issue 12: preflight knows the new catalog models and refuses two +me instances on an A30
+    (docs/reference/specs.md §2.13 to §2.16)."""
+    (tmp_path / 'hosts.yml').write_text('''
+all:
+  children:
+    gpu_hosts:
+      hosts:
+        rtx-good:
+          gpufleet_gpu_model: RTX-PRO-6000
+          mig_config: all-1g.24gb.gfx
+        gb200-good:
+          gpufleet_gpu_model: GB200
+          mig_config: all-balanced
+        b300-good:
+          gpufleet_gpu_model: "0x318210DE"
+          mig_config: all-7g.269gb
+        a30-bad:
+          gpufleet_gpu_model: A30
+          mig_config: two-me
+          mig_configs:
+            two-me:
+              - devices: all
+                mig-enabled: true
+                mig-devices: {"1g.6gb+me": 1, "2g.12gb+me": 1}
+''')
+    proc = run_preflight(str(tmp_path / 'hosts.yml'))
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert 'Preflight found 1 problem(s); nothing was changed' in output
+    assert 'a30-bad: mig-parted config two-me cannot be applied' in output
+    assert 'needs 2 JPEG decoders but A30 has 1' in output

@@ -3,8 +3,9 @@
 Extended resources are integers; a resource no plugin publishes is checked against the node's
 allocatable the way the kubelet's admission predicate does. Each container gets distinct device
 IDs (a MIG device or a time-slicing replica is never handed out twice), spread over the physical
-devices the way the plugin's preferred allocation does; ``failRequestsGreaterThanOne`` refuses
-requests > 1 (docs/reference/specs.md §9.3).
+devices the way the plugin's preferred allocation does (``packed`` onto the fewest GPUs with the
+config's ``flags.plugin.sharedDevicesAllocationPolicy``, docs/reference/specs.md §9.11);
+``failRequestsGreaterThanOne`` refuses requests > 1 (docs/reference/specs.md §9.3).
 """
 
 from __future__ import annotations
@@ -47,23 +48,30 @@ def pod_extended_requests(pod: Mapping[str, Any]) -> Dict[str, int]:
     return total
 
 
-def spread_pick(candidates: Iterable[devmod.Device], taken: Iterable[str], wanted: int) -> Optional[List[devmod.Device]]:
-    """Pick `wanted` free devices, preferring physical devices with the fewest replicas in use."""
+def spread_pick(candidates: Iterable[devmod.Device], taken: Iterable[str], wanted: int,
+                packed: bool = False) -> Optional[List[devmod.Device]]:
+    """Pick `wanted` free devices: `distributed` prefers physical devices with the fewest replicas in
+    use; `packed` prefers the GPU with the most devices in use (replicas and MIG devices alike)."""
     taken_set = set(taken)
     pool = list(candidates)
+
+    def unit(device: devmod.Device) -> str:
+        return device.gpu_uuid if packed else device.physical_id
+
     usage: Dict[str, int] = {}
     for device in pool:
         if device.id in taken_set:
-            usage[device.physical_id] = usage.get(device.physical_id, 0) + 1
+            usage[unit(device)] = usage.get(unit(device), 0) + 1
     free = [device for device in pool if device.id not in taken_set]
     if len(free) < wanted:
         return None
     chosen: List[devmod.Device] = []
+    sign = -1 if packed else 1
     for _round in range(wanted):
-        best = min(free, key=lambda d: (usage.get(d.physical_id, 0), pool.index(d)))
+        best = min(free, key=lambda d: (sign * usage.get(unit(d), 0), pool.index(d)))
         chosen.append(best)
         free.remove(best)
-        usage[best.physical_id] = usage.get(best.physical_id, 0) + 1
+        usage[unit(best)] = usage.get(unit(best), 0) + 1
     return chosen
 
 
@@ -111,7 +119,7 @@ def _pick(published: Optional[devmod.NodeDevices], resource: str, wanted: int,
             "Allocate failed due to rpc error: code = Unknown desc = request for "
             f"'{resource}: {wanted}' too large: maximum request size for shared resources is 1, which is unexpected",
         )
-    chosen = spread_pick(published.devices[resource], taken, wanted)
+    chosen = spread_pick(published.devices[resource], taken, wanted, published.sharing.allocation_policy == "packed")
     if chosen is None:
         raise Rejected(
             "UnexpectedAdmissionError",

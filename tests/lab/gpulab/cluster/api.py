@@ -4,7 +4,7 @@ Transport-independent: ``Api.handle(Request) -> Response``; the HTTP server (ser
 sockets into Requests. A Response either has a ``body`` (bytes) or a ``stream`` (an iterator of
 byte chunks, for watches) which the server sends chunked.
 
-Served (JSON only; protobuf bodies get 415):
+Served (JSON; protobuf bodies of the kinds gpulab.cluster.protobuf decodes, others get 415):
   /version /healthz /livez /readyz /api /api/v1 /apis /apis/<group> /apis/<group>/<version>
   /api/v1/[namespaces/<ns>/]<plural>[/<name>[/<subresource>]] and the /apis/<g>/<v>/... forms
   get, list (limit/continue, labelSelector, fieldSelector), watch (?watch=true, resourceVersion,

@@ -281,7 +281,8 @@ def _common_labels(gpus: Sequence[GpuView], strategy: str, sharing: SharingConfi
 
 
 def _full_gpu_labels(gpus: Sequence[GpuView], exposes_full_gpus: bool, sharing: SharingConfig) -> Dict[str, str]:
-    """`nvidia.com/gpu.*` for physical GPUs; replicas 0 when no full GPU is exposed (MIG parents, docs/reference/specs.md §8)."""
+    """`nvidia.com/gpu.*` for physical GPUs; replicas 0 when every GPU is MIG-enabled (GFD labels MIG parents
+    without sharing, under every strategy: docs/reference/specs.md §8, §8.2)."""
     first = gpus[0]
     product = sanitize_product(first.name)
     labels = {
@@ -306,20 +307,22 @@ def _gfd_labels(gpus: Sequence[GpuView], strategy: str, sharing: SharingConfig, 
     enabled = [gpu for gpu in gpus if gpu.mig_enabled]
 
     if strategy == "none" or not enabled:
-        labels.update(_full_gpu_labels(gpus, True, sharing))
+        # MIG-enabled GPUs are labelled without sharing; a full GPU of the same name wins (§8.2).
+        labels.update(_full_gpu_labels(gpus, len(enabled) != len(gpus), sharing))
         return labels
 
     if strategy == "single":
         profiles = sorted({mig.profile for gpu in enabled for mig in gpu.mig_devices})
         if len(enabled) != len(gpus) or len(profiles) != 1:
-            # Mixed MIG modes, several profiles or no MIG device at all (docs/reference/specs.md §8).
+            # Mixed MIG modes, several profiles or no MIG device at all: GFD's invalid labeler
+            # (docs/reference/specs.md §8.1) writes memory 0 and an empty sharing strategy.
             labels.update(
                 {
                     "nvidia.com/gpu.product": f"{product}-MIG-INVALID",
                     "nvidia.com/gpu.count": "0",
                     "nvidia.com/gpu.replicas": "0",
-                    "nvidia.com/gpu.memory": str(gpus[0].memory_mib),
-                    "nvidia.com/gpu.sharing-strategy": "none",
+                    "nvidia.com/gpu.memory": "0",
+                    "nvidia.com/gpu.sharing-strategy": "",
                 }
             )
             return labels

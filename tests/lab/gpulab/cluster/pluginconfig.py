@@ -41,6 +41,9 @@ class SharingConfig:
     resources: Tuple[SharedResource, ...] = ()
     flags_mig_strategy: Optional[str] = None
     warnings: Tuple[str, ...] = ()
+    # flags.plugin.sharedDevicesAllocationPolicy (docs/reference/specs.md §9.11): which free replica or
+    # MIG device the plugin prefers, spread over the GPUs or packed onto the fewest.
+    allocation_policy: str = "distributed"
 
     def replicas_for(self, resource: str) -> int:
         for shared in self.resources:
@@ -111,6 +114,16 @@ def _parse_sharing_section(section: Any, method: str) -> Tuple[bool, Optional[bo
     return rename, fail_gt_one, tuple(resources), warnings
 
 
+def _allocation_policy(flags: Mapping[str, Any]) -> str:
+    plugin = flags.get("plugin") or {}
+    policy = plugin.get("sharedDevicesAllocationPolicy") if isinstance(plugin, Mapping) else None
+    if policy in (None, ""):
+        return "distributed"
+    if policy not in ("distributed", "packed"):
+        raise PluginConfigError(f"flags.plugin.sharedDevicesAllocationPolicy: unknown allocation policy: {policy}")
+    return str(policy)
+
+
 def parse_plugin_config(text: str) -> SharingConfig:
     """Parse and validate one named device-plugin config (a ConfigMap value). Raises PluginConfigError.
 
@@ -134,6 +147,7 @@ def parse_plugin_config(text: str) -> SharingConfig:
     flags_strategy = flags.get("migStrategy")
     if flags_strategy is not None and flags_strategy not in STRATEGIES:
         raise PluginConfigError(f"flags.migStrategy: unknown MIG strategy: {flags_strategy}")
+    policy = _allocation_policy(flags)
     sharing = doc.get("sharing") or {}
     if not isinstance(sharing, Mapping):
         raise PluginConfigError("sharing: expected a mapping")
@@ -146,11 +160,12 @@ def parse_plugin_config(text: str) -> SharingConfig:
     if mps is not None and not has_ts:
         rename, fail_gt_one, resources, warnings = _parse_sharing_section(mps, "mps")
         # MPS refuses requests > 1 unless told otherwise (docs/reference/specs.md §9.2).
-        return SharingConfig("mps", rename, True if fail_gt_one is None else fail_gt_one, resources, flags_strategy, tuple(warnings))
+        return SharingConfig("mps", rename, True if fail_gt_one is None else fail_gt_one, resources, flags_strategy,
+                             tuple(warnings), policy)
     if time_slicing is not None:
         rename, fail_gt_one, resources, warnings = _parse_sharing_section(time_slicing, "time-slicing")
-        return SharingConfig("time-slicing", rename, bool(fail_gt_one), resources, flags_strategy, tuple(warnings))
-    return SharingConfig(flags_mig_strategy=flags_strategy)
+        return SharingConfig("time-slicing", rename, bool(fail_gt_one), resources, flags_strategy, tuple(warnings), policy)
+    return SharingConfig(flags_mig_strategy=flags_strategy, allocation_policy=policy)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,7 +4,9 @@ client-go's typed clientsets (helm's release storage among them) encode request 
 ``application/vnd.kubernetes.protobuf``: the 4 magic bytes ``k8s\\0`` then a ``runtime.Unknown``
 message (typeMeta, raw) whose ``raw`` is the object in protobuf. Responses can stay JSON: the
 client decodes by the response Content-Type. This module decodes, into the JSON dict shape, the
-kinds those clients write: Secret, ConfigMap, DeleteOptions. Field numbers follow
+kinds those clients write: Secret, ConfigMap, DeleteOptions, and what kubectl's everyday imperative
+commands send (``create namespace``: Namespace; ``run``: Pod, with the PodSpec and Container fields
+listed below; docs/reference/specs.md §15). Field numbers follow
 k8s.io/api/core/v1/generated.proto and k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto
 (facts, not copied code). Anything else raises ProtobufError (the API answers 415).
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
-from typing import Any, Callable, Dict, Iterator, List, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 MAGIC = b"k8s\x00"
 
@@ -173,9 +175,104 @@ def _delete_options(data: bytes) -> Dict[str, Any]:
     return obj
 
 
+def _strings(raw: bytes) -> str:
+    return raw.decode()
+
+
+def _quantity_map(raw: bytes) -> Tuple[str, str]:
+    """A ``map<string, Quantity>`` entry; Quantity is ``{string string = 1}``."""
+    def quantity(data: bytes) -> str:
+        return "".join(value.decode() for number, _wire, value in _fields(data) if number == 1)
+    return _map_entry(raw, quantity)
+
+
+def _message(raw: bytes, strings: Dict[int, str], ints: Optional[Dict[int, str]] = None, bools: Optional[Dict[int, str]] = None,
+             lists: Optional[Dict[int, Tuple[str, Callable[[bytes], Any]]]] = None,
+             maps: Optional[Dict[int, Tuple[str, Callable[[bytes], Tuple[str, Any]]]]] = None) -> Dict[str, Any]:
+    """One message by field tables: scalar strings, int64s, bools, repeated fields and maps."""
+    obj: Dict[str, Any] = {}
+    for number, _wire, value in _fields(raw):
+        if number in strings:
+            obj[strings[number]] = value.decode()
+        elif ints and number in ints:
+            obj[ints[number]] = _signed(value)
+        elif bools and number in bools:
+            obj[bools[number]] = bool(value)
+        elif lists and number in lists:
+            name, decoder = lists[number]
+            obj.setdefault(name, []).append(decoder(value))
+        elif maps and number in maps:
+            name, decoder = maps[number]
+            key, item = decoder(value)
+            obj.setdefault(name, {})[key] = item
+    return obj
+
+
+def _env_var(raw: bytes) -> Dict[str, Any]:
+    return _message(raw, {1: "name", 2: "value"})
+
+
+def _resources(raw: bytes) -> Dict[str, Any]:
+    return _message(raw, {}, maps={1: ("limits", _quantity_map), 2: ("requests", _quantity_map)})
+
+
+def _container(raw: bytes) -> Dict[str, Any]:
+    """core/v1 Container: name 1, image 2, command 3, args 4, workingDir 5, env 7, resources 8,
+    imagePullPolicy 14, stdin 16, stdinOnce 17, tty 18 (other fields are not modelled)."""
+    obj = _message(raw, {1: "name", 2: "image", 5: "workingDir", 13: "terminationMessagePath", 14: "imagePullPolicy",
+                         20: "terminationMessagePolicy"},
+                   bools={16: "stdin", 17: "stdinOnce", 18: "tty"},
+                   lists={3: ("command", _strings), 4: ("args", _strings), 7: ("env", _env_var)})
+    for number, _wire, value in _fields(raw):
+        if number == 8:
+            obj["resources"] = _resources(value)
+    return obj
+
+
+def _toleration(raw: bytes) -> Dict[str, Any]:
+    return _message(raw, {1: "key", 2: "operator", 3: "value", 4: "effect"}, ints={5: "tolerationSeconds"})
+
+
+def _pod_spec(raw: bytes) -> Dict[str, Any]:
+    """core/v1 PodSpec: containers 2, restartPolicy 3, terminationGracePeriodSeconds 4,
+    activeDeadlineSeconds 5, dnsPolicy 6, nodeSelector 7, serviceAccountName 8, nodeName 10,
+    schedulerName 19, initContainers 20, tolerations 22, priorityClassName 24."""
+    return _message(raw, {3: "restartPolicy", 6: "dnsPolicy", 8: "serviceAccountName", 10: "nodeName",
+                          19: "schedulerName", 24: "priorityClassName"},
+                    ints={4: "terminationGracePeriodSeconds", 5: "activeDeadlineSeconds"},
+                    lists={2: ("containers", _container), 20: ("initContainers", _container),
+                           22: ("tolerations", _toleration)},
+                    maps={7: ("nodeSelector", lambda b: _map_entry(b, lambda v: v.decode()))})
+
+
+def _pod(data: bytes) -> Dict[str, Any]:
+    obj: Dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": {}}
+    for number, _wire, raw in _fields(data):
+        if number == 1:
+            obj["metadata"] = _object_meta(raw)
+        elif number == 2:
+            obj["spec"] = _pod_spec(raw)
+    return obj
+
+
+def _namespace(data: bytes) -> Dict[str, Any]:
+    """core/v1 Namespace: metadata 1, spec 2 (finalizers 1); the status is the server's."""
+    obj: Dict[str, Any] = {"apiVersion": "v1", "kind": "Namespace", "metadata": {}}
+    for number, _wire, raw in _fields(data):
+        if number == 1:
+            obj["metadata"] = _object_meta(raw)
+        elif number == 2:
+            finalizers = [value.decode() for sub, _wire, value in _fields(raw) if sub == 1]
+            if finalizers:
+                obj["spec"] = {"finalizers": finalizers}
+    return obj
+
+
 DECODERS: Dict[Tuple[str, str], Callable[[bytes], Dict[str, Any]]] = {
     ("v1", "Secret"): _secret,
     ("v1", "ConfigMap"): _config_map,
+    ("v1", "Namespace"): _namespace,
+    ("v1", "Pod"): _pod,
     ("v1", "DeleteOptions"): _delete_options,
     ("meta.k8s.io/v1", "DeleteOptions"): _delete_options,
 }

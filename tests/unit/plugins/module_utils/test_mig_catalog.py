@@ -16,8 +16,8 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._nvidia_smi impor
 )
 
 FIXTURES = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures')
-REQUIRED_KEYS = ['A30', 'A100-40GB', 'A100-80GB', 'H100-80GB', 'H100-NVL', 'H100-96GB', 'H200',
-                 'GH200-144GB', 'B200']
+REQUIRED_KEYS = ['A30', 'A100-40GB', 'A100-80GB', 'H100-80GB', 'H100-NVL', 'H100-96GB', 'PG506-96GB', 'H200',
+                 'GH200-144GB', 'B200', 'GB200', 'B300', 'GB300', 'RTX-PRO-6000']
 
 
 def _capture(name):
@@ -98,7 +98,9 @@ def test_model_geometry_is_consistent(model):
     # The balanced layout of every model is itself valid and uses the model's own names.
     assert set(model.balanced) <= set(names)
     full = [p for p in model.profiles if p.memory_slices == model.memory_slices]
-    assert len(full) == 1 and full[0].compute_slices == model.compute_slices
+    assert full and all(p.compute_slices == model.compute_slices for p in full)
+    # The whole GPU owns every media engine: no profile takes more than a full-GPU profile has.
+    assert all(p.engines == model.engine_totals for p in full)
 
 
 def test_h200_catalog_matches_the_real_capture():

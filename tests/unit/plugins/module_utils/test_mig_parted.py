@@ -329,3 +329,29 @@ def test_catalog_refuses_a_profile_the_filtered_model_lacks():
     assert mp.catalog_problems(unknown, ["y"])
     fine = mp.parse_config(doc({"z": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 1}}]}))
     assert mp.catalog_problems(fine, ["z"]) == []
+
+
+@pytest.mark.parametrize("extra", [
+    None, {},
+    {"mine": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}]},
+    {"all-balanced": [{"devices": [0], "mig-enabled": False}], "zzz": [{"devices": "all", "mig-enabled": False}]},
+])
+def test_parse_with_defaults_is_parsing_the_merged_document(extra):
+    assert mp.parse_with_defaults(extra, "host mig_configs") == mp.parse_config(mp.merged_configs(extra), "host mig_configs")
+
+
+@pytest.mark.parametrize("extra", [
+    {"bad name!": [{"devices": "all", "mig-enabled": False}]},
+    {"x": [{"devices": "all", "mig-enabled": "yes"}], "y": "not a list"},
+])
+def test_parse_with_defaults_reports_the_same_problems(extra):
+    with pytest.raises(mp.MigPartedError) as merged:
+        mp.parse_config(mp.merged_configs(extra), "host mig_configs")
+    with pytest.raises(mp.MigPartedError) as cached:
+        mp.parse_with_defaults(extra, "host mig_configs")
+    assert cached.value.problems == merged.value.problems
+
+
+def test_parse_with_defaults_refuses_a_non_mapping():
+    with pytest.raises(mp.MigPartedError, match="host mig_configs: must be a mapping of config name"):
+        mp.parse_with_defaults(["all-disabled"], "host mig_configs")

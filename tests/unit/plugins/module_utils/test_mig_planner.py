@@ -1,6 +1,4 @@
 """The planner against an independent brute-force enumeration, plus its explanations."""
-import itertools
-
 import pytest
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import MODELS, resolve_model
@@ -8,7 +6,6 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner impo
     LayoutError,
     check_layout,
     layout_of_placements,
-    node_resources,
     plan_layout,
 )
 
@@ -21,6 +18,8 @@ def feasible_layouts(model):
     that respect the compute-slice total, per-profile maxima and the instance limit.
     """
     found = set()
+    # The media engines of the whole GPU: those of a profile that spans every memory slice.
+    whole_gpu_engines = max(p.engines for p in model.profiles if p.memory_slices == model.memory_slices)
 
     def walk(position, chosen):
         if position >= model.memory_slices:
@@ -32,6 +31,8 @@ def feasible_layouts(model):
             if len(chosen) > model.max_instances:
                 return
             if any(counts[p.name] > p.max_instances for p in chosen):
+                return
+            if any(sum(p.engines[i] for p in chosen) > whole_gpu_engines[i] for i in range(3)):
                 return
             found.add(tuple(sorted(counts.items())))
             return
@@ -45,9 +46,23 @@ def feasible_layouts(model):
 
 
 def all_count_grids(model):
-    ranges = [range(0, p.max_instances + 2) for p in model.profiles]
-    for counts in itertools.product(*ranges):
-        yield dict((p.name, c) for p, c in zip(model.profiles, counts) if c)
+    """Every count vector up to one over each maximum whose memory is at most one slice too many
+    (anything larger is refused by the memory total alone, which the grid still covers at its edge)."""
+    profiles = model.profiles
+
+    def grid(index, memory):
+        if index == len(profiles):
+            yield {}
+            return
+        profile = profiles[index]
+        for count in range(0, profile.max_instances + 2):
+            used = memory + count * profile.memory_slices
+            if used > model.memory_slices + 1:
+                break
+            for rest in grid(index + 1, used):
+                yield dict(rest, **{profile.name: count}) if count else rest
+
+    return grid(0, 0)
 
 
 def assert_plan_is_legal(model, plan, layout):
@@ -64,9 +79,8 @@ def assert_plan_is_legal(model, plan, layout):
     assert plan.unused_compute_slices == model.compute_slices - used_compute >= 0
 
 
-@pytest.mark.parametrize('key', ['A100-40GB', 'A30'])
-def test_every_combination_against_brute_force(key):
-    model = resolve_model(key)
+@pytest.mark.parametrize('model', MODELS, ids=lambda m: m.key)
+def test_every_combination_against_brute_force(model):
     feasible = feasible_layouts(model)
     accepted = 0
     for layout in all_count_grids(model):
@@ -138,8 +152,6 @@ def test_no_real_model_fails_on_placement_alone(model):
     (1g profiles can never use the last memory slice, but the instance limit and the 2-slice
     1g profile at slice 6 always leave a way out.) The brute force shows it for every layout.
     """
-    if model.key not in ('A30', 'A100-40GB', 'H100-80GB'):
-        pytest.skip('same geometry as A100-40GB')
     for layout in all_count_grids(model):
         problems = check_layout(model, layout)
         assert not any(p.startswith('no non-overlapping placement') for p in problems), layout
@@ -208,20 +220,6 @@ def test_resources_per_strategy():
     assert media.resources('mixed') == {'nvidia.com/mig-1g.10gb.me': 1}
     with pytest.raises(ValueError):
         balanced.resources('other')
-
-
-def test_node_resources():
-    model = resolve_model('A100-40GB')
-    one = plan_layout(model, {'1g.5gb': 7})
-    other = plan_layout(model, {'3g.20gb': 2})
-    assert node_resources([one, one], 'single') == {'nvidia.com/gpu': 14}
-    assert node_resources([one, other], 'single') is None
-    assert node_resources([one, None], 'single') is None
-    assert node_resources([None, None], 'single') == {'nvidia.com/gpu': 2}
-    assert node_resources([one, other, None], 'mixed') == {
-        'nvidia.com/gpu': 1, 'nvidia.com/mig-1g.5gb': 7, 'nvidia.com/mig-3g.20gb': 2}
-    assert node_resources([one, None], 'none') == {'nvidia.com/gpu': 1}
-    assert node_resources([], 'none', full_gpus=8) == {'nvidia.com/gpu': 8}
 
 
 def test_as_dict():

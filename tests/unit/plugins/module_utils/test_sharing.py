@@ -247,13 +247,12 @@ def test_mps_on_mig_enabled_gpus_is_refused():
     assert any("MPS is not supported on MIG-enabled GPUs" in p and "'m'" in p for p in problems)
 
 
-def test_mps_only_shares_gpu_and_always_fails_requests_over_one():
+def test_mps_only_shares_gpu():
     problems = problems_of(s.parse_config, {"name": "m", "strategy": "mps",
                                             "resources": [{"name": "nvidia.com/mig-1g.10gb", "replicas": 2}]})
     assert any("MPS shares only nvidia.com/gpu" in p for p in problems)
-    problems = problems_of(s.parse_config, {"name": "m", "strategy": "mps", "fail_requests_greater_than_one": False,
-                                            "resources": [{"name": "gpu", "replicas": 2}]})
-    assert any("fail_requests_greater_than_one" in p for p in problems)
+    # fail_requests_greater_than_one false with MPS depends on the device-plugin release:
+    # test_component_versions.py (docs/reference/specs.md §9.9)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -514,3 +513,27 @@ def test_configs_from_nodes_groups_by_name():
     assert problems == ["node 'a': sharing config 'ts4' differs from the one given by configs"]
     assert s.configs_from_nodes({"a": ts}, [dict(ts, nodes=["x"])])[0]["nodes"] == ["x", "a"]
     assert "must be a mapping with a name" in problems_of(s.configs_from_nodes, {"a": "ts4"})[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# GFD edge cases read back from the labels (docs/reference/specs.md §8.1, §8.2)
+
+
+def test_labels_of_an_invalid_single_layout_are_reported_not_read_as_a_profile():
+    """§8.1: k8s-device-plugin internal/lm/mig-strategy.go newInvalidMigStrategyLabeler."""
+    labels = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-INVALID", "nvidia.com/gpu.count": "0",
+              "nvidia.com/gpu.replicas": "0", "nvidia.com/gpu.memory": "0", "nvidia.com/gpu.sharing-strategy": "",
+              "nvidia.com/mig.strategy": "single"}
+    problems = problems_of(s.node_gpus_from_labels, labels, "single", "node 'n1'")
+    assert any("NVIDIA-H100-80GB-HBM3-MIG-INVALID" in p and "single" in p for p in problems)
+
+
+def test_labels_of_mig_enabled_gpus_under_none_are_mig_gpus():
+    """§8.2: under strategy none GFD labels MIG-enabled GPUs without sharing (replicas 0); the
+    expectation then says why the plan cannot work instead of expecting replicas that never show."""
+    labels = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "2",
+              "nvidia.com/gpu.replicas": "0", "nvidia.com/gpu.sharing-strategy": "none"}
+    gpus = s.node_gpus_from_labels(labels, "none")
+    assert (gpus.full_gpus, gpus.mig_gpus) == (0, 2)
+    problems = problems_of(s.expected_node, "n1", gpus, "none", cfg())
+    assert any("MIG strategy is none" in p for p in problems)

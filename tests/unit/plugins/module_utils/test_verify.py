@@ -270,3 +270,18 @@ def test_junit_is_valid_xml_with_failures():
     messages = [f.get("message") for f in failures]
     assert any("<no & fit>" in m for m in messages)  # escaped and parsed back
     assert {tc.get("classname") for tc in suite.findall("testcase")} == {"gpu-a", "gpu-b"}
+
+
+def test_config_checks_compare_what_the_plugin_loads():
+    """docs/reference/specs.md §9.11: the allocation policy is part of what is verified (the ConfigMap
+    key read back must hold what the plan renders); node choices and keys not written yet are not."""
+    planned = s.parse_config({"name": "ts", "resources": [{"name": "gpu", "replicas": 4}], "nodes": ["a"],
+                              "shared_devices_allocation_policy": "packed"})
+    live_same = s.parse_rendered_config("ts", s.render_config(planned))
+    live_other = s.parse_config({"name": "ts", "resources": [{"name": "gpu", "replicas": 4}]})
+    [same] = v.config_checks({"ts": planned, "new": planned}, {"ts": live_same}, "cm")
+    assert same.ok and same.kind == "config"
+    [other] = v.config_checks({"ts": planned}, {"ts": live_other}, "cm")
+    assert not other.ok
+    assert "ConfigMap cm key ts differs from the plan in shared_devices_allocation_policy" in other.message
+    assert "None, the plan says 'packed'" in other.message

@@ -271,6 +271,15 @@ def test_over_capacity_fails_with_planner_reason(run_module):
     assert result["problems"] and result["problems"][0].startswith("GPU 0 (NVIDIA A100-SXM4-40GB, model A100-40GB), config x:")
 
 
+def test_compute_instance_profile_fails_before_any_change_with_the_reason(run_module):
+    host = FakeHost(["H100"])
+    item = {"devices": "all", "mig-enabled": True, "mig-devices": {"1c.3g.40gb": 2}}
+    ok, result = run_module(host, config={"version": "v1", "mig-configs": {"x": [item]}}, selected="x")
+    assert not ok and host.mutations == []
+    assert "'1c.3g.40gb' is a compute-instance profile" in result["msg"]
+    assert "Use the GPU-instance profile (3g.40gb) instead" in result["msg"]
+
+
 def test_schema_error_fails_with_mig_parted_message(run_module):
     host = FakeHost(["A100"])
     ok, result = run_module(host, config={"version": "v2", "mig-configs": {}}, selected="x")

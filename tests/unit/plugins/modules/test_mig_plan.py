@@ -25,10 +25,22 @@ def test_rejects_with_reason(tmp_path):
     ('NVIDIA H100 80GB HBM3', {'3g.40gb': 1, '4g.40gb': 1}, {'4g.40gb': 2}),
     ('0x233510DE', {'1g.18gb': 7}, {'1g.18gb': 8}),
     ('B200', {'7g.180gb': 1}, {'7g.180gb': 1, '1g.23gb': 1}),
+    ('0x294110DE', {'1g.23gb': 2, '2g.47gb': 1, '3g.93gb': 1}, {'3g.93gb': 3}),
+    ('B300', {'1g.34gb+me': 1, '1g.34gb': 6}, {'1g.34gb+me': 2}),
+    ('NVIDIA GB300', {'7g.278gb': 1}, {'1g.35gb+me': 1}),
+    ('NVIDIA RTX PRO 6000 Blackwell Server Edition', {'1g.24gb+gfx': 4}, {'2g.48gb': 1, '1g.24gb+me.all': 1}),
+    ('0x2BB110DE', {'2g.48gb-me': 1, '2g.48gb+me.all': 1}, {'4g.96gb': 1, '1g.24gb': 1}),
+    ('A30', {'2g.12gb+me': 1, '1g.6gb': 2}, {'2g.12gb+me': 1, '1g.6gb+me': 1}),
 ])
 def test_every_model_kind(tmp_path, gpu, good, bad):
     assert not run_module('mig_plan', {'gpu': gpu, 'layout': good}, tmp_path).get('failed')
     assert run_module('mig_plan', {'gpu': gpu, 'layout': bad}, tmp_path)['failed']
+
+
+def test_compute_instance_profile_is_refused_with_the_reason(tmp_path):
+    result = run_module('mig_plan', {'gpu': 'H100-80GB', 'layout': {'1c.3g.40gb': 1}}, tmp_path)
+    assert result['failed']
+    assert 'is a compute-instance profile' in result['msg']
 
 
 def test_unknown_gpu(tmp_path):
@@ -84,3 +96,13 @@ def test_default_configs(tmp_path):
     assert result['plans'][0]['mig_enabled'] is False
     result = run_module('mig_plan', {'gpu': 'H200', 'name': 'all-balanced'}, tmp_path)
     assert result['failed'] and 'include_default_configs' in result['msg']
+
+
+def test_two_media_extension_instances_on_an_a30(tmp_path):
+    """docs/reference/specs.md §2.16: the A30 has one JPEG decoder and one OFA (MIG user guide, A30 table)."""
+    result = run_module('mig_plan', {'gpu': 'A30', 'layout': {'1g.6gb+me': 1, '2g.12gb+me': 1}}, tmp_path)
+    assert result['failed']
+    assert 'needs 2 JPEG decoders but A30 has 1' in result['msg']
+    good = run_module('mig_plan', {'gpu': 'A30', 'layout': {'1g.6gb+me': 1}}, tmp_path)
+    assert good['model']['engines'] == {'decoders': 4, 'jpeg': 1, 'ofa': 1}
+    assert good['model']['architecture'] == 'ampere'

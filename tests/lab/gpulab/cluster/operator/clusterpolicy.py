@@ -3,7 +3,8 @@
 The oldest ClusterPolicy is reconciled (others get ``status.state: ignored``); operands go to the
 namespace of its Helm release (``meta.helm.sh/release-namespace``) or ``gpu-operator``. It labels
 the GPU nodes (``nvidia.com/gpu.present``, ``nvidia.com/gpu.deploy.*`` only when absent,
-``nvidia.com/mig.capable``, ``nvidia.com/mig.config=<migManager.config.default>``), creates the
+``nvidia.com/mig.capable``, ``nvidia.com/mig.config=all-disabled`` only when
+``migManager.config.default`` is ``all-disabled``, §7.8), creates the
 default mig-parted ConfigMap and the operand DaemonSets it owns (rewritten only when its own
 desired spec changes, annotation ``nvidia.com/last-applied-hash``), collects what a deleted policy
 owned, and sets ``status.state``: ``ready`` when every operand DaemonSet has all its pods updated
@@ -95,7 +96,7 @@ class ClusterPolicyController:
                 pass
 
     def _label_node(self, node: Obj, policy: Obj) -> None:
-        """Operator-side labels (docs/reference/specs.md §7.4): present, deploy.*, mig.capable, default mig.config."""
+        """Operator-side labels (docs/reference/specs.md §7.4, §7.8): present, deploy.*, mig.capable, default mig.config."""
         spec = policy.get("spec") or {}
         name = node["metadata"]["name"]
         views = self.context.gpu_views(name)

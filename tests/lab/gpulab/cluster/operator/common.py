@@ -87,12 +87,19 @@ def mig_strategy(spec: Mapping[str, Any]) -> str:
     return value if value in devmod.STRATEGIES else "single"
 
 
+MIG_DISABLED = "all-disabled"
+
+
 def mig_default_config(spec: Mapping[str, Any]) -> str:
-    """`migManager.config.default`: absent means the CRD default `all-disabled`, "" means none."""
+    """The `nvidia.com/mig.config` value the operator gives a MIG-capable node without one, "" for none.
+
+    `migManager.config.default` absent means the CRD default `all-disabled`; NVIDIA labels only when
+    the value is exactly `all-disabled` and leaves the node alone for "" or any other value
+    (docs/reference/specs.md §7.8)."""
     config = section(spec, "migManager", "config")
     if "default" not in config:
-        return "all-disabled"
-    return config.get("default") or ""
+        return MIG_DISABLED
+    return MIG_DISABLED if config.get("default") == MIG_DISABLED else ""
 
 
 def container_env(container: Mapping[str, Any], name: str) -> Optional[str]:

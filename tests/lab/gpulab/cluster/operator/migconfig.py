@@ -14,6 +14,7 @@ _FILTERS = {
     "H100-80GB": ["0x233010DE", "0x233110DE", "0x232210DE", "0x20B210DE", "0x20B510DE", "0x20F310DE", "0x20F510DE", "0x232410DE"],
     "H100-NVL": ["0x232110DE", "0x233A10DE"],
     "H200": ["0x233510DE", "0x233B10DE"],
+    "RTX-PRO-6000": ["0x2BB510DE"],
 }
 
 
@@ -24,6 +25,7 @@ _BALANCED = {
     "H100-80GB": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
     "H100-NVL": {"1g.12gb": 2, "2g.24gb": 1, "3g.47gb": 1},
     "H200": {"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1},
+    "RTX-PRO-6000": {"1g.24gb": 2, "2g.48gb": 1},
 }
 
 
@@ -31,7 +33,8 @@ def default_mig_parted_config() -> Dict[str, Any]:
     """`all-disabled`, `all-enabled`, `all-balanced` and `all-<profile>` for the lab's models.
 
     Counts of `all-<profile>` are each profile's maximum from the model's `-lgip` fixture (the
-    real file lists the same maxima, docs/reference/specs.md §6.5); `+me` profiles are named `.me` in config keys.
+    real file lists the same maxima, docs/reference/specs.md §6.5); in config keys `+` becomes `.`
+    (`all-1g.24gb.me.all`, `all-1g.24gb.gfx`) and `-me` stays (`all-1g.24gb-me`), docs/reference/specs.md §2.15.
     """
     configs: Dict[str, List[Dict[str, Any]]] = {
         "all-disabled": [{"devices": "all", "mig-enabled": False}],
@@ -46,7 +49,7 @@ def default_mig_parted_config() -> Dict[str, Any]:
             filters.append(model.pci_device_id)
         for profile in model.profiles:
             item = {"device-filter": filters, "devices": "all", "mig-enabled": True,
-                    "mig-devices": {profile.name: 1 if "+" in profile.name else profile.instances_total}}
+                    "mig-devices": {profile.name: profile.instances_total}}
             bucket = per_profile.setdefault("all-" + profile.name.replace("+", "."), [])
             if item not in bucket:
                 bucket.append(item)

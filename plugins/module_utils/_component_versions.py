@@ -1,0 +1,126 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Which NVIDIA device plugin a GPU Operator chart runs, and what that release can do.
+
+Pure data and logic, no I/O. The one table from chart version to device-plugin version lives here
+(docs/reference/specs.md §9.8); the rules that depend on the device-plugin release are the
+``supports_*`` predicates below (§9.9-§9.11). ``gpu_sharing`` and ``gpu_verify`` resolve the release
+once (:func:`resolve_device_plugin`) and hand it to the sharing code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Optional, Tuple
+
+Version = Tuple[int, int, int]
+
+# The role default of gpufleet.sharing.gpu_operator (gpu_operator_chart_version), assumed when nothing
+# else says which chart runs (docs/reference/specs.md §7.5, §9.8).
+DEFAULT_CHART_VERSION = "v26.7.0"
+
+# GPU Operator chart version -> the device plugin (and GPU Feature Discovery, same image) it deploys,
+# from NVIDIA's GPU Operator release notes / component matrix and the operator's bundle manifests
+# (docs/reference/specs.md §9.8, with the source of every row).
+CHART_DEVICE_PLUGIN: Tuple[Tuple[Version, Version], ...] = (
+    ((24, 9, 0), (0, 17, 0)),
+    ((25, 3, 0), (0, 17, 1)),
+    ((25, 3, 1), (0, 17, 2)),
+    ((25, 3, 2), (0, 17, 3)),
+    ((25, 10, 1), (0, 18, 1)),
+    ((26, 3, 2), (0, 19, 2)),
+    ((26, 3, 3), (0, 19, 3)),
+    ((26, 7, 0), (0, 20, 0)),
+    ((26, 7, 1), (0, 20, 1)),
+)
+# The first device-plugin release of each behaviour (docs/reference/specs.md §9.9-§9.11).
+MPS_FAIL_REQUESTS_CONFIGURABLE: Version = (0, 20, 0)
+MIG_SUFFIX_RESOURCES: Version = (0, 20, 0)
+SHARED_DEVICES_ALLOCATION_POLICY: Version = (0, 20, 0)
+
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$")
+
+
+class VersionError(ValueError):
+    """A version that does not parse; the message names it and where it came from."""
+
+
+def parse_version(text: Any, what: str) -> Version:
+    """``"v0.20.0"`` / ``"26.7.0"`` / ``"v0.20.0-ubi9"`` -> a tuple; VersionError naming ``what`` otherwise."""
+    match = _VERSION.match(text.strip()) if isinstance(text, str) else None
+    if not match:
+        raise VersionError("%s %r does not parse: expected vMAJOR.MINOR.PATCH such as %s"
+                           % (what, text, "v0.20.0" if "device plugin" in what else DEFAULT_CHART_VERSION))
+    return int(match.group(1)), int(match.group(2)), int(match.group(3))
+
+
+def show(version: Version) -> str:
+    return "v%d.%d.%d" % version
+
+
+def device_plugin_for_chart(chart: Version) -> Tuple[Version, bool]:
+    """(device-plugin version, exact) the chart deploys.
+
+    Exact when the table has the chart; otherwise the newest row of the same release line at or below
+    it (a later patch never ships an older plugin), else the nearest older row; a chart older than the
+    table gets its first row, which is an upper bound (exact False) -- every rule here starts later.
+    """
+    for row_chart, plugin in CHART_DEVICE_PLUGIN:
+        if row_chart == chart:
+            return plugin, True
+    older = [plugin for row_chart, plugin in CHART_DEVICE_PLUGIN if row_chart < chart]
+    return (older[-1] if older else CHART_DEVICE_PLUGIN[0][1]), False
+
+
+@dataclass(frozen=True)
+class DevicePlugin:
+    """The device-plugin release the sharing rules apply to, and how it was found."""
+
+    version: Version
+    source: str
+
+    @property
+    def name(self) -> str:
+        return show(self.version)
+
+    def describe(self) -> str:
+        return "device plugin %s (%s)" % (self.name, self.source)
+
+    def at_least(self, first: Version) -> bool:
+        return self.version >= first
+
+    def as_dict(self) -> dict:
+        return {"version": self.name, "source": self.source}
+
+
+def from_chart(chart_text: str, source: str) -> DevicePlugin:
+    chart = parse_version(chart_text, "GPU Operator chart version (%s)" % source)
+    plugin, exact = device_plugin_for_chart(chart)
+    return DevicePlugin(plugin, "%s %s %s" % (source, show(chart), "deploys it" if exact else "(nearest row of the release notes)"))
+
+
+def resolve_device_plugin(device_plugin_version: Optional[str], policy: Optional[dict],
+                          operator_version: Optional[str]) -> DevicePlugin:
+    """The release the rules apply to: the ``device_plugin_version`` option, else the ClusterPolicy's
+    ``spec.devicePlugin.version`` (the image tag the operator runs), else the ``operator_version``
+    option through the table, else the default chart. Raises VersionError for an option that does not
+    parse; a ClusterPolicy tag that is not a version (a digest, a custom tag) is passed over."""
+    if device_plugin_version:
+        return DevicePlugin(parse_version(device_plugin_version, "device plugin version (option device_plugin_version)"),
+                            "option device_plugin_version")
+    tag = (((policy or {}).get("spec") or {}).get("devicePlugin") or {}).get("version")
+    if isinstance(tag, str) and _VERSION.match(tag.strip()):
+        return DevicePlugin(parse_version(tag, "device plugin version"), "ClusterPolicy spec.devicePlugin.version")
+    if operator_version:
+        return from_chart(operator_version, "option operator_version: chart")
+    return from_chart(DEFAULT_CHART_VERSION, "default chart")
+
+
+NEWEST = DevicePlugin(CHART_DEVICE_PLUGIN[-1][1], "newest known")
+
+
+__all__ = ["CHART_DEVICE_PLUGIN", "DEFAULT_CHART_VERSION", "DevicePlugin", "MIG_SUFFIX_RESOURCES",
+           "MPS_FAIL_REQUESTS_CONFIGURABLE", "NEWEST", "SHARED_DEVICES_ALLOCATION_POLICY", "VersionError",
+           "device_plugin_for_chart", "from_chart", "parse_version", "resolve_device_plugin", "show"]

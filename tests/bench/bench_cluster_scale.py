@@ -1,0 +1,261 @@
+"""Benchmark: the cluster side at 10 / 100 / 1,000 GPU nodes (issue 14 #3; no timed assertions).
+
+Usage: .venv/bin/python tests/bench/bench_cluster_scale.py [--nodes 10,100,1000] [--full-up-to 100] [--json FILE]
+
+Up to --full-up-to nodes, a fresh whole lab cluster in this process (no SSH hosts) with N one-GPU
+A100-40GB nodes (MIG off), the operator installed with the MIG manager on, and every node
+time-sliced 4 ways by gpu_sharing. Above it, the lab's controllers do not keep up on a 2-core
+machine (their loops scan every pod for every node), so the API server runs alone and holds N
+nodes copied from a converged node of a small whole lab, with the operator's ClusterPolicy and
+ConfigMaps: the same objects for the modules to read, but no kubelet to run verification pods.
+Then, each module run as Ansible runs it (a subprocess, HTTPS to the lab API):
+  gpu_sharing no-op        - the same configs again: changed=false;
+  gpu_verify, no pods      - check mode: node capacity / labels compared with the plan;
+  gpu_verify, with pods    - one verification pod per node (whole lab only);
+  mig_node_config no-op    - one node, its MIG config already applied (a per-node module);
+and in this process the pure planning of N hosts (`_fleet_plan.plan_fleet` over N host plans),
+which is what preflight and every cluster module do first. Reported per run: API requests by kind
+(from the lab's /lab/metrics), wall time, and the module process's peak memory (VmHWM).
+Expected shape: list calls constant in N, no per-node GET where a list suffices; writes only
+where something changes; memory growing with the node list only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Dict, List, Optional
+
+from kubernetes import client, config
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "tests", "lab"))
+sys.path.insert(0, os.path.join(REPO, "tests", "lab", "tests"))
+
+import labtools  # noqa: E402  pylint: disable=wrong-import-position
+from gpulab.cluster import server  # noqa: E402  pylint: disable=wrong-import-position
+import test_cluster_modules_sharing as labkit  # noqa: E402  pylint: disable=wrong-import-position
+
+labtools.ensure_collection_path()
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils import _fleet_plan  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import parse_configs  # noqa: E402  pylint: disable=wrong-import-position
+
+A100 = "NVIDIA A100-SXM4-40GB"
+RUNTIME_ANNOTATION = "lab.gpufleet.io/runtime-seconds"
+# Runs a module like Ansible does and reports the process's peak resident memory on stderr.
+# (VmHWM of /proc/self/status: ru_maxrss would include the forking parent's size, kept across exec.)
+_WRAPPER = ("import atexit, runpy, sys\n"
+            "def peak():\n"
+            "    with open('/proc/self/status') as status:\n"
+            "        kb = [line.split()[1] for line in status if line.startswith('VmHWM:')]\n"
+            "    sys.stderr.write('MAXRSS_KB %s\\n' % kb[0])\n"
+            "atexit.register(peak)\n"
+            "sys.argv = sys.argv[1:]\n"
+            "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n")
+
+
+def run_module(name: str, args: Dict[str, Any], lab_dir: str, check_mode: bool = False) -> Dict[str, Any]:
+    payload = dict(args, _ansible_check_mode=check_mode, _ansible_diff=False, _ansible_tmpdir=lab_dir)
+    path = os.path.join(lab_dir, "args-%s.json" % name)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump({"ANSIBLE_MODULE_ARGS": payload}, handle)
+    module = "ansible_collections.gpufleet.sharing.plugins.modules." + name
+    begin = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", _WRAPPER, module, path], capture_output=True, text=True,  # noqa: S603
+                          env=dict(os.environ, PYTHONPATH=labtools.BUILD), timeout=1800, check=False)
+    wall = time.monotonic() - begin
+    result = json.loads(proc.stdout)
+    rss = [line for line in proc.stderr.splitlines() if line.startswith("MAXRSS_KB ")]
+    result["_wall"] = wall
+    result["_maxrss_mb"] = int(rss[-1].split()[1]) / 1024.0 if rss else None
+    return result
+
+
+def measured(lab: Any, name: str, args: Dict[str, Any], lab_dir: str, check_mode: bool = False) -> Dict[str, Any]:
+    lab.api.metrics.reset()
+    result = run_module(name, args, lab_dir, check_mode)
+    counts = lab.api.metrics.snapshot()
+    if result.get("failed"):
+        raise SystemExit("%s failed: %s" % (name, result.get("msg")))
+    requests = counts["requests"]
+    return {"wall_s": round(result["_wall"], 2), "maxrss_mb": round(result["_maxrss_mb"] or 0, 1),
+            "requests": counts["total"], "by_kind": requests, "changed": bool(result.get("changed")),
+            "ok": result.get("ok"),
+            "gets": sum(v for k, v in requests.items() if k.startswith("get ")),
+            "lists": sum(v for k, v in requests.items() if k.startswith("list ")),
+            "writes": sum(v for k, v in requests.items() if k.split(" ")[0] in ("create", "update", "patch", "delete"))}
+
+
+def install_operator(lab: Any, timeout: float) -> None:
+    """Namespace + ClusterPolicy (MIG manager on), as the gpu_operator module leaves them; until ready."""
+    api = config.new_client_from_config(config_file=lab.kubeconfig)
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    core.create_namespace({"metadata": {"name": "gpu-operator"}})
+    custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", {
+        "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
+        "spec": {"mig": {"strategy": "single"}, "migManager": {"enabled": True}}})
+    labtools.wait_until("ClusterPolicy ready", lambda: (custom.get_cluster_custom_object(
+        "nvidia.com", "v1", "clusterpolicies", "cluster-policy").get("status") or {}).get("state") == "ready", timeout)
+
+
+def plan_seconds(nodes: int, repeats: int = 3) -> float:
+    """Pure planning of N hosts: host plans from facts, the cluster view, plan_fleet."""
+    names = ["gpu-%04d" % i for i in range(nodes)]
+    facts = [{"index": 0, "name": A100, "pci_device_id": "0x20B010DE",
+              "mig": {"capable": True, "current": False, "pending": False, "instances": []}}]
+    config = parse_configs([{"name": "ts4", "resources": [{"name": "nvidia.com/gpu", "replicas": 4}], "nodes": names}])
+    labels = {"nvidia.com/gpu.count": "1", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB",
+              "nvidia.com/device-plugin.config": "ts4"}
+    best = None
+    for _repeat in range(repeats):
+        begin = time.perf_counter()
+        hosts = _fleet_plan.host_plans([{"node": n, "gpu_facts": facts, "mig_config": "all-disabled"}
+                                        for n in names], {})
+        view = _fleet_plan.ClusterView.read([{"metadata": {"name": n, "labels": dict(labels)}} for n in names],
+                                            {"spec": {"mig": {"strategy": "single"}}}, ["ts4"])
+        plan = _fleet_plan.plan_fleet(_fleet_plan.Intent(configs=config, hosts=hosts), view)
+        elapsed = time.perf_counter() - begin
+        if plan.problems or len(plan.nodes) != nodes:
+            raise SystemExit("planning %d hosts went wrong: %s" % (nodes, plan.problems[:3]))
+        best = elapsed if best is None else min(best, elapsed)
+    return best or 0.0
+
+
+def _converged(lab: Any, names: List[str], lab_dir: str) -> Dict[str, Any]:
+    """Operator installed, every node time-sliced 4 ways (gpu_sharing waits until they advertise it)."""
+    install_operator(lab, timeout=60 + len(names))
+    config = {"name": "ts4", "resources": [{"name": "nvidia.com/gpu", "replicas": 4}], "nodes": names}
+    applied = run_module("gpu_sharing", {"kubeconfig": lab.kubeconfig, "configs": [config], "wait_timeout": 1200,
+                                         "wait_interval": 2}, lab_dir)
+    if applied.get("failed"):
+        raise SystemExit("gpu_sharing failed: %s" % applied.get("msg"))
+    return config
+
+
+def _measure_all(lab: Any, names: List[str], config: Dict[str, Any], lab_dir: str, pods: bool) -> Dict[str, Any]:
+    auth = {"kubeconfig": lab.kubeconfig}
+    row: Dict[str, Any] = {"sharing_noop": measured(lab, "gpu_sharing", dict(auth, configs=[config], wait_timeout=60), lab_dir)}
+    verify = dict(auth, configs=[config], poll_interval=0.5, pod_timeout=600, pod_annotations={RUNTIME_ANNOTATION: "0.2"})
+    row["verify_no_pods"] = measured(lab, "gpu_verify", verify, lab_dir, check_mode=True)
+    if pods:
+        row["verify_pods"] = measured(lab, "gpu_verify", verify, lab_dir)
+    row["mig_node_config_noop"] = measured(lab, "mig_node_config", dict(
+        auth, node=names[-1], config="all-disabled", timeout=60, poll_interval=0.5), lab_dir)
+    return row
+
+
+def bench_full(nodes: int, workdir: str) -> Dict[str, Any]:
+    """The whole lab (operator controllers, kubelets): verification pods really run."""
+    lab_dir = os.path.join(workdir, "full%d" % nodes)
+    os.makedirs(lab_dir)
+    names = ["gpu-%04d" % i for i in range(nodes)]
+    started = time.monotonic()
+    lab = labkit.start_lab(lab_dir, [(name, "A100-40GB", 1) for name in names])
+    try:
+        config = _converged(lab, names, lab_dir)
+        row = {"nodes": nodes, "lab": "full", "setup_s": round(time.monotonic() - started, 1)}
+        row.update(_measure_all(lab, names, config, lab_dir, pods=True))
+    finally:
+        lab.stop()
+    row["plan_s"] = round(plan_seconds(nodes), 4)
+    return row
+
+
+def _template(workdir: str) -> Dict[str, Any]:
+    """What a converged node and the operator's objects look like (a 2-node full lab, converged once)."""
+    lab_dir = os.path.join(workdir, "template")
+    os.makedirs(lab_dir)
+    lab = labkit.start_lab(lab_dir, [("gpu-0000", "A100-40GB", 1), ("gpu-0001", "A100-40GB", 1)])
+    try:
+        _converged(lab, ["gpu-0000", "gpu-0001"], lab_dir)
+        node = lab.store.get("v1/nodes", None, "gpu-0000")
+        policy = lab.store.get("nvidia.com/v1/clusterpolicies", None, "cluster-policy")
+        configmaps = lab.store.items("v1/configmaps", "gpu-operator")
+    finally:
+        lab.stop()
+    return {"node": node, "policy": policy, "configmaps": configmaps}
+
+
+def _clean(obj: Dict[str, Any], name: Optional[str] = None) -> Dict[str, Any]:
+    meta = {k: v for k, v in obj["metadata"].items() if k in ("name", "namespace", "labels", "annotations")}
+    if name:
+        meta["name"] = name
+    return dict({k: v for k, v in obj.items() if k != "metadata"}, metadata=meta)
+
+
+def bench_static(nodes: int, template: Dict[str, Any], workdir: str) -> Dict[str, Any]:
+    """The API server alone, holding N nodes exactly as the converged template node (no controllers,
+    no kubelets: what the modules read and write is the same; verification pods cannot run)."""
+    lab_dir = os.path.join(workdir, "static%d" % nodes)
+    os.makedirs(lab_dir)
+    names = ["gpu-%04d" % i for i in range(nodes)]
+    started = time.monotonic()
+    lab = server.serve_in_thread(lab_dir, [], controllers=False)
+    try:
+        lab.store.create("v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator"}})
+        for configmap in template["configmaps"]:
+            lab.store.create("v1/configmaps", _clean(configmap))
+        lab.store.create("nvidia.com/v1/clusterpolicies", _clean(template["policy"]), controller=True)
+        for name in names:
+            node = _clean(template["node"], name)
+            node["metadata"]["labels"] = dict(node["metadata"].get("labels") or {}, **{"kubernetes.io/hostname": name})
+            lab.store.create("v1/nodes", node, controller=True)
+        config = {"name": "ts4", "resources": [{"name": "nvidia.com/gpu", "replicas": 4}], "nodes": names}
+        row = {"nodes": nodes, "lab": "static", "setup_s": round(time.monotonic() - started, 1)}
+        row.update(_measure_all(lab, names, config, lab_dir, pods=False))
+    finally:
+        lab.stop()
+    row["plan_s"] = round(plan_seconds(nodes), 4)
+    return row
+
+
+def _table(results: List[Dict[str, Any]]) -> None:
+    kinds = ["sharing_noop", "verify_no_pods", "verify_pods", "mig_node_config_noop"]
+    header = ("nodes", "lab", "run", "requests", "lists", "gets", "writes", "wall s", "peak MB")
+    rows = []
+    for r in results:
+        for kind in kinds:
+            if kind in r:
+                m = r[kind]
+                rows.append((r["nodes"], r["lab"], kind, m["requests"], m["lists"], m["gets"], m["writes"], m["wall_s"], m["maxrss_mb"]))
+        rows.append((r["nodes"], "-", "plan_fleet (pure)", "-", "-", "-", "-", r["plan_s"], "-"))
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    for row in [header] + rows:
+        print("  ".join(str(cell).rjust(width) for cell, width in zip(row, widths)))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", default="10,100,1000", help="comma-separated node counts")
+    parser.add_argument("--full-up-to", type=int, default=100,
+                        help="the whole lab (verification pods run) up to this many nodes; the API server alone above")
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="gpufleet-bench-scale-") as workdir:
+        template: Optional[Dict[str, Any]] = None
+        for size in [int(x) for x in args.nodes.split(",") if x]:
+            if size <= args.full_up_to:
+                results.append(bench_full(size, workdir))
+            else:
+                template = template or _template(workdir)
+                results.append(bench_static(size, template, workdir))
+            print("measured %d nodes (setup %.0fs)" % (size, results[-1]["setup_s"]), flush=True)
+    _table(results)
+    text = json.dumps({"benchmark": "cluster_scale", "nproc": os.cpu_count(), "results": results}, indent=2, sort_keys=True)
+    print(text)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
