@@ -80,6 +80,12 @@ annotated_nodes:
   returned: when O(state=acquired)
   type: dict
   sample: {gpu-node-07: {annotation: "failed: verification timed out", unschedulable: true}}
+paused_nodes:
+  description:
+    - Nodes whose GPU operands an interrupted run left paused (annotation C(gpufleet.sharing/paused-operands),
+      see M(gpufleet.sharing.gpu_operands)), with the annotation's value and whether the node is cordoned.
+  returned: when O(state=acquired)
+  type: dict
 lease:
   description: The Lease's spec after the change (holderIdentity, acquireTime, renewTime, leaseDurationSeconds).
   returned: when O(holder) holds the lock
@@ -91,6 +97,7 @@ from typing import Any, Dict, List
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import BUILTIN_TYPES, K8sError
+from ansible_collections.gpufleet.sharing.plugins.module_utils._operands import PAUSED_ANNOTATION
 from ansible_collections.gpufleet.sharing.plugins.module_utils._rollout_lock import LEASE_API_VERSION, decide
 
 LEASE = BUILTIN_TYPES["Lease"]
@@ -124,7 +131,9 @@ def run(mod: ClusterModule) -> None:
             if exc.status != 409 or attempt == ATTEMPTS - 1:
                 raise
     if params["state"] == "acquired":
-        mod.result["annotated_nodes"] = annotated_nodes(mod.k8s.list("Node"), params["node_annotation"])
+        nodes = mod.k8s.list("Node")
+        mod.result["annotated_nodes"] = annotated_nodes(nodes, params["node_annotation"])
+        mod.result["paused_nodes"] = annotated_nodes(nodes, PAUSED_ANNOTATION)
 
 
 def annotated_nodes(nodes: List[Dict[str, Any]], key: str) -> Dict[str, Dict[str, Any]]:
