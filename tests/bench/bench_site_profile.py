@@ -38,7 +38,8 @@ import labtools  # noqa: E402  pylint: disable=wrong-import-position
 # Tasks that are controller-side by nature (no module runs on the GPU host).
 _LOCAL_ACTIONS = {"set_fact", "ansible.builtin.set_fact", "debug", "ansible.builtin.debug", "assert", "ansible.builtin.assert",
                   "include_role", "ansible.builtin.include_role", "include_tasks", "ansible.builtin.include_tasks",
-                  "meta", "ansible.builtin.meta", "fail", "ansible.builtin.fail", "set_stats", "ansible.builtin.set_stats"}
+                  "meta", "ansible.builtin.meta", "fail", "ansible.builtin.fail", "set_stats", "ansible.builtin.set_stats",
+                  "validate_argument_spec", "ansible.builtin.validate_argument_spec", "group_by", "ansible.builtin.group_by"}
 
 
 def fleet(size: int) -> List[str]:
