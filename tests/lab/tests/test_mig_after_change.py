@@ -22,9 +22,8 @@ import yaml
 from gpulab import gpustate, hosts, migparted
 from gpulab.cluster.operator.programs import VALIDATED_PREFIX
 from gpulab.hosts import ctk
-from labtools import FAST_ENV, environ
-from test_mig_failures import _ansible_playbook, _collections_path, _flat
-from test_rollout_live_operator import POLICY, REPO_ROOT, LiveLab
+from test_mig_failures import _flat
+from test_rollout_live_operator import REPO_ROOT, LiveLab, start_live_lab
 
 _PROBLEM = hosts.prerequisites_problem()
 NODE = "op-h100"
@@ -96,29 +95,15 @@ def ran(output: str, task: str) -> int:
 
 
 def play(lab: LiveLab, tmp_path, playbook: str, host: str, extra: Dict[str, Any]) -> subprocess.CompletedProcess:
-    group = tmp_path / "group.yml"
-    group.write_text(yaml.safe_dump({"all": {"children": {"rollout_nodes": {"hosts": {host: None}}}}}))
-    extra_file = tmp_path / "vars.yml"
-    extra_file.write_text(yaml.safe_dump(dict({"gpufleet_kubeconfig": lab.kubeconfig}, **extra)))
-    argv = [_ansible_playbook(), "-i", lab.inventory, "-i", str(group), playbook, "-e", "@" + str(extra_file)]
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=_collections_path(), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_CALLBACK_RESULT_FORMAT="yaml")
-    return subprocess.run(argv, capture_output=True, text=True, check=False, env=env, timeout=600)  # noqa: S603
+    return lab.play(tmp_path, playbook, host, extra)
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     lab_dir = str(tmp_path_factory.mktemp("afterlab"))
-    with environ(FAST_ENV):  # the API server process inherits them
-        info = hosts.up(lab_dir, [hosts.parse_host_spec(s) for s in SPECS], cluster=True)
+    live = start_live_lab(lab_dir, SPECS, lambda live, n: "nvidia-device-plugin-daemonset" in live.running_operands(n)
+                          and "nvidia-operator-validator" in live.running_operands(n))
     try:
-        live = LiveLab(lab_dir, info)
-        live.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator"}}))
-        live.kubectl("apply", "-f", "-", stdin=json.dumps(POLICY))
-        for name in live.state_files:
-            live.wait("operands and validator running on %s" % name,
-                      lambda n=name: "nvidia-device-plugin-daemonset" in live.running_operands(n)
-                      and "nvidia-operator-validator" in live.running_operands(n))
         yield live
     finally:
         hosts.down(lab_dir)

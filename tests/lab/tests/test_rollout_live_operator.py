@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any, Dict
+from typing import Any, Callable, Dict, List
 
 import pytest
 import yaml
@@ -71,34 +71,46 @@ class LiveLab:
             time.sleep(0.3)
         raise AssertionError("timed out waiting for %s" % what)
 
-    def rollout(self, tmp_path, host: str, mig_config: str) -> subprocess.CompletedProcess:
-        extra = tmp_path / "vars.yml"
+    def play(self, tmp_path, playbook: str, host: str, extra: Dict[str, Any]) -> subprocess.CompletedProcess:
+        """A playbook of the collection against ``host`` only (group ``rollout_nodes``), with ``extra`` vars."""
         group = tmp_path / "group.yml"  # the rollout's hosts (its summary lists this group)
         group.write_text(yaml.safe_dump({"all": {"children": {"rollout_nodes": {"hosts": {host: None}}}}}))
-        extra.write_text(yaml.safe_dump({
-            "gpufleet_gpu_hosts": "rollout_nodes", "mig_config": mig_config, "gpufleet_kubeconfig": self.kubeconfig,
-            "gpufleet_report_dir": str(tmp_path / "reports"), "gpufleet_rollout_settle_timeout": 60,
-            "verify_pod_timeout": 60, "gpufleet_run_id": "test-run"}))
-        argv = [_ansible_playbook(), "-i", self.inventory, "-i", str(group),
-                os.path.join(REPO_ROOT, "playbooks", "rollout.yml"), "-e", "@" + str(extra)]
+        extra_file = tmp_path / "vars.yml"
+        extra_file.write_text(yaml.safe_dump(dict({"gpufleet_kubeconfig": self.kubeconfig}, **extra)))
+        argv = [_ansible_playbook(), "-i", self.inventory, "-i", str(group), playbook, "-e", "@" + str(extra_file)]
         env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=_collections_path(), ANSIBLE_NOCOLOR="1",
                    ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_CALLBACK_RESULT_FORMAT="yaml")
         return subprocess.run(argv, capture_output=True, text=True, check=False, env=env, timeout=600)  # noqa: S603
 
+    def rollout(self, tmp_path, host: str, mig_config: str) -> subprocess.CompletedProcess:
+        return self.play(tmp_path, os.path.join(REPO_ROOT, "playbooks", "rollout.yml"), host, {
+            "gpufleet_gpu_hosts": "rollout_nodes", "mig_config": mig_config,
+            "gpufleet_report_dir": str(tmp_path / "reports"), "gpufleet_rollout_settle_timeout": 60,
+            "verify_pod_timeout": 60, "gpufleet_run_id": "test-run"})
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory):
-    lab_dir = str(tmp_path_factory.mktemp("livelab"))
+
+def start_live_lab(lab_dir: str, specs: List[str], ready: Callable[["LiveLab", str], Any]) -> "LiveLab":
+    """SSH GPU hosts and the virtual cluster with a ClusterPolicy, once ``ready(lab, node)`` holds on every node."""
     with environ(FAST_ENV):  # the API server process inherits them
-        info = hosts.up(lab_dir, [hosts.parse_host_spec(s) for s in SPECS], cluster=True)
+        info = hosts.up(lab_dir, [hosts.parse_host_spec(s) for s in specs], cluster=True)
     try:
         lab = LiveLab(lab_dir, info)
         lab.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator"}}))
         lab.kubectl("apply", "-f", "-", stdin=json.dumps(POLICY))
         for name in lab.state_files:
-            lab.wait("operands running on %s" % name,
-                     lambda n=name: "nvidia-device-plugin-daemonset" in lab.running_operands(n)
-                     and gpustate.load(lab.state_files[n]).gpu_client_pods)
+            lab.wait("the operands on %s" % name, lambda n=name: ready(lab, n))
+    except BaseException:
+        hosts.down(lab_dir)
+        raise
+    return lab
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    lab_dir = str(tmp_path_factory.mktemp("livelab"))
+    lab = start_live_lab(lab_dir, SPECS, lambda lab, n: "nvidia-device-plugin-daemonset" in lab.running_operands(n)
+                         and gpustate.load(lab.state_files[n]).gpu_client_pods)
+    try:
         yield lab
     finally:
         hosts.down(lab_dir)
