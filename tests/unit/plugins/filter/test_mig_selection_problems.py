@@ -8,7 +8,9 @@ from ansible_collections.gpufleet.sharing.plugins.filter.mig_selection_problems 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import resolve_model
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import plan_named_config
 
-A100, H100, A30 = "0x20B010DE", "0x233010DE", "0x20B710DE"
+A100 = "0x20B010DE"
+H100 = "0x233010DE"
+A30 = "0x20B710DE"
 TOO_BIG = {"too-big": [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.20gb": 3}}]}
 TWO_ME = {"two-me": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.6gb+me": 1, "2g.12gb+me": 1}}]}
 
