@@ -509,9 +509,14 @@ def config_with_defaults(content: Optional[Mapping[str, Any]], include_defaults:
     document = dict(content or {"version": CONFIG_VERSION, "mig-configs": {}})
     if not include_defaults:
         return document
+    return dict(document, **merged_configs(_named_configs(document)))
+
+
+def _named_configs(document: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The document's ``mig-configs``, which must be a mapping to be merged with the defaults."""
     if not isinstance(document.get("mig-configs"), dict):
         raise DocumentError("config.mig-configs must be a mapping of config name to items")
-    return dict(document, **merged_configs(document["mig-configs"]))
+    return document["mig-configs"]
 
 
 def models_for_item(item: MigConfigItem, requested: Optional[GpuModel]) -> List[GpuModel]:
@@ -654,15 +659,31 @@ class ConfigPlan:
     problems: Tuple[str, ...] = ()
 
 
+def _parse_document(content: Optional[Mapping[str, Any]], include_defaults: bool) -> MigPartedConfig:
+    """``parse_config(config_with_defaults(content, include_defaults), "config")``, with the default
+    configs parsed once per process (``parse_with_defaults``): the preflight plans every host with it."""
+    if not include_defaults:
+        return parse_config(config_with_defaults(content, False), source="config")
+    document = dict(content or {"version": CONFIG_VERSION, "mig-configs": {}})
+    named = _named_configs(document)
+    # config_with_defaults replaces the version; other top-level fields stay and are reported first.
+    unexpected = ["config: unexpected field: %s" % key for key in document if key not in TOP_LEVEL_FIELDS]
+    try:
+        parsed = parse_with_defaults(named, "config")
+    except MigPartedError as error:
+        raise MigPartedError(unexpected + list(error.problems)) from None
+    if unexpected:
+        raise MigPartedError(unexpected)
+    return parsed
+
+
 def plan_named_config(content: Optional[Mapping[str, Any]], include_defaults: bool, name: Optional[str],
                       requested: Optional[GpuModel]) -> ConfigPlan:
     """What mig_plan answers for a named config (one mechanism for the module and the preflight filter)."""
     try:
-        document = config_with_defaults(content, include_defaults)
+        selected, items = select_config(_parse_document(content, include_defaults), name)
     except DocumentError as error:
         return ConfigPlan(name, message=str(error), problems=(str(error),))
-    try:
-        selected, items = select_config(parse_config(document, source="config"), name)
     except MigPartedError as error:
         return ConfigPlan(name, message="invalid mig-parted config: %s" % error, problems=tuple(error.problems))
     plans, problems = plan_items(selected, items, requested)

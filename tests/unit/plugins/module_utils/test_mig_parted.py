@@ -355,3 +355,32 @@ def test_parse_with_defaults_reports_the_same_problems(extra):
 def test_parse_with_defaults_refuses_a_non_mapping():
     with pytest.raises(mp.MigPartedError, match="host mig_configs: must be a mapping of config name"):
         mp.parse_with_defaults(["all-disabled"], "host mig_configs")
+
+
+@pytest.mark.parametrize("content, include_defaults, name", [
+    (None, True, "all-balanced"),
+    ({"version": "v1", "mig-configs": {}}, True, "all-1g.10gb"),
+    ({"version": "v1", "mig-configs": {"mine": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}]}}, True, "mine"),
+    ({"version": "v1", "mig-configs": {"all-balanced": [{"devices": [0], "mig-enabled": False}]}}, True, "all-balanced"),
+    ({"version": "v2", "extra": 1, "mig-configs": {"x": "not a list"}}, True, "x"),
+    ({"version": "v1", "extra": 1, "mig-configs": {}}, True, "all-balanced"),
+    ({"version": "v1", "mig-configs": "nope"}, True, "x"),
+    ({"version": "v1", "mig-configs": {"x": [{"devices": "all", "mig-enabled": False}]}}, False, "x"),
+    ({"version": "v1", "mig-configs": {}}, True, "missing"),
+])
+def test_plan_named_config_is_planning_the_merged_document(content, include_defaults, name):
+    """The defaults are parsed once, but the answer is the one of parsing config_with_defaults(...)."""
+    requested = MODELS_BY_KEY["A100-40GB"]
+    try:
+        merged = mp.parse_config(mp.config_with_defaults(content, include_defaults), source="config")
+        expected = mp.select_config(merged, name)
+    except (mp.DocumentError, mp.MigPartedError) as error:
+        expected = error
+    planned = mp.plan_named_config(content, include_defaults, name, requested)
+    if isinstance(expected, mp.DocumentError):
+        assert planned.message == str(expected)
+    elif isinstance(expected, mp.MigPartedError):
+        assert planned.problems == tuple(expected.problems)
+    else:
+        plans, problems = mp.plan_items(expected[0], expected[1], requested)
+        assert (planned.name, list(planned.plans), list(planned.problems)) == (expected[0], plans, problems)
