@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import find_model
+from ansible_collections.gpufleet.sharing.plugins.module_utils._options import number_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import ExpectedNode
 from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import Check, pods_for
 
@@ -25,6 +26,21 @@ LAB_BACKEND = "lab CPU backend"
 # A sharer that can allocate more than its 1/N of the memory by this factor is not memory-isolated.
 ISOLATION_SLACK = 1.1
 SHARINGS = ("time-slicing", "mps", "mig", "none")
+PROGRAM_KEY = "gpufleet_probe.py"
+PROGRAM_DIR = "/opt/gpufleet-probe"
+PHASE_LABEL = "gpufleet.sharing/probe-phase"
+DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
+
+# gpu_verify's probe options (documented in its DOCUMENTATION).
+PROBE_ARGSPEC: Dict[str, Any] = dict(
+    probe=dict(type="bool", default=False),
+    probe_program=dict(type="str"),
+    probe_image=dict(type="str", default=DEFAULT_IMAGE),
+    probe_python=dict(type="str", default="python3"),
+    probe_seconds=dict(type="int", default=20),
+    probe_min_share=dict(type="float", default=0.0),
+    probe_max_inflation=dict(type="float", default=0.0),
+)
 
 
 class ProbeOutputError(ValueError):
@@ -389,3 +405,42 @@ def junit_properties(rows: Sequence[Mapping[str, Any]]) -> List[Tuple[str, str]]
             "shared_ms", "inflation", "memory_allocatable_mib", "memory_total_mib", "isolation", "expected_fraction")
     return [("probe.%s.%s.%s" % (row["node"], row["resource"], key), str(row[key]))
             for row in rows for key in keys if row.get(key) is not None]
+
+
+# --------------------------------------------------------------------------------------------
+# Options and pods
+
+
+def probe_option_problems(params: Mapping[str, Any]) -> List[str]:
+    """Every bad probe option of gpu_verify (each names the option); none when probe is off."""
+    if not params.get("probe"):
+        return []
+    problems = number_problems(params, {"probe_min_share": 0, "probe_max_inflation": 0}, ["probe_seconds"])
+    if not (params.get("probe_program") or "").strip():
+        problems.append("probe_program must hold the probe's source (the verify role reads roles/verify/files/%s)"
+                        % PROGRAM_KEY)
+    elif PROBE_MARKER not in params["probe_program"]:
+        problems.append("probe_program is not the gpufleet probe (it does not print %r)" % PROBE_MARKER)
+    problems += ["%s must not be empty" % option for option in ("probe_image", "probe_python") if not params.get(option)]
+    return problems
+
+
+def thresholds_of(params: Mapping[str, Any]) -> Thresholds:
+    return Thresholds(min_share=params["probe_min_share"], max_inflation=params["probe_max_inflation"])
+
+
+def probe_command(params: Mapping[str, Any]) -> List[str]:
+    return [params["probe_python"], "%s/%s" % (PROGRAM_DIR, PROGRAM_KEY), "--seconds", str(params["probe_seconds"])]
+
+
+def with_probe_volume(manifest: Dict[str, Any], configmap: str, phase: str) -> Dict[str, Any]:
+    """A verification pod manifest turned into a probe pod: the program from the ConfigMap
+    (read-only), a writable /tmp (HOME) for the library's caches, the restricted context kept."""
+    manifest["metadata"]["labels"][PHASE_LABEL] = phase
+    spec = manifest["spec"]
+    spec["volumes"] = [{"name": "probe", "configMap": {"name": configmap}}, {"name": "tmp", "emptyDir": {}}]
+    container = spec["containers"][0]
+    container["volumeMounts"] = [{"name": "probe", "mountPath": PROGRAM_DIR, "readOnly": True},
+                                 {"name": "tmp", "mountPath": "/tmp"}]
+    container["env"] = [{"name": "HOME", "value": "/tmp"}, {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}]
+    return manifest
