@@ -208,6 +208,11 @@ def _round(value: Optional[float], digits: int = 2) -> Optional[float]:
     return None if value is None else round(value, digits)
 
 
+def _sig(value: Optional[float]) -> Optional[float]:
+    """Four significant digits (the lab CPU backend's figures are a million times smaller than a GPU's)."""
+    return None if value is None else float("%.4g" % value)
+
+
 def read_output(target: ProbeTarget, phase: str, output: Optional[PodOutput]) -> Tuple[Optional[ProbeResult], List[Check]]:
     """One pod's result, or a failed check naming the node, the pod and what was wrong."""
     where = "%s, %s" % (target.resource, phase)
@@ -230,8 +235,8 @@ def _base_row(target: ProbeTarget, exclusive: ProbeResult) -> Dict[str, Any]:
         "node": target.node, "resource": target.resource, "sharing": target.sharing, "replicas": target.replicas,
         "backend": exclusive.backend, "device": exclusive.device, "smi": exclusive.smi, "mig": exclusive.mig,
         "dtype": exclusive.dtype, "small_n": exclusive.small.n, "large_n": exclusive.large.n,
-        "exclusive_tflops": _round(exclusive.large.tflops), "exclusive_small_tflops": _round(exclusive.small.tflops, 3),
-        "exclusive_ms": _round(exclusive.small.ms, 3), "copy_gbps": _round(exclusive.copy_gbps, 1),
+        "exclusive_tflops": _sig(exclusive.large.tflops), "exclusive_small_tflops": _sig(exclusive.small.tflops),
+        "exclusive_ms": _sig(exclusive.small.ms), "copy_gbps": _sig(exclusive.copy_gbps),
         "memory_total_mib": exclusive.memory_total_mib, "memory_allocatable_mib": exclusive.memory_allocatable_mib,
         "shared_tflops": None, "shared_small_tflops": None, "aggregate_tflops": None, "aggregate_small_tflops": None,
         "shared_ms": None, "share": None, "inflation": None, "expected_fraction": None,
@@ -248,10 +253,10 @@ def contended_row(target: ProbeTarget, exclusive: ProbeResult, shared: Sequence[
     worst_small = min(r.small.tflops for r in shared)
     shares = [s for s in (share_of_fair(worst_large, exclusive.large.tflops, target.replicas),
                           share_of_fair(worst_small, exclusive.small.tflops, target.replicas)) if s is not None]
-    row.update(shared_tflops=_round(worst_large), shared_small_tflops=_round(worst_small, 3),
-               aggregate_tflops=_round(sum(r.large.tflops for r in shared)),
-               aggregate_small_tflops=_round(sum(r.small.tflops for r in shared), 3),
-               shared_ms=_round(max(r.small.ms for r in shared), 3),
+    row.update(shared_tflops=_sig(worst_large), shared_small_tflops=_sig(worst_small),
+               aggregate_tflops=_sig(sum(r.large.tflops for r in shared)),
+               aggregate_small_tflops=_sig(sum(r.small.tflops for r in shared)),
+               shared_ms=_sig(max(r.small.ms for r in shared)),
                share=_round(min(shares) if shares else None),
                inflation=_round(inflation(max(r.small.ms for r in shared), exclusive.small.ms)))
     return row
@@ -378,12 +383,12 @@ def probe_table_rows(rows: Sequence[Mapping[str, Any]]) -> List[List[str]]:
     """The cells of the probe table (docs/sharing.md, "Measuring your own fleet", explains each)."""
     cells = []
     for row in rows:
-        latency = _cell(row["exclusive_ms"], "%.3f") + ("" if row["shared_ms"] is None else " -> %.3f" % row["shared_ms"])
+        latency = _cell(row["exclusive_ms"], "%.4g") + ("" if row["shared_ms"] is None else " -> %.4g" % row["shared_ms"])
         share = _cell(row["share"], "%.2f") + ("" if row["expected_fraction"] is None else " (of %.3f)" % row["expected_fraction"])
         cells.append([row["node"], row["resource"].replace("nvidia.com/", ""), row["sharing"], str(row["replicas"]),
-                      "%.2f / %.3f" % (row["exclusive_tflops"], row["exclusive_small_tflops"]),
-                      "-" if row["shared_tflops"] is None else "%.2f / %.3f" % (row["shared_tflops"], row["shared_small_tflops"]),
-                      "-" if row["aggregate_tflops"] is None else "%.2f / %.3f" % (row["aggregate_tflops"], row["aggregate_small_tflops"]),
+                      "%.4g / %.4g" % (row["exclusive_tflops"], row["exclusive_small_tflops"]),
+                      "-" if row["shared_tflops"] is None else "%.4g / %.4g" % (row["shared_tflops"], row["shared_small_tflops"]),
+                      "-" if row["aggregate_tflops"] is None else "%.4g / %.4g" % (row["aggregate_tflops"], row["aggregate_small_tflops"]),
                       share, latency, _cell(row["inflation"], "%.1fx"),
                       "%s / %s" % (_gib(row["memory_allocatable_mib"]), _gib(row["memory_total_mib"])),
                       row["isolation"], row["backend"]])

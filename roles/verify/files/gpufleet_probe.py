@@ -206,6 +206,8 @@ class LabCpuBackend(Backend):
             raise ProbeFailure("the lab CPU backend refuses to run on a host with an NVIDIA driver")
         if os.environ.get("GPUFLEET_PROBE_LAB") != "1":
             raise ProbeFailure("the lab CPU backend runs only inside the GPU lab (GPUFLEET_PROBE_LAB=1)")
+        if os.environ.get("GPUFLEET_PROBE_LAB_NO_GPU") == "1":
+            raise ProbeFailure("no GPU: the lab allocated no device to this container")
         total = int(os.environ.get("GPUFLEET_PROBE_LAB_MEMORY_MIB", "1024"))
         self.total = total * MIB
         self.limit = int(os.environ.get("GPUFLEET_PROBE_LAB_LIMIT_MIB", str(total))) * MIB

@@ -221,7 +221,7 @@ def test_table_and_junit_properties():
     table = p.render_probe_table(rows).splitlines()
     assert table[0].split()[:3] == ["NODE", "RESOURCE", "SHARING"]
     assert "gpu-a" in table[1] and "0.38" in table[1] and "10.3x" in table[1] and table[1].endswith("lab CPU backend")
-    assert "0.028 -> 0.294" in table[1]
+    assert "0.0284 -> 0.294" in table[1]
     assert p.render_probe_table([]) == ""
     props = dict(p.junit_properties(rows))
     assert props["probe.gpu-a.nvidia.com/gpu.share"] == "0.38" and props["probe.gpu-a.nvidia.com/gpu.isolation"] == "no"
