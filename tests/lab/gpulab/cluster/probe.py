@@ -103,7 +103,7 @@ class ProbeProgram:
         script = probe_script(pod, container) or ""
         try:
             source = self._source(pod, container, script)
-        except Exception:  # pylint: disable=broad-except  (a missing ConfigMap: the kubelet's mount error)
+        except Exception:  # pylint: disable=broad-except
             source = None
         if source is None:
             return Outcome(ok=False, exit_code=1, message="MountVolume.SetUp failed: configmap for %s not found" % script)

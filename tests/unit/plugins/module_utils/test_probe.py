@@ -130,8 +130,8 @@ def test_mps_row_passes_thresholds_and_is_isolated():
         [out("s%d" % i, line(large=168.8, small=71.1, small_ms=0.055)) for i in range(4)])}
     rows, checks = p.probe_rows([MPS], runs, p.Thresholds(min_share=0.5, max_inflation=2))
     assert rows[0]["isolation"] == "yes" and rows[0]["share"] == 1.04 and rows[0]["inflation"] == 1.1
-    assert all(c.ok for c in checks) and [c.name for c in checks] == ["nvidia.com/gpu", "nvidia.com/gpu share",
-                                                                       "nvidia.com/gpu latency"]
+    assert all(c.ok for c in checks)
+    assert [c.name for c in checks] == ["nvidia.com/gpu", "nvidia.com/gpu share", "nvidia.com/gpu latency"]
 
 
 def test_no_thresholds_means_only_a_measured_check():
