@@ -13,7 +13,9 @@ What it models (and what it does not):
   non-compute clients (gpuprocesses.attach_client);
 * graceful deletion: terminating pods are stopped and removed (``delete(..., grace 0)``).
 
-Not modelled: images, volumes, probes, init containers (treated as done), cpu/memory enforcement.
+Not modelled: images, volumes (except the ConfigMap that holds the collection's sharing probe,
+which ``probe.py`` reads and runs for real), probes, init containers (treated as done), cpu/memory
+enforcement.
 Lab-only pod annotations: see containers.py.
 """
 
