@@ -27,6 +27,7 @@ LAB_BACKEND = "lab CPU backend"
 ISOLATION_SLACK = 1.1
 SHARINGS = ("time-slicing", "mps", "mig", "none")
 PROGRAM_KEY = "gpufleet_probe.py"
+PROBE_CONFIGMAP = "gpufleet-probe"  # in the verification namespace; created or updated, left in place
 PROGRAM_DIR = "/opt/gpufleet-probe"
 PHASE_LABEL = "gpufleet.sharing/probe-phase"
 DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"

@@ -3,7 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Running the sharing probe in the cluster (issue 15): the program in a ConfigMap, then two
 phases of probe pods: one pod alone per node and resource type (exclusive), then, for a shared
-resource, as many pods as it has replicas on the same node at the same moment (contended).
+resource, as many pods as it has replicas on the same node at the same moment (contended). The
+ConfigMap (``gpufleet-probe``) is created or updated and left in place, like the namespace, so the
+run needs no right to delete ConfigMaps (rbac/gpufleet-sharing.yml: get, create, update).
 
 I/O through ``_k8s.K8sClient`` and ``_fleet_io.PodRun`` (create in parallel, poll, logs, cleanup);
 what the figures mean is ``_probe``'s (pure) job.
@@ -14,8 +16,9 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import PodRun, read_pod_log
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient
 from ansible_collections.gpufleet.sharing.plugins.module_utils._probe import (
+    PROBE_CONFIGMAP,
     PROGRAM_KEY,
     PodOutput,
     ProbeTarget,
@@ -31,7 +34,6 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import (
     DEADLINE_MARGIN,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
-    RUN_ID_LABEL,
     Check,
     PodSpecWanted,
     pending_reason,
@@ -50,7 +52,7 @@ class ProbeRun:
         self.params = params
         self.run_id = run_id + "-probe"
         self.pods = PodRun(k8s, params, self.run_id, warn)
-        self.configmap = "gpufleet-probe-%s" % run_id
+        self.configmap = PROBE_CONFIGMAP
         self.rows: List[Dict[str, Any]] = []
         self.checks: List[Check] = []
         self.created: Dict[str, Any] = {}
@@ -62,10 +64,10 @@ class ProbeRun:
             return
         namespace = self.params["namespace"]
         self.k8s.ensure_namespace(namespace, labels=self.params["namespace_labels"])
-        self.k8s.create({"apiVersion": "v1", "kind": "ConfigMap",
-                         "metadata": {"name": self.configmap, "namespace": namespace,
-                                      "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE, RUN_ID_LABEL: self.run_id}},
-                         "data": {PROGRAM_KEY: self.params["probe_program"]}})
+        self.k8s.apply({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": self.configmap, "namespace": namespace,
+                                     "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}},
+                        "data": {PROGRAM_KEY: self.params["probe_program"]}})
         runs = {(t.node, t.resource): TargetRuns() for t in targets}
         try:
             for output, (target, _phase) in self.phase([(t, "exclusive") for t in targets], hostnames):
@@ -75,7 +77,6 @@ class ProbeRun:
                 runs[(target.node, target.resource)].shared.append(output)
         finally:
             self.pods.cleanup(self.created)
-            self.delete_configmap()
         self.rows, self.checks = probe_rows(targets, runs, thresholds_of(self.params))
 
     def phase(self, planned: Planned, hostnames: Mapping[str, str]) -> List[Tuple[PodOutput, Tuple[ProbeTarget, str]]]:
@@ -112,11 +113,3 @@ class ProbeRun:
                 reason = "%s after %ds" % (pending_reason(live.get(name), mine), p["pod_timeout"])
                 outputs.append((PodOutput(name, None, reason), planned_pod))
         return outputs
-
-    def delete_configmap(self) -> None:
-        try:
-            self.k8s.delete("ConfigMap", self.configmap, namespace=self.params["namespace"])
-        except K8sError as exc:
-            if exc.status != 404:
-                self.pods.warn("could not delete the probe ConfigMap %s/%s: %s" % (
-                    self.params["namespace"], self.configmap, exc))

@@ -180,7 +180,8 @@ options:
       - Also measure what each share delivers (the sharing probe, off by default). Per node and advertised
         resource type, one probe pod runs alone (exclusive); for a time-sliced or MPS resource, then as many
         probe pods as it has replicas run on the same node at the same moment (contended).
-      - Each pod runs O(probe_program) (delivered through a ConfigMap) in O(probe_image), with the same
+      - Each pod runs O(probe_program) (from the ConfigMap C(gpufleet-probe) in O(namespace), created or
+        updated and left in place like the namespace) in O(probe_image), with the same
         restricted security context as the verification pods, and prints one JSON line with matrix-multiply
         throughput and time per call at a small and a large size, device-to-device copy bandwidth, the
         memory it could allocate and the device it ran on.

@@ -7,12 +7,16 @@ naming the node and the pod. No SSH hosts: the API server runs in this process."
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
+import yaml
 
-from labtools import REPO, run_module, wait_until
+from labtools import BUILD, REPO, run_module, wait_until
 from test_cluster_modules_sharing import install_operator, start_lab
 
 PROBE = os.path.join(REPO, "roles", "verify", "files", "gpufleet_probe.py")
@@ -58,8 +62,7 @@ def probe_args(lab, **extra):
 
 
 def leftovers(lab):
-    pods = [p for p in lab.store.items("v1/pods", "gpufleet-verify") if not p["metadata"].get("deletionTimestamp")]
-    return pods + lab.store.items("v1/configmaps", "gpufleet-verify")
+    return [p for p in lab.store.items("v1/pods", "gpufleet-verify") if not p["metadata"].get("deletionTimestamp")]
 
 
 def test_probe_section_for_time_sliced_mps_and_mig(lab):
@@ -84,7 +87,9 @@ def test_probe_section_for_time_sliced_mps_and_mig(lab):
     properties = {p.get("name"): p.get("value") for p in ET.fromstring(result["report_junit"]).iter("property")}
     assert properties["probe.ts-1.nvidia.com/gpu.isolation"] == "no"
     assert properties["probe.mps-1.nvidia.com/gpu.backend"] == "lab CPU backend"
-    wait_until("probe pods and ConfigMap removed", lambda: not leftovers(lab), timeout=20)
+    wait_until("probe pods removed", lambda: not leftovers(lab), timeout=20)
+    configmap = lab.store.get("v1/configmaps", "gpufleet-verify", "gpufleet-probe")
+    assert configmap["data"] == {"gpufleet_probe.py": program()}  # left in place, like the namespace
 
 
 def test_thresholds_fail_verification(lab):
@@ -117,3 +122,27 @@ def test_probe_without_its_program_is_refused_and_changes_nothing(lab):
     assert result.get("failed")
     assert "probe_program must hold the probe's source" in result["msg"] and "probe_seconds must be > 0" in result["msg"]
     assert leftovers(lab) == []
+
+
+def test_the_verify_role_with_verify_probe_writes_the_probe_section(lab, tmp_path):
+    """verify_probe: true through the role: the program comes from the role's files/, the reports
+    on disk carry the probe section (JSON), the probe table (text) and JUnit properties."""
+    reports = tmp_path / "reports"
+    playbook = tmp_path / "verify-probe.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "name": "Verify with the probe", "hosts": "localhost", "gather_facts": False,
+        "roles": [{"role": "gpufleet.sharing.verify", "vars": {
+            "verify_kubeconfig": lab.kubeconfig, "verify_from_inventory": False, "verify_nodes": ["mps-1"],
+            "verify_node_gpus": NODE_GPUS, "verify_configs": [TS3, MPS2], "verify_pods": False,
+            "verify_probe": True, "verify_probe_seconds": 1, "verify_pod_timeout": 60, "verify_junit": True,
+            "verify_report_dir": str(reports)}}]}]))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=BUILD, ANSIBLE_NOCOLOR="1")
+    done = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
+                           "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable, str(playbook)],
+                          capture_output=True, text=True, check=False, env=env, timeout=300)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    report = json.loads((reports / "gpufleet-verify.json").read_text())
+    assert [(r["node"], r["sharing"], r["replicas"], r["backend"]) for r in report["probe"]] == [
+        ("mps-1", "mps", 2, "lab CPU backend")]
+    assert "ISOLATED" in (reports / "gpufleet-verify.txt").read_text()
+    assert 'name="probe.mps-1.nvidia.com/gpu.isolation" value="yes"' in (reports / "gpufleet-verify.xml").read_text()
