@@ -10,6 +10,7 @@ import pytest
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils import _probe as p
 from ansible_collections.gpufleet.sharing.plugins.module_utils import _sharing as s
+from ansible_collections.gpufleet.sharing.plugins.module_utils import _verify as v
 
 
 def line(large=600.0, small=15.0, small_ms=0.143, total=143771, allocatable=140000, backend="torch", kernels=None, **extra):
@@ -226,3 +227,43 @@ def test_table_and_junit_properties():
     props = dict(p.junit_properties(rows))
     assert props["probe.gpu-a.nvidia.com/gpu.share"] == "0.38" and props["probe.gpu-a.nvidia.com/gpu.isolation"] == "no"
     assert "probe.gpu-a.nvidia.com/gpu.expected_fraction" not in props
+
+
+# ------------------------------------------------------------------ options and pods
+
+
+def params(**extra):
+    base = {"probe": True, "probe_program": "print('gpufleet-probe')", "probe_image": p.DEFAULT_IMAGE,
+            "probe_python": "python3", "probe_seconds": 20, "probe_min_share": 0.0, "probe_max_inflation": 0.0}
+    base.update(extra)
+    return base
+
+
+def test_probe_options_are_checked_only_when_on():
+    assert p.probe_option_problems(params()) == []
+    assert p.probe_option_problems(params(probe=False, probe_program=None, probe_seconds=0)) == []
+    problems = p.probe_option_problems(params(probe_program=" ", probe_seconds=0, probe_min_share=-1, probe_image=""))
+    assert problems == [
+        "probe_min_share must be >= 0, got -1", "probe_seconds must be > 0, got 0",
+        "probe_program must hold the probe's source (the verify role reads roles/verify/files/gpufleet_probe.py)",
+        "probe_image must not be empty"]
+    assert p.probe_option_problems(params(probe_program="print('hello')")) == [
+        "probe_program is not the gpufleet probe (it does not print 'gpufleet-probe')"]
+
+
+def test_probe_pod_keeps_the_restricted_context_and_mounts_the_program():
+    wanted = v.PodSpecWanted("gpu-a", "nvidia.com/gpu", "gpu")
+    base = v.pod_manifest(wanted, "pod-1", "gpufleet-verify", "run1", p.DEFAULT_IMAGE, p.probe_command(params(probe_seconds=5)))
+    pod = p.with_probe_volume(base, p.PROBE_CONFIGMAP, "contended")
+    container = pod["spec"]["containers"][0]
+    assert container["command"] == ["python3", "/opt/gpufleet-probe/gpufleet_probe.py", "--seconds", "5"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert {"name": "probe", "mountPath": "/opt/gpufleet-probe", "readOnly": True} in container["volumeMounts"]
+    assert pod["spec"]["volumes"][0] == {"name": "probe", "configMap": {"name": "gpufleet-probe"}}
+    assert pod["metadata"]["labels"][p.PHASE_LABEL] == "contended"
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 1}
+
+
+def test_thresholds_of_params():
+    assert p.thresholds_of(params(probe_min_share=0.5, probe_max_inflation=3.0)) == p.Thresholds(0.5, 3.0)
