@@ -249,6 +249,15 @@ EXAMPLES = r"""
 - name: Show the table
   ansible.builtin.debug:
     msg: "{{ verify.report_table.splitlines() }}"
+
+- name: Measure what each share delivers; fail below half the fair share
+  gpufleet.sharing.gpu_verify:
+    nodes: [gpu-a]
+    pods: false
+    probe: true
+    probe_program: "{{ lookup('ansible.builtin.file', 'gpufleet_probe.py') }}"
+    probe_min_share: 0.5
+  delegate_to: localhost
 """
 
 RETURN = r"""
