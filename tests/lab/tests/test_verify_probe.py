@@ -117,6 +117,16 @@ def test_unusable_output_names_node_and_pod(lab, source, words):
     assert len(failed) == 3  # the exclusive pod and both sharers
 
 
+def test_a_probe_that_never_finishes_is_reported_with_its_pod(lab):
+    hangs = "import time  # gpufleet-probe that hangs\ntime.sleep(60)\n"
+    result = run_module("gpu_verify", probe_args(lab, nodes=["ts-1"], probe_program=hangs, pod_timeout=2,
+                                                 fail_on_mismatch=False), lab.tmp)
+    failed = [c["message"] for c in result["report"]["checks"] if not c["ok"]]
+    assert len(failed) == 4 and all(" on node ts-1 (nvidia.com/gpu, " in m and ": did not finish: " in m
+                                    and "after 2s" in m for m in failed), failed
+    wait_until("the hanging probe pods are stopped and removed", lambda: not leftovers(lab), timeout=20)
+
+
 def test_probe_without_its_program_is_refused_and_changes_nothing(lab):
     result = run_module("gpu_verify", probe_args(lab, probe_program=None, probe_seconds=0), lab.tmp)
     assert result.get("failed")

@@ -16,6 +16,7 @@ slice's with MIG. A container that was allocated no device gets "no GPU" from th
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -87,7 +88,8 @@ class ProbeProgram:
     def __init__(self, store: Any) -> None:
         self.store = store
         self.running: Dict[str, subprocess.Popen] = {}
-        self.workdir = tempfile.mkdtemp(prefix="gpulab-probe-")
+        self.scripts: Dict[str, str] = {}
+        self.workdir: Optional[str] = None  # made at the first probe, removed by shutdown()
 
     def handles(self, pod: Obj, container: Obj) -> bool:
         return probe_script(pod, container) is not None
@@ -107,9 +109,11 @@ class ProbeProgram:
             source = None
         if source is None:
             return Outcome(ok=False, exit_code=1, message="MountVolume.SetUp failed: configmap for %s not found" % script)
+        self.workdir = self.workdir or tempfile.mkdtemp(prefix="gpulab-probe-")
         path = os.path.join(self.workdir, "%s-%s" % (pod["metadata"]["uid"], PROGRAM))
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(source)
+        self.scripts[pod["metadata"]["uid"]] = path
         words = container_command(container)
         args = words[words.index(script) + 1:] + ["--backend", "lab-cpu"]
         node = self.store.get("v1/nodes", None, pod["spec"]["nodeName"])
@@ -123,15 +127,35 @@ class ProbeProgram:
         process = self.running.get(pod["metadata"]["uid"])
         if process is None or process.poll() is None:
             return None
-        self.running.pop(pod["metadata"]["uid"], None)
         output = process.stdout.read() if process.stdout else ""
+        self._forget(pod["metadata"]["uid"])
         return Outcome(ok=True, log=output, exit_code=process.returncode, runtime=0.0)
 
     def stop(self, pod: Obj) -> None:
-        process = self.running.pop(pod["metadata"]["uid"], None)
+        process = self.running.get(pod["metadata"]["uid"])
         if process is not None and process.poll() is None:
-            process.kill()
+            process.kill()  # the process this program started for this pod, by its handle
             process.wait(timeout=10)
+        self._forget(pod["metadata"]["uid"])
+
+    def _forget(self, uid: str) -> None:
+        process = self.running.pop(uid, None)
+        if process is not None and process.stdout and process.poll() is not None and not process.stdout.closed:
+            process.stdout.close()
+        path = self.scripts.pop(uid, None)
+        if path and os.path.exists(path):
+            os.unlink(path)
+
+    def shutdown(self) -> None:
+        """Stop every probe process still running (the lab is going down) and remove the work directory."""
+        for uid, process in list(self.running.items()):
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=10)
+            self._forget(uid)
+        if self.workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
 
 
 __all__ = ["ProbeProgram", "device_memory_mib", "lab_environment", "probe_script"]
