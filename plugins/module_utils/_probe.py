@@ -435,8 +435,10 @@ def thresholds_of(params: Mapping[str, Any]) -> Thresholds:
     return Thresholds(min_share=params["probe_min_share"], max_inflation=params["probe_max_inflation"])
 
 
-def probe_command(params: Mapping[str, Any]) -> List[str]:
-    return [params["probe_python"], "%s/%s" % (PROGRAM_DIR, PROGRAM_KEY), "--seconds", str(params["probe_seconds"])]
+def probe_command(params: Mapping[str, Any], phase: str = "exclusive") -> List[str]:
+    """The probe's argv; sharers run together do not try to allocate all memory (it would fail the others)."""
+    command = [params["probe_python"], "%s/%s" % (PROGRAM_DIR, PROGRAM_KEY), "--seconds", str(params["probe_seconds"])]
+    return command + (["--no-allocation"] if phase != "exclusive" else [])
 
 
 def with_probe_volume(manifest: Dict[str, Any], configmap: str, phase: str) -> Dict[str, Any]:

@@ -89,7 +89,7 @@ class ProbeRun:
             index, (target, phase) = indexed
             name = pod_name(self.run_id, target.node, target.resource, index)
             body = pod_manifest(PodSpecWanted(target.node, target.resource, "gpu"), name, p["namespace"], self.run_id,
-                                p["probe_image"], probe_command(p), tolerations=p["pod_tolerations"],
+                                p["probe_image"], probe_command(p, phase), tolerations=p["pod_tolerations"],
                                 run_as_user=p["pod_run_as_user"], hostname=hostnames.get(target.node) or target.node,
                                 deadline=p["pod_timeout"] + DEADLINE_MARGIN)
             body["metadata"]["annotations"].update(p["pod_annotations"] or {})

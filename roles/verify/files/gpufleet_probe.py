@@ -281,7 +281,7 @@ def allocatable(backend: Backend, memory: Dict[str, int], deadline: float) -> in
     return got
 
 
-def measure(backend: Backend, seconds: float) -> Dict[str, Any]:
+def measure(backend: Backend, seconds: float, allocation: bool = True) -> Dict[str, Any]:
     start = time.monotonic()
     memory = backend.memory()
     device = dict({"smi": smi_line()}, **backend.device())
@@ -293,8 +293,9 @@ def measure(backend: Backend, seconds: float) -> Dict[str, Any]:
     nbytes = max(MIB, min(256 * MIB, memory["free"] // 8))
     copy_seconds = timed(backend.copy(nbytes), backend.sync, share)
     result["copy_gbps"] = round(2.0 * nbytes / copy_seconds / 1e9, 3)
-    got = allocatable(backend, memory, start + seconds)
-    result["memory"] = {"total_mib": memory["total"] // MIB, "allocatable_mib": got // MIB}
+    # Sharers measured together skip the allocation: grabbing all memory would make the others fail.
+    got = allocatable(backend, memory, start + seconds) if allocation else memory["free"]
+    result["memory"] = {"total_mib": memory["total"] // MIB, "allocatable_mib": got // MIB, "measured": allocation}
     result["seconds"] = round(time.monotonic() - start, 3)
     return result
 
@@ -311,13 +312,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="time budget for the measurement (default 20)")
     parser.add_argument("--backend", choices=["auto", "torch", "cupy", "lab-cpu"], default="auto",
                         help="auto: PyTorch, else CuPy. lab-cpu: the GPU lab's CPU stand-in (tests only)")
+    parser.add_argument("--no-allocation", action="store_true",
+                        help="do not measure the allocatable memory (report the free memory); for sharers run together")
     args = parser.parse_args(argv)
     if args.seconds <= 0:
         parser.error("--seconds must be more than 0")
     signal.signal(signal.SIGALRM, on_deadline)
     signal.alarm(int(args.seconds * 2 + 30))  # imports and CUDA start-up included
     try:
-        emit(measure(load_backend(args.backend), args.seconds))
+        emit(measure(load_backend(args.backend), args.seconds, allocation=not args.no_allocation))
     except ProbeFailure as exc:
         emit({"ok": False, "error": str(exc)})
         return EXIT_FAILED

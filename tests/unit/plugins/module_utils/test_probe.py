@@ -265,5 +265,10 @@ def test_probe_pod_keeps_the_restricted_context_and_mounts_the_program():
     assert container["resources"]["limits"] == {"nvidia.com/gpu": 1}
 
 
+def test_only_the_exclusive_probe_measures_allocation():
+    assert "--no-allocation" not in p.probe_command(params())
+    assert p.probe_command(params(), "contended")[-1] == "--no-allocation"
+
+
 def test_thresholds_of_params():
     assert p.thresholds_of(params(probe_min_share=0.5, probe_max_inflation=3.0)) == p.Thresholds(0.5, 3.0)
