@@ -240,7 +240,7 @@ def _base_row(target: ProbeTarget, exclusive: ProbeResult) -> Dict[str, Any]:
         "exclusive_ms": _sig(exclusive.small.ms), "copy_gbps": _sig(exclusive.copy_gbps),
         "memory_total_mib": exclusive.memory_total_mib, "memory_allocatable_mib": exclusive.memory_allocatable_mib,
         "shared_tflops": None, "shared_small_tflops": None, "aggregate_tflops": None, "aggregate_small_tflops": None,
-        "shared_ms": None, "share": None, "inflation": None, "expected_fraction": None,
+        "shared_ms": None, "share": None, "inflation": None, "expected_fraction": None, "sharer_devices": None,
         "isolation": "hardware (MIG)" if target.sharing == "mig" else (
             "exclusive" if not target.contended else
             "yes" if memory_isolated(exclusive.memory_allocatable_mib, exclusive.memory_total_mib, target.replicas) else "no"),
@@ -257,7 +257,7 @@ def contended_row(target: ProbeTarget, exclusive: ProbeResult, shared: Sequence[
     row.update(shared_tflops=_sig(worst_large), shared_small_tflops=_sig(worst_small),
                aggregate_tflops=_sig(sum(r.large.tflops for r in shared)),
                aggregate_small_tflops=_sig(sum(r.small.tflops for r in shared)),
-               shared_ms=_sig(max(r.small.ms for r in shared)),
+               shared_ms=_sig(max(r.small.ms for r in shared)), sharer_devices=len({r.smi for r in shared}),
                share=_round(min(shares) if shares else None),
                inflation=_round(inflation(max(r.small.ms for r in shared), exclusive.small.ms)))
     return row
@@ -386,7 +386,9 @@ def probe_table_rows(rows: Sequence[Mapping[str, Any]]) -> List[List[str]]:
     for row in rows:
         latency = _cell(row["exclusive_ms"], "%.4g") + ("" if row["shared_ms"] is None else " -> %.4g" % row["shared_ms"])
         share = _cell(row["share"], "%.2f") + ("" if row["expected_fraction"] is None else " (of %.3f)" % row["expected_fraction"])
-        cells.append([row["node"], row["resource"].replace("nvidia.com/", ""), row["sharing"], str(row["replicas"]),
+        spread = row["sharer_devices"] or 1  # sharers the device plugin put on different devices contend less
+        count = str(row["replicas"]) + (" on %d devices" % spread if spread > 1 else "")
+        cells.append([row["node"], row["resource"].replace("nvidia.com/", ""), row["sharing"], count,
                       "%.4g / %.4g" % (row["exclusive_tflops"], row["exclusive_small_tflops"]),
                       "-" if row["shared_tflops"] is None else "%.4g / %.4g" % (row["shared_tflops"], row["shared_small_tflops"]),
                       "-" if row["aggregate_tflops"] is None else "%.4g / %.4g" % (row["aggregate_tflops"], row["aggregate_small_tflops"]),
@@ -407,7 +409,7 @@ def render_probe_table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def junit_properties(rows: Sequence[Mapping[str, Any]]) -> List[Tuple[str, str]]:
     """JUnit <property> name/value pairs: probe.<node>.<resource>.<figure>."""
-    keys = ("backend", "replicas", "exclusive_tflops", "shared_tflops", "aggregate_tflops", "share", "exclusive_ms",
+    keys = ("backend", "replicas", "sharer_devices", "exclusive_tflops", "shared_tflops", "aggregate_tflops", "share", "exclusive_ms",
             "shared_ms", "inflation", "memory_allocatable_mib", "memory_total_mib", "isolation", "expected_fraction")
     return [("probe.%s.%s.%s" % (row["node"], row["resource"], key), str(row[key]))
             for row in rows for key in keys if row.get(key) is not None]

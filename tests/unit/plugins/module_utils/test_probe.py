@@ -135,6 +135,15 @@ def test_mps_row_passes_thresholds_and_is_isolated():
     assert [c.name for c in checks] == ["nvidia.com/gpu", "nvidia.com/gpu share", "nvidia.com/gpu latency"]
 
 
+def test_sharers_on_different_devices_are_shown():
+    other = line(large=300.0).replace("GPU-1", "GPU-2")
+    runs = {("gpu-a", "nvidia.com/gpu"): p.TargetRuns(out("x", line()), [out("a", line(large=300.0)), out("b", other)])}
+    rows, _checks = p.probe_rows([TS], runs, p.Thresholds())
+    assert rows[0]["sharer_devices"] == 2
+    assert "time-slicing  2 on 2 devices" in p.render_probe_table(rows)
+    assert dict(p.junit_properties(rows))["probe.gpu-a.nvidia.com/gpu.sharer_devices"] == "2"
+
+
 def test_no_thresholds_means_only_a_measured_check():
     runs = {("gpu-a", "nvidia.com/gpu"): p.TargetRuns(out("x", line()), [out("a", line(large=1)), out("b", line(large=1))])}
     rows, checks = p.probe_rows([TS], runs, p.Thresholds())
