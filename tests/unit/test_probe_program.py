@@ -72,3 +72,94 @@ def test_lab_backend_output_parses_and_is_labelled():
 def test_bad_seconds_is_refused():
     done = run(["--seconds", "0"])
     assert done.returncode == 2 and "--seconds must be more than 0" in done.stderr
+
+
+# A stand-in for PyTorch with CUDA (no GPU here): enough of its API for the probe's torch backend,
+# 8 GiB of device memory of which allocations beyond 2 GiB fail as CUDA does ("out of memory").
+FAKE_TORCH = """
+__version__ = "0-fake"
+bfloat16, float16, float32, uint8 = "bf16", "fp16", "fp32", "u8"
+_allocated = [0]
+GIB = 1024 ** 3
+
+
+class version:
+    cuda = "12.6"
+
+
+class _Tensor:
+    def __init__(self, nbytes):
+        if _allocated[0] + nbytes > 2 * GIB:
+            raise RuntimeError("CUDA out of memory. Tried to allocate %d bytes" % nbytes)
+        _allocated[0] += nbytes
+        self.nbytes = nbytes
+
+    def __del__(self):
+        _allocated[0] -= self.nbytes
+
+    def copy_(self, other):
+        return self
+
+
+def device(kind, index):
+    return (kind, index)
+
+
+def randn(n, m, device=None, dtype=None):
+    return _Tensor(n * m * 2)
+
+
+def empty(nbytes, dtype=None, device=None):
+    return _Tensor(nbytes)
+
+
+def empty_like(tensor):
+    return _Tensor(tensor.nbytes)
+
+
+def matmul(a, b):
+    return None
+
+
+class cuda:
+    @staticmethod
+    def is_available():
+        return True
+
+    @staticmethod
+    def get_device_capability(index):
+        return (9, 0)
+
+    @staticmethod
+    def is_bf16_supported():
+        return True
+
+    @staticmethod
+    def get_device_name(index):
+        return "Fake H200"
+
+    @staticmethod
+    def mem_get_info(index):
+        return (8 * GIB - _allocated[0], 8 * GIB)
+
+    @staticmethod
+    def synchronize():
+        return None
+
+    @staticmethod
+    def empty_cache():
+        return None
+"""
+
+
+def test_torch_backend_measures_and_finds_the_allocation_limit(tmp_path):
+    (tmp_path / "torch.py").write_text(FAKE_TORCH)
+    done = run(["--seconds", "0.5"], path=str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = _probe.parse_probe_output(done.stdout)
+    assert (result.backend, result.dtype, result.device) == ("torch", "bf16", "Fake H200")
+    assert (result.small.n, result.large.n) == (1024, 8192)
+    assert result.memory_total_mib == 8192
+    assert 1024 < result.memory_allocatable_mib <= 2048  # stopped at the (fake) limit, not at the total
+    shared = run(["--seconds", "0.5", "--no-allocation"], path=str(tmp_path))
+    assert json.loads(shared.stdout)["memory"]["measured"] is False
