@@ -300,8 +300,10 @@ def threshold_checks(row: Mapping[str, Any], thresholds: Thresholds) -> List[Che
     if thresholds.min_share > 0 and share is not None:
         ok = share >= thresholds.min_share
         checks.append(Check(node, "probe", resource + " share", ">= %.2f" % thresholds.min_share, "%.2f" % share, ok,
-                            "" if ok else "probe %s on node %s: the worst sharer got %.2f of its fair share, the minimum is %.2f"
-                            % (resource, node, share, thresholds.min_share)))
+                            "" if ok else "probe %s on node %s: %s %.2f of %s, the minimum is %.2f" % (
+                                resource, node, "the slice delivered" if row["sharing"] == "mig" else "the worst sharer got",
+                                share, "what its compute slices promise" if row["sharing"] == "mig" else "its fair share",
+                                thresholds.min_share)))
     if thresholds.max_inflation > 0 and factor is not None:
         ok = factor <= thresholds.max_inflation
         checks.append(Check(node, "probe", resource + " latency", "<= %.1fx" % thresholds.max_inflation, "%.1fx" % factor, ok,
@@ -324,8 +326,8 @@ def probe_rows(targets: Sequence[ProbeTarget], runs: Mapping[Tuple[str, str], Ta
         exclusive, problems = read_output(target, "exclusive", run.exclusive)
         shared: List[ProbeResult] = []
         if target.contended:
-            outputs = list(run.shared) + [None] * max(0, target.replicas - len(run.shared))
-            for output in outputs[:max(target.replicas, len(run.shared))]:
+            missing: List[Optional[PodOutput]] = [None] * max(0, target.replicas - len(run.shared))
+            for output in list(run.shared) + missing:
                 result, more = read_output(target, "%d sharers" % target.replicas, output)
                 problems += more
                 shared += [result] if result else []

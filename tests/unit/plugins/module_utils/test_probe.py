@@ -190,7 +190,8 @@ def test_mig_slices_against_the_largest_slice():
     assert by[big.resource]["share"] == 1.0 and by[big.resource]["expected_fraction"] == 0.429
     assert by[small.resource]["share"] == 0.8 and by[small.resource]["isolation"] == "hardware (MIG)"
     assert [c.message for c in checks if not c.ok] == [
-        "probe nvidia.com/mig-1g.18gb on node gpu-m: the worst sharer got 0.80 of its fair share, the minimum is 0.90"]
+        "probe nvidia.com/mig-1g.18gb on node gpu-m: the slice delivered 0.80 of what its compute slices promise, "
+        "the minimum is 0.90"]
 
 
 def test_mig_slice_against_a_full_gpu_on_the_node():
