@@ -13,6 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._images import mirror_image
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import BUILTIN_TYPES, K8sClient, K8sError, K8sTimeout
 from ansible_collections.gpufleet.sharing.plugins.module_utils._module import ModuleFailure
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import ExpectedNode, SharingConfig, SharingError, parse_rendered_config
@@ -143,7 +144,8 @@ class PodRun:
         def create(indexed: Tuple[int, Any]) -> None:
             index, want = indexed
             name = pod_name(self.run_id, want.node, want.resource, index)
-            body = pod_manifest(want, name, self.namespace, self.run_id, p["pod_image"], p["pod_command"],
+            body = pod_manifest(want, name, self.namespace, self.run_id, mirror_image(p["pod_image"], p.get("registry")),
+                                p["pod_command"],
                                 tolerations=p["pod_tolerations"], run_as_user=p["pod_run_as_user"],
                                 hostname=hostnames.get(want.node) or want.node,
                                 deadline=p["pod_timeout"] + DEADLINE_MARGIN)

@@ -20,6 +20,8 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator imp
     ClusterObjectError, NotReady, ValuesError, apply_cluster_objects, build_values, cluster_policy_state, crds_from_text,
     pending_problem, release_action, release_info, release_state, values_changes, wait_operator_ready)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import Helm, HelmCommand, find_helm, helm_environment, repo_of
+from ansible_collections.gpufleet.sharing.plugins.module_utils._images import (
+    ImageError, merge, mirror_values, parse_values_text, registry_problems)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils._operator_release import (
     carry_forward, parse_chart_version, pending_recovery, placeholder_configmap, redact,
@@ -87,6 +89,9 @@ class GpuOperator:
                 parse_chart_version(p["chart_version"])
             except ValueError as exc:
                 self.mod.fail("invalid chart_version: %s" % exc)
+        problems = registry_problems(p["registry"])
+        if problems:
+            self.mod.fail("invalid registry: %s" % problems[0], problems=problems)
         try:
             return build_values(p["values"], p["mig_strategy"], p["mig_manager_enabled"], p["mig_manager_config"],
                                 p["driver_enabled"], p["toolkit_enabled"], p["device_plugin_config"],
@@ -136,6 +141,7 @@ class GpuOperator:
         self.ensure_repo()
         meta = self.helm.chart_metadata(params["chart_ref"], params["chart_version"])
         wanted_version = params["chart_version"] or meta["version"]
+        requested = self.mirrored(requested)
         crds = self.chart_crds() if params["apply_crds"] else []
         entry = self.release_entry()
         info = release_info(entry, meta["name"])
@@ -163,6 +169,16 @@ class GpuOperator:
             result["cluster_policy_state"] = cluster_policy_state(k8s.get("ClusterPolicy", params["cluster_policy_name"]))
         except K8sError:
             result["cluster_policy_state"] = None
+
+    def mirrored(self, requested: Dict[str, Any]) -> Dict[str, Any]:
+        """``requested`` with every image of the chart pointed at O(registry) (docs/reference/specs.md §17.1)."""
+        if not self.params["registry"]:
+            return requested
+        try:
+            chart_values = parse_values_text(self.helm.values_text(self.params["chart_ref"], self.params["chart_version"]))
+            return merge(requested, mirror_values(chart_values, requested, self.params["registry"]))
+        except ImageError as exc:
+            self.mod.fail("registry %s: %s" % (self.params["registry"], exc), problems=exc.problems)
 
     def ensure_repo(self) -> None:
         chart_ref, url = self.params["chart_ref"], self.params["repo_url"]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from xml.sax.saxutils import escape, quoteattr
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._images import registry_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils._options import (
     number_problems, object_name_problems, qualified_name_problem)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
@@ -258,6 +259,17 @@ def config_checks(planned: Mapping[str, SharingConfig], live: Mapping[str, Shari
     return checks
 
 
+# The verification pods' options of gpu_verify (documented there).
+POD_ARGSPEC: Dict[str, Dict[str, Any]] = dict(
+    pod_image=dict(type="str", default="nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04"),
+    registry=dict(type="str"),
+    pod_command=dict(type="list", elements="str", default=["nvidia-smi", "-L"]),
+    pod_run_as_user=dict(type="int", default=65534),
+    pod_annotations=dict(type="dict", default={}),
+    pod_tolerations=dict(type="list", elements="dict"),
+    pod_timeout=dict(type="int", default=120),
+)
+
 def option_problems(params: Mapping[str, Any]) -> List[str]:
     """Every bad gpu_verify option, before any request (each problem names the option)."""
     p = params
@@ -271,6 +283,7 @@ def option_problems(params: Mapping[str, Any]) -> List[str]:
         problems.append("run_id %r must be 1-16 lower-case letters, digits or '-' (it goes into pod names and labels)"
                         % p["run_id"])
     problems += ["%s must not be empty" % option for option in ("pod_command", "pod_image") if not p[option]]
+    problems += registry_problems(p.get("registry"))
     for option in ("pod_annotations", "namespace_labels"):
         problems += [x for x in (qualified_name_problem(option, key) for key in p[option] or {}) if x]
     return problems

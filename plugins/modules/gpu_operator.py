@@ -102,6 +102,16 @@ options:
         contradicts a value set here is an error.
     type: dict
     default: {}
+  registry:
+    description:
+      - A mirror registry, V(host[:port]) or V(host[:port]/path), without a scheme or a trailing slash.
+      - The repository of every image the chart pulls (the operator, every operand of the ClusterPolicy,
+        node-feature-discovery) is rewritten to it, keeping each image's path, name and tag; for example
+        C(nvcr.io/nvidia/k8s/dcgm-exporter) becomes C(<registry>/nvidia/k8s/dcgm-exporter).
+      - Which values hold images is read from the chart version in use (C(helm show values)), so a new
+        operand of a later chart is mirrored too. A repository set in O(values) is rewritten the same way.
+      - M(gpufleet.sharing.gpu_operator_images) lists the images to copy to the mirror.
+    type: str
   redact_keys:
     description:
       - Further keys (compared case-insensitively, at any depth of O(values)) whose values are
@@ -326,6 +336,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     repo_password=dict(type="str", no_log=True),
     values=dict(type="dict", default={}),
     redact_keys=dict(type="list", elements="str", default=[], no_log=False),
+    registry=dict(type="str"),
     mig_strategy=dict(type="str", choices=["none", "single", "mixed"]),
     mig_manager_enabled=dict(type="bool"),
     mig_manager_config=dict(type="str"),

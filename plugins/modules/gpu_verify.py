@@ -109,6 +109,11 @@ options:
     description: Image of the verification pods; it needs C(nvidia-smi) (injected by the NVIDIA container toolkit).
     type: str
     default: nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04
+  registry:
+    description:
+      - A mirror registry (V(host[:port][/path]), no scheme, no trailing slash) that O(pod_image) is pulled
+        from instead, keeping the image's path, name and tag (as M(gpufleet.sharing.gpu_operator) O(registry)).
+    type: str
   pod_command:
     description: Command of the verification container; its log must contain C(nvidia-smi -L) output.
     type: list
@@ -267,6 +272,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module i
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import ExpectedNode, SharingError, parse_selector
 from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import (
     HAS_JMESPATH,
+    POD_ARGSPEC,
     Check,
     build_report,
     compare_node,
@@ -293,12 +299,6 @@ ARGUMENT_SPEC = dict(
         "pod-security.kubernetes.io/enforce": "restricted",
         "app.kubernetes.io/managed-by": "gpufleet.sharing",
     }),
-    pod_image=dict(type="str", default="nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04"),
-    pod_command=dict(type="list", elements="str", default=["nvidia-smi", "-L"]),
-    pod_run_as_user=dict(type="int", default=65534),
-    pod_annotations=dict(type="dict", default={}),
-    pod_tolerations=dict(type="list", elements="dict"),
-    pod_timeout=dict(type="int", default=120),
     poll_interval=dict(type="float", default=2.0),
     parallel=dict(type="int", default=8),
     wait_timeout=dict(type="int", default=0),
@@ -310,6 +310,7 @@ ARGUMENT_SPEC = dict(
     junit=dict(type="bool", default=False),
     fail_on_mismatch=dict(type="bool", default=True),
     **NODE_PLANS_ARGSPEC,
+    **POD_ARGSPEC,
 )
 
 NodeList = List[Dict[str, Any]]

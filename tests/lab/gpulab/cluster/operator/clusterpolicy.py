@@ -139,7 +139,7 @@ class ClusterPolicyController:
 
     def _daemonset_body(self, operand: Operand, policy: Obj) -> Obj:
         spec = policy.get("spec") or {}
-        operand_section = section(spec, operand.spec_key) if operand.spec_key else {}
+        operand_section = section(spec, operand.image_section) if operand.image_section else {}
         image = operand.image
         if operand_section.get("repository") and operand_section.get("image") and operand_section.get("version"):
             image = f"{operand_section['repository']}/{operand_section['image']}:{operand_section['version']}"

@@ -1,0 +1,54 @@
+"""Issue 13: air-gapped installs against the lab (registry mirror, offline image list).
+
+The real helm installs the lab stand-in chart, whose values hold every image as NVIDIA's chart does
+(docs/reference/specs.md §17.1); the lab's operator renders the operand DaemonSets from the
+ClusterPolicy's repository/image/version, and the chart renders the operator Deployment.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from test_cluster_modules_operator import CHART, helm, helm_binary, lab, operator_args  # noqa: F401 (fixtures)
+
+MIRROR = "mirror.lab.test:5000"
+
+
+def rendered_images(lab) -> List[str]:  # noqa: F811
+    images = []
+    for key in ("apps/v1/daemonsets", "apps/v1/deployments"):
+        for obj in lab.store.items(key, "gpu-operator"):
+            images += [c["image"] for c in obj["spec"]["template"]["spec"]["containers"]]
+    return sorted(images)
+
+
+def test_lab_renders_images_from_the_chart_values(lab, helm):  # noqa: F811
+    installed = lab.run("gpu_operator", operator_args(lab, helm), env=helm.environment)
+    assert installed["cluster_policy_state"] == "ready", installed
+    images = rendered_images(lab)
+    assert "nvcr.io/nvidia/gpu-operator:v26.7.0" in images
+    assert "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v26.7.0" in images
+    assert "nvcr.io/nvidia/k8s-device-plugin:v0.20.0" in images
+    assert "nvcr.io/nvidia/k8s/dcgm-exporter:4.6.0-4.8.3-distroless" in images
+
+
+def test_registry_mirror_rewrites_every_image(lab, helm):  # noqa: F811
+    installed = lab.run("gpu_operator", operator_args(lab, helm, registry=MIRROR), env=helm.environment)
+    assert installed["cluster_policy_state"] == "ready", installed
+    images = rendered_images(lab)
+    assert images and all(image.startswith(MIRROR + "/") for image in images), images
+    assert not [image for image in images if "nvcr.io" in image]
+    assert MIRROR + "/nvidia/k8s/dcgm-exporter:4.6.0-4.8.3-distroless" in images
+    assert MIRROR + "/nvidia/gpu-operator:v26.7.0" in images
+    again = lab.run("gpu_operator", operator_args(lab, helm, registry=MIRROR), env=helm.environment)
+    assert not again["changed"], again
+
+
+def test_bad_registry_changes_nothing(lab, helm):  # noqa: F811
+    before = lab.rv()
+    for bad, word in (("https://mirror.lab.test", "scheme"), ("mirror.lab.test/", "slash")):
+        failed = lab.run("gpu_operator", operator_args(lab, helm, registry=bad), env=helm.environment)
+        assert failed.get("failed"), failed
+        assert bad in failed["msg"] and word in failed["msg"], failed["msg"]
+    assert lab.rv() == before
+    assert not [c for c in helm.calls() if c[:1] == ["upgrade"]]

@@ -1,0 +1,56 @@
+"""_images: image-holding values found in the chart's values, mirror rewrite, image list (issue 13)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._images import (
+    REPO_TAG, TRIPLE, ImageError, chart_images, image_slots, mirror_image, mirror_values, registry_problems)
+
+CHART = {
+    "operator": {"repository": "nvcr.io/nvidia", "image": "gpu-operator", "tolerations": []},
+    "validator": {"repository": "nvcr.io/nvidia/cloud-native", "image": "gpu-operator-validator"},
+    "driver": {"enabled": True, "repository": "nvcr.io/nvidia", "image": "driver", "version": "595.91.07"},
+    "dcgmExporter": {"enabled": True, "repository": "nvcr.io/nvidia/k8s", "image": "dcgm-exporter", "version": "4.6.0"},
+    "newOperand": {"enabled": True, "repository": "nvcr.io/nvidia/cloud-native", "image": "new", "version": "v1"},
+    "nfd": {"enabled": True},
+    "node-feature-discovery": {"image": {"repository": "registry.k8s.io/nfd/node-feature-discovery", "tag": "v0.18.2"}},
+}
+
+
+def test_slots_come_from_the_chart_values():
+    slots = {slot.dotted: slot.style for slot in image_slots(CHART)}
+    assert slots == {"operator": TRIPLE, "validator": TRIPLE, "driver": TRIPLE, "dcgmExporter": TRIPLE,
+                     "newOperand": TRIPLE, "node-feature-discovery.image": REPO_TAG}
+
+
+def test_mirror_keeps_path_name_and_tag_and_follows_user_repositories():
+    overrides = mirror_values(CHART, {"driver": {"repository": "quay.io/custom"}}, "mirror.example:5000/gpu")
+    assert overrides["dcgmExporter"] == {"repository": "mirror.example:5000/gpu/nvidia/k8s"}
+    assert overrides["driver"] == {"repository": "mirror.example:5000/gpu/custom"}
+    assert overrides["newOperand"]["repository"] == "mirror.example:5000/gpu/nvidia/cloud-native"
+    assert overrides["node-feature-discovery"]["image"]["repository"] == "mirror.example:5000/gpu/nfd/node-feature-discovery"
+
+
+def test_image_list_leaves_out_disabled_sections_and_adds_ours():
+    images = chart_images(CHART, {"driver": {"enabled": False}, "nfd": {"enabled": False}}, "v26.7.0",
+                          extra=["nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04"])
+    assert [entry["image"] for entry in images] == [
+        "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v26.7.0", "nvcr.io/nvidia/cloud-native/new:v1",
+        "nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04", "nvcr.io/nvidia/gpu-operator:v26.7.0",
+        "nvcr.io/nvidia/k8s/dcgm-exporter:4.6.0"]
+
+
+@pytest.mark.parametrize("bad,word", [("https://mirror.example", "scheme"), ("mirror.example/", "slash"),
+                                      ("mirror example", "host[:port][/path]"), ("mirror.example/Upper", "lower-case")])
+def test_bad_registry_is_named(bad, word):
+    problems = registry_problems(bad)
+    assert problems and bad in problems[0] and word in problems[0]
+    with pytest.raises(ImageError):
+        mirror_values(CHART, {}, bad)
+
+
+def test_mirror_image():
+    assert mirror_image("nvcr.io/nvidia/cuda:12.6.3", "m.example") == "m.example/nvidia/cuda:12.6.3"
+    assert mirror_image("busybox:1.36", "m.example") == "m.example/busybox:1.36"
+    assert mirror_image("nvcr.io/nvidia/cuda:12.6.3", "") == "nvcr.io/nvidia/cuda:12.6.3"
