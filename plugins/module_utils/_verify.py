@@ -270,6 +270,7 @@ POD_ARGSPEC: Dict[str, Dict[str, Any]] = dict(
     pod_timeout=dict(type="int", default=120),
 )
 
+
 def option_problems(params: Mapping[str, Any]) -> List[str]:
     """Every bad gpu_verify option, before any request (each problem names the option)."""
     p = params

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import List
 
-from test_cluster_modules_operator import CHART, helm, helm_binary, lab, operator_args  # noqa: F401 (fixtures)
+# The harness and the fixtures (lab, helm, helm_binary) of the operator module tests.
+from test_cluster_modules_operator import CHART, helm, helm_binary, lab, operator_args  # noqa: F401 pylint: disable=unused-import
 
 MIRROR = "mirror.lab.test:5000"
 
@@ -52,3 +53,30 @@ def test_bad_registry_changes_nothing(lab, helm):  # noqa: F811
         assert bad in failed["msg"] and word in failed["msg"], failed["msg"]
     assert lab.rv() == before
     assert not [c for c in helm.calls() if c[:1] == ["upgrade"]]
+
+
+VERIFY_IMAGE = "nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04"
+
+
+def test_offline_image_list_matches_what_the_lab_renders(lab, helm):  # noqa: F811
+    """Listed before anything is installed (no cluster, no network: a local chart), then installed
+    with the same values: the lab's rendered objects reference exactly the listed chart images."""
+    before = lab.rv()
+    listed = lab.run("gpu_operator_images", {"chart_ref": CHART, "helm_binary": helm.binary, "driver_enabled": False,
+                                             "mig_manager_enabled": False, "extra_images": [VERIFY_IMAGE],
+                                             "registry": MIRROR}, env=helm.environment)
+    assert not listed.get("failed") and not listed["changed"], listed
+    assert lab.rv() == before
+    images = [entry["image"] for entry in listed["images"]]
+    assert listed["text"].splitlines() == images
+    assert VERIFY_IMAGE in images
+    assert all(entry["mirror"].startswith(MIRROR + "/") for entry in listed["images"])
+    installed = lab.run("gpu_operator", operator_args(lab, helm), env=helm.environment)
+    assert installed["cluster_policy_state"] == "ready", installed
+    assert set(images) - {VERIFY_IMAGE} == set(rendered_images(lab))
+
+
+def test_image_list_refuses_a_bad_registry(lab, helm):  # noqa: F811
+    failed = lab.run("gpu_operator_images", {"chart_ref": CHART, "helm_binary": helm.binary,
+                                             "registry": "http://mirror.lab.test"}, env=helm.environment)
+    assert failed.get("failed") and "http://mirror.lab.test" in failed["msg"] and "scheme" in failed["msg"]
