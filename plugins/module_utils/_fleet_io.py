@@ -131,6 +131,14 @@ class PodRun:
         self.pods: List[Dict[str, Any]] = []
         self.leftovers: List[str] = []
 
+    def check_pull_secrets(self) -> None:
+        """Every O(image_pull_secrets) Secret exists in the pods' namespace, checked before anything is written."""
+        missing = [name for name in self.params.get("image_pull_secrets") or []
+                   if self.k8s.get("Secret", name, self.namespace) is None]
+        if missing:
+            raise ModuleFailure("image_pull_secrets: no Secret %s in namespace %s (the verification pods' namespace); "
+                                "create it there first" % (", ".join(missing), self.namespace))
+
     def run(self, expected: Sequence[ExpectedNode], hostnames: Mapping[str, str]) -> None:
         """A pod per node and advertised resource type; ``hostnames``: node -> kubernetes.io/hostname."""
         wanted = [w for exp in expected for w in pods_for(exp)]
@@ -147,6 +155,7 @@ class PodRun:
             body = pod_manifest(want, name, self.namespace, self.run_id, mirror_image(p["pod_image"], p.get("registry")),
                                 p["pod_command"],
                                 tolerations=p["pod_tolerations"], run_as_user=p["pod_run_as_user"],
+                                image_pull_secrets=p.get("image_pull_secrets") or (),
                                 hostname=hostnames.get(want.node) or want.node,
                                 deadline=p["pod_timeout"] + DEADLINE_MARGIN)
             body["metadata"]["annotations"].update(p["pod_annotations"] or {})

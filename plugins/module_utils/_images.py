@@ -12,7 +12,9 @@ chart's appVersion); a mapping ``image`` with ``repository`` and ``tag`` is a su
 
 from __future__ import annotations
 
+import base64
 import copy
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
@@ -172,5 +174,40 @@ def mirror_image(image: str, registry: Optional[str]) -> str:
     return mirror_repository(image, registry)
 
 
-__all__ = ["ImageError", "ImageSlot", "REPO_TAG", "TRIPLE", "chart_images", "image_slots", "merge", "mirror_image",
-           "mirror_repository", "mirror_values", "parse_values_text", "registry_problems"]
+def pull_secret_values(chart_values: Mapping[str, Any], names: List[str], path: Path = ()) -> Dict[str, Any]:
+    """Value overrides that give every ``imagePullSecrets`` of the chart (the operator, each operand,
+    subcharts; docs/reference/specs.md §17.2) the secret ``names``."""
+    overrides: Dict[str, Any] = {}
+    for key, child in chart_values.items():
+        if key == "imagePullSecrets":
+            overrides[key] = list(names)
+        elif isinstance(child, dict):
+            nested = pull_secret_values(child, names, path + (str(key),))
+            if nested:
+                overrides[key] = nested
+    return overrides
+
+
+def registry_host(registry: str) -> str:
+    """``mirror.example:5000/gpu`` -> ``mirror.example:5000``, the key of a docker config's ``auths``."""
+    return registry.split("/", 1)[0]
+
+
+def docker_config_secret(name: str, namespace: str, server: str, username: str, password: str) -> Dict[str, Any]:
+    """A ``kubernetes.io/dockerconfigjson`` Secret with the credentials for ``server`` (§17.2)."""
+    auth = base64.b64encode(("%s:%s" % (username, password)).encode("utf-8")).decode("ascii")
+    config = {"auths": {server: {"username": username, "password": password, "auth": auth}}}
+    encoded = base64.b64encode(json.dumps(config, sort_keys=True).encode("utf-8")).decode("ascii")
+    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/managed-by": "gpufleet.sharing"}},
+            "data": {".dockerconfigjson": encoded}}
+
+
+def secret_forms(username: str, password: str) -> List[str]:
+    """The forms of a password that a docker config holds (masked in every output)."""
+    return [password, base64.b64encode(("%s:%s" % (username, password)).encode("utf-8")).decode("ascii")]
+
+
+__all__ = ["ImageError", "ImageSlot", "REPO_TAG", "TRIPLE", "chart_images", "docker_config_secret", "image_slots", "merge",
+           "mirror_image", "mirror_repository", "mirror_values", "parse_values_text", "pull_secret_values", "registry_host",
+           "registry_problems", "secret_forms"]

@@ -263,6 +263,7 @@ def config_checks(planned: Mapping[str, SharingConfig], live: Mapping[str, Shari
 POD_ARGSPEC: Dict[str, Dict[str, Any]] = dict(
     pod_image=dict(type="str", default="nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04"),
     registry=dict(type="str"),
+    image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),
     pod_command=dict(type="list", elements="str", default=["nvidia-smi", "-L"]),
     pod_run_as_user=dict(type="int", default=65534),
     pod_annotations=dict(type="dict", default={}),
@@ -299,7 +300,8 @@ def pod_name(run_id: str, node: str, resource: str, index: int) -> str:
 
 def pod_manifest(wanted: PodSpecWanted, name: str, namespace: str, run_id: str, image: str, command: Sequence[str],
                  extra_labels: Optional[Mapping[str, str]] = None, tolerations: Optional[Sequence[Mapping[str, Any]]] = None,
-                 run_as_user: int = 65534, hostname: Optional[str] = None, deadline: int = 180) -> Dict[str, Any]:
+                 run_as_user: int = 65534, hostname: Optional[str] = None, deadline: int = 180,
+                 image_pull_secrets: Sequence[str] = ()) -> Dict[str, Any]:
     """A restricted, single-shot pod that asks for one unit of the resource on one node.
 
     It goes through the scheduler (nodeSelector on the node's hostname label, not spec.nodeName),
@@ -308,7 +310,7 @@ def pod_manifest(wanted: PodSpecWanted, name: str, namespace: str, run_id: str, 
     """
     labels = {MANAGED_BY_LABEL: MANAGED_BY_VALUE, RUN_ID_LABEL: run_id, NODE_LABEL: wanted.node[:63]}
     labels.update(extra_labels or {})
-    return {
+    pod = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "labels": labels,
@@ -341,6 +343,9 @@ def pod_manifest(wanted: PodSpecWanted, name: str, namespace: str, run_id: str, 
             ],
         },
     }
+    if image_pull_secrets:
+        pod["spec"]["imagePullSecrets"] = [{"name": name} for name in image_pull_secrets]
+    return pod
 
 
 # --------------------------------------------------------------------------------------------

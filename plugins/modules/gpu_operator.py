@@ -112,6 +112,37 @@ options:
         operand of a later chart is mirrored too. A repository set in O(values) is rewritten the same way.
       - M(gpufleet.sharing.gpu_operator_images) lists the images to copy to the mirror.
     type: str
+  image_pull_secrets:
+    description:
+      - Names of C(kubernetes.io/dockerconfigjson) Secrets in O(namespace) that the operator, every operand and
+        node-feature-discovery pull their images with; every C(imagePullSecrets) value of the chart version in use
+        gets them. Only the names pass through Ansible, never the content.
+      - A name that does not exist in O(namespace) is refused before anything changes.
+    type: list
+    elements: str
+    default: []
+  registry_credentials:
+    description:
+      - Credentials for the mirror registry. The module creates (or updates) a C(kubernetes.io/dockerconfigjson)
+        Secret from them in O(namespace) through the API (never on a command line, never in the result or the
+        diff) and adds it to O(image_pull_secrets).
+    type: dict
+    suboptions:
+      name:
+        description: Name of the Secret.
+        type: str
+        required: true
+      server:
+        description: Registry host the credentials are for; default the host of O(registry).
+        type: str
+      username:
+        description: User name.
+        type: str
+        required: true
+      password:
+        description: Password or token.
+        type: str
+        required: true
   redact_keys:
     description:
       - Further keys (compared case-insensitively, at any depth of O(values)) whose values are
@@ -337,6 +368,10 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     values=dict(type="dict", default={}),
     redact_keys=dict(type="list", elements="str", default=[], no_log=False),
     registry=dict(type="str"),
+    image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),
+    registry_credentials=dict(type="dict", no_log=False, options=dict(
+        name=dict(type="str", required=True), server=dict(type="str"), username=dict(type="str", required=True),
+        password=dict(type="str", required=True, no_log=True))),
     mig_strategy=dict(type="str", choices=["none", "single", "mixed"]),
     mig_manager_enabled=dict(type="bool"),
     mig_manager_config=dict(type="str"),

@@ -114,6 +114,13 @@ options:
       - A mirror registry (V(host[:port][/path]), no scheme, no trailing slash) that O(pod_image) is pulled
         from instead, keeping the image's path, name and tag (as M(gpufleet.sharing.gpu_operator) O(registry)).
     type: str
+  image_pull_secrets:
+    description:
+      - Names of C(kubernetes.io/dockerconfigjson) Secrets in O(namespace) the verification pods pull O(pod_image)
+        with. A name missing from O(namespace) is refused before anything is written.
+    type: list
+    elements: str
+    default: []
   pod_command:
     description: Command of the verification container; its log must contain C(nvidia-smi -L) output.
     type: list
@@ -385,6 +392,8 @@ def run(mod: ClusterModule) -> None:
     run_id = p["run_id"] or binascii.hexlify(os.urandom(4)).decode("ascii")
     checks, expected, nodes, waited = compare(mod)
     pods = PodRun(mod.k8s, p, run_id, mod.warn)
+    if p["pods"]:
+        pods.check_pull_secrets()
     if p["pods"] and not mod.check_mode:
         hostnames = {n["metadata"]["name"]: labels_of(n).get("kubernetes.io/hostname") for n in nodes}
         pods.run(expected, hostnames)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
 import pytest
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._images import (
-    REPO_TAG, TRIPLE, ImageError, chart_images, image_slots, mirror_image, mirror_values, registry_problems)
+    REPO_TAG, TRIPLE, ImageError, chart_images, docker_config_secret, image_slots, mirror_image, mirror_values,
+    pull_secret_values, registry_host, registry_problems)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import PodSpecWanted, pod_manifest
 
 CHART = {
     "operator": {"repository": "nvcr.io/nvidia", "image": "gpu-operator", "tolerations": []},
@@ -54,3 +59,26 @@ def test_mirror_image():
     assert mirror_image("nvcr.io/nvidia/cuda:12.6.3", "m.example") == "m.example/nvidia/cuda:12.6.3"
     assert mirror_image("busybox:1.36", "m.example") == "m.example/busybox:1.36"
     assert mirror_image("nvcr.io/nvidia/cuda:12.6.3", "") == "nvcr.io/nvidia/cuda:12.6.3"
+
+
+def test_pull_secrets_go_to_every_image_pull_secrets_value_of_the_chart():
+    chart = {"operator": {"imagePullSecrets": []}, "driver": {"imagePullSecrets": [], "manager": {"image": "m"}},
+             "node-feature-discovery": {"imagePullSecrets": []}, "mig": {"strategy": "single"}}
+    assert pull_secret_values(chart, ["mirror"]) == {"operator": {"imagePullSecrets": ["mirror"]},
+                                                     "driver": {"imagePullSecrets": ["mirror"]},
+                                                     "node-feature-discovery": {"imagePullSecrets": ["mirror"]}}
+
+
+def test_docker_config_secret():
+    secret = docker_config_secret("creds", "gpu-operator", "mirror.example:5000", "robot", "pw")
+    assert secret["type"] == "kubernetes.io/dockerconfigjson"
+    config = json.loads(base64.b64decode(secret["data"][".dockerconfigjson"]))
+    assert config["auths"]["mirror.example:5000"]["auth"] == base64.b64encode(b"robot:pw").decode()
+    assert registry_host("mirror.example:5000/gpu") == "mirror.example:5000"
+
+
+def test_verification_pod_names_its_pull_secrets():
+    wanted = PodSpecWanted("gpu-a", "nvidia.com/gpu", "gpu")
+    pod = pod_manifest(wanted, "p", "ns", "run1", "m.example/nvidia/cuda:12", ["nvidia-smi"], image_pull_secrets=["mirror"])
+    assert pod["spec"]["imagePullSecrets"] == [{"name": "mirror"}]
+    assert "imagePullSecrets" not in pod_manifest(wanted, "p", "ns", "run1", "i", ["x"])["spec"]

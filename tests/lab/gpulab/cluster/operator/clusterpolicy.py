@@ -171,6 +171,9 @@ class ClusterPolicyController:
         }
         if volumes:
             pod_spec["volumes"] = volumes
+        pull_secrets = [str(name) for name in operand_section.get("imagePullSecrets") or []]
+        if pull_secrets:  # the operand section's secret names, as references (docs/reference/specs.md §17.2)
+            pod_spec["imagePullSecrets"] = [{"name": name} for name in pull_secrets]
         return {
             "apiVersion": "apps/v1", "kind": "DaemonSet",
             "metadata": {"name": operand.ds_name, "namespace": self.context.namespace,
