@@ -24,6 +24,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._images import (
     ImageError, docker_config_secret, merge, mirror_values, parse_values_text, pull_secret_values, registry_host,
     registry_problems, secret_forms)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
+from ansible_collections.gpufleet.sharing.plugins.module_utils._taints import toleration_values
 from ansible_collections.gpufleet.sharing.plugins.module_utils._operator_release import (
     carry_forward, parse_chart_version, pending_recovery, placeholder_configmap, redact,
     secret_strings, upgrade_problem)
@@ -150,7 +151,7 @@ class GpuOperator:
         self.ensure_repo()
         meta = self.helm.chart_metadata(params["chart_ref"], params["chart_version"])
         wanted_version = params["chart_version"] or meta["version"]
-        requested = self.with_pull_secrets(k8s, self.mirrored(requested))
+        requested = self.with_pull_secrets(k8s, self.with_tolerations(self.mirrored(requested)))
         crds = self.chart_crds() if params["apply_crds"] else []
         entry = self.release_entry()
         info = release_info(entry, meta["name"])
@@ -198,6 +199,12 @@ class GpuOperator:
             return merge(requested, mirror_values(self.chart_values(), requested, self.params["registry"]))
         except ImageError as exc:
             self.mod.fail("registry %s: %s" % (self.params["registry"], exc), problems=exc.problems)
+
+    def with_tolerations(self, requested: Dict[str, Any]) -> Dict[str, Any]:
+        """``requested`` with O(tolerations) added to the operand DaemonSets' (and NFD workers') tolerations."""
+        if not self.params["tolerations"]:
+            return requested
+        return merge(requested, toleration_values(self.chart_values(), requested, self.params["tolerations"]))
 
     def with_pull_secrets(self, k8s: K8sClient, requested: Dict[str, Any]) -> Dict[str, Any]:
         """``requested`` with O(image_pull_secrets) (and the credentials' Secret) in every ``imagePullSecrets``

@@ -121,6 +121,16 @@ options:
     type: list
     elements: str
     default: []
+  tolerations:
+    description:
+      - Tolerations added to those of every operand DaemonSet (C(daemonsets.tolerations)) and of the
+        node-feature-discovery workers (C(node-feature-discovery.worker.tolerations)) where the chart version has
+        them, on top of the chart's default (or the list in O(values)), so that the operands run on tainted GPU nodes.
+      - Each is a Kubernetes toleration (C(key), C(operator), C(value), C(effect)); the filter
+        C(gpufleet.sharing.taint_tolerations) builds them from the inventory's C(gpufleet_node_taints).
+    type: list
+    elements: dict
+    default: []
   registry_credentials:
     description:
       - Credentials for the mirror registry. The module creates (or updates) a C(kubernetes.io/dockerconfigjson)
@@ -369,6 +379,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     redact_keys=dict(type="list", elements="str", default=[], no_log=False),
     registry=dict(type="str"),
     image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),
+    tolerations=dict(type="list", elements="dict", default=[]),
     registry_credentials=dict(type="dict", no_log=False, options=dict(
         name=dict(type="str", required=True), server=dict(type="str"), username=dict(type="str", required=True),
         password=dict(type="str", required=True, no_log=True))),

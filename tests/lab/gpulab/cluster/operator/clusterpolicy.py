@@ -164,7 +164,9 @@ class ClusterPolicyController:
         pod_spec: Obj = {
             "nodeSelector": ({"nvidia.com/gpu.deploy.device-plugin": "true", "nvidia.com/mps.capable": "true"}
                              if operand.key == "mps-control-daemon" else {f"nvidia.com/gpu.deploy.{operand.key}": "true"}),
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            # spec.daemonsets.tolerations, else the chart's default (docs/reference/specs.md §17.3)
+            "tolerations": list(section(spec, "daemonsets").get("tolerations")
+                                or [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]),
             "priorityClassName": "system-node-critical",
             "serviceAccountName": operand.ds_name.replace("-daemonset", ""),
             "containers": [container],
