@@ -208,6 +208,30 @@ def secret_forms(username: str, password: str) -> List[str]:
     return [password, base64.b64encode(("%s:%s" % (username, password)).encode("utf-8")).decode("ascii")]
 
 
-__all__ = ["ImageError", "ImageSlot", "REPO_TAG", "TRIPLE", "chart_images", "docker_config_secret", "image_slots", "merge",
+PROXY_NAMES = (("http_proxy", "HTTP_PROXY"), ("https_proxy", "HTTPS_PROXY"), ("no_proxy", "NO_PROXY"))
+
+
+def proxy_env(values: Mapping[str, Any], proxy: Mapping[str, Any]) -> List[Dict[str, str]]:
+    """``driver.env`` with the proxy settings, upper- and lower-case as NVIDIA's proxy page sets them
+    (docs/reference/specs.md §17.4), after the entries ``values`` already has; ImageError when one of
+    those sets a proxy name to another value."""
+    current = [dict(e) for e in (_at(values, ("driver", "env")) or []) if isinstance(e, Mapping)]
+    present = {e.get("name"): e.get("value") for e in current}
+    problems = []
+    for option, upper in PROXY_NAMES:
+        value = proxy.get(option)
+        if not value:
+            continue
+        for name in (upper, option):
+            if name not in present:
+                current.append({"name": name, "value": str(value)})
+            elif present[name] != value:
+                problems.append("proxy.%s=%r contradicts values.driver.env %s=%r" % (option, value, name, present[name]))
+    if problems:
+        raise ImageError(problems)
+    return current
+
+
+__all__ = ["ImageError", "PROXY_NAMES", "proxy_env", "ImageSlot", "REPO_TAG", "TRIPLE", "chart_images", "docker_config_secret", "image_slots", "merge",
            "mirror_image", "mirror_repository", "mirror_values", "parse_values_text", "pull_secret_values", "registry_host",
            "registry_problems", "secret_forms"]

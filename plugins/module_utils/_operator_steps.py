@@ -21,7 +21,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator imp
     pending_problem, release_action, release_info, release_state, values_changes, wait_operator_ready)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import Helm, HelmCommand, find_helm, helm_environment, repo_of
 from ansible_collections.gpufleet.sharing.plugins.module_utils._images import (
-    ImageError, docker_config_secret, merge, mirror_values, parse_values_text, pull_secret_values, registry_host,
+    ImageError, docker_config_secret, merge, mirror_values, parse_values_text, proxy_env, pull_secret_values, registry_host,
     registry_problems, secret_forms)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils._taints import toleration_values
@@ -34,6 +34,8 @@ def mask_secrets(mod: ClusterModule) -> None:
     """Every secret-looking value of O(values) becomes an Ansible no_log value: masked in the
     result, its invocation and the module's own log lines."""
     mod.ansible.no_log_values.update(secret_strings(mod.params["values"], mod.params["redact_keys"]))
+    # a proxy URL with user:password@ is a secret too
+    mod.ansible.no_log_values.update(str(v) for v in (mod.params.get("proxy") or {}).values() if v and "@" in str(v))
     credentials = mod.params.get("registry_credentials")
     if credentials:
         mod.ansible.no_log_values.update(secret_forms(credentials["username"], credentials["password"]))
@@ -103,10 +105,12 @@ class GpuOperator:
         if problems:
             self.mod.fail("invalid registry: %s" % "; ".join(problems), problems=problems)
         try:
-            return build_values(p["values"], p["mig_strategy"], p["mig_manager_enabled"], p["mig_manager_config"],
-                                p["driver_enabled"], p["toolkit_enabled"], p["device_plugin_config"],
-                                mig_manager_default_config=p["mig_manager_default_config"])
-        except ValuesError as exc:
+            values = build_values(p["values"], p["mig_strategy"], p["mig_manager_enabled"], p["mig_manager_config"],
+                                  p["driver_enabled"], p["toolkit_enabled"], p["device_plugin_config"],
+                                  mig_manager_default_config=p["mig_manager_default_config"])
+            wanted = any((p["proxy"] or {}).values())
+            return merge(values, {"driver": {"env": proxy_env(values, p["proxy"])}}) if wanted else values
+        except (ValuesError, ImageError) as exc:
             self.mod.fail("invalid values: %s" % exc, problems=exc.problems)
 
     def release_entry(self) -> Optional[Dict[str, Any]]:

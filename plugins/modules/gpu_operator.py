@@ -131,6 +131,23 @@ options:
     type: list
     elements: dict
     default: []
+  proxy:
+    description:
+      - HTTP proxy for the operands that download, the driver container (it fetches OS packages). Each set
+        field goes into C(driver.env) under its upper- and lower-case name (C(HTTP_PROXY) and C(http_proxy), ...),
+        after the entries O(values) has there; O(values) setting one of them to another value is an error.
+      - A proxy URL with credentials (C(user:password@)) is masked in every output.
+    type: dict
+    suboptions:
+      http_proxy:
+        description: C(HTTP_PROXY).
+        type: str
+      https_proxy:
+        description: C(HTTPS_PROXY).
+        type: str
+      no_proxy:
+        description: C(NO_PROXY).
+        type: str
   registry_credentials:
     description:
       - Credentials for the mirror registry. The module creates (or updates) a C(kubernetes.io/dockerconfigjson)
@@ -380,6 +397,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     registry=dict(type="str"),
     image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),
     tolerations=dict(type="list", elements="dict", default=[]),
+    proxy=dict(type="dict", options=dict(http_proxy=dict(type="str"), https_proxy=dict(type="str"), no_proxy=dict(type="str"))),
     registry_credentials=dict(type="dict", no_log=False, options=dict(
         name=dict(type="str", required=True), server=dict(type="str"), username=dict(type="str", required=True),
         password=dict(type="str", required=True, no_log=True))),

@@ -80,3 +80,16 @@ def test_image_list_refuses_a_bad_registry(lab, helm):  # noqa: F811
     failed = lab.run("gpu_operator_images", {"chart_ref": CHART, "helm_binary": helm.binary,
                                              "registry": "http://mirror.lab.test"}, env=helm.environment)
     assert failed.get("failed") and "http://mirror.lab.test" in failed["msg"] and "scheme" in failed["msg"]
+
+
+def test_proxy_reaches_the_driver_container_env(lab, helm):  # noqa: F811
+    proxy = {"http_proxy": "http://proxy.lab.test:3128", "https_proxy": "http://proxy.lab.test:3128",
+             "no_proxy": "10.0.0.0/8,.cluster.local"}
+    installed = lab.run("gpu_operator", operator_args(lab, helm, proxy=proxy), env=helm.environment)
+    assert installed["cluster_policy_state"] == "ready", installed
+    env = {e["name"]: e["value"] for e in lab.store.get("nvidia.com/v1/clusterpolicies", None, "cluster-policy")["spec"]["driver"]["env"]}
+    assert env == {"HTTP_PROXY": proxy["http_proxy"], "http_proxy": proxy["http_proxy"], "HTTPS_PROXY": proxy["https_proxy"],
+                   "https_proxy": proxy["https_proxy"], "NO_PROXY": proxy["no_proxy"], "no_proxy": proxy["no_proxy"]}
+    clash = lab.run("gpu_operator", operator_args(lab, helm, proxy=proxy, values={"driver": {"env": [
+        {"name": "HTTP_PROXY", "value": "http://other:1"}]}}), env=helm.environment)
+    assert clash.get("failed") and "HTTP_PROXY" in clash["msg"], clash

@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._images import (
     REPO_TAG, TRIPLE, ImageError, chart_images, docker_config_secret, image_slots, mirror_image, mirror_values,
-    pull_secret_values, registry_host, registry_problems)
+    proxy_env, pull_secret_values, registry_host, registry_problems)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import PodSpecWanted, pod_manifest
 
 CHART = {
@@ -82,3 +82,13 @@ def test_verification_pod_names_its_pull_secrets():
     pod = pod_manifest(wanted, "p", "ns", "run1", "m.example/nvidia/cuda:12", ["nvidia-smi"], image_pull_secrets=["mirror"])
     assert pod["spec"]["imagePullSecrets"] == [{"name": "mirror"}]
     assert "imagePullSecrets" not in pod_manifest(wanted, "p", "ns", "run1", "i", ["x"])["spec"]
+
+
+def test_proxy_env_adds_both_spellings_after_user_entries_and_names_a_clash():
+    values = {"driver": {"env": [{"name": "FOO", "value": "1"}, {"name": "no_proxy", "value": ".local"}]}}
+    env = proxy_env(values, {"http_proxy": "http://p:3128", "no_proxy": ".local", "https_proxy": ""})
+    assert env == [{"name": "FOO", "value": "1"}, {"name": "no_proxy", "value": ".local"},
+                   {"name": "HTTP_PROXY", "value": "http://p:3128"}, {"name": "http_proxy", "value": "http://p:3128"},
+                   {"name": "NO_PROXY", "value": ".local"}]
+    with pytest.raises(ImageError, match="proxy.no_proxy='.x' contradicts values.driver.env no_proxy='.local'"):
+        proxy_env(values, {"no_proxy": ".x"})
