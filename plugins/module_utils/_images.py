@@ -211,27 +211,55 @@ def secret_forms(username: str, password: str) -> List[str]:
 PROXY_NAMES = (("http_proxy", "HTTP_PROXY"), ("https_proxy", "HTTPS_PROXY"), ("no_proxy", "NO_PROXY"))
 
 
-def proxy_env(values: Mapping[str, Any], proxy: Mapping[str, Any]) -> List[Dict[str, str]]:
-    """``driver.env`` with the proxy settings, upper- and lower-case as NVIDIA's proxy page sets them
-    (docs/reference/specs.md §17.4), after the entries ``values`` already has; ImageError when one of
-    those sets a proxy name to another value."""
-    current = [dict(e) for e in (_at(values, ("driver", "env")) or []) if isinstance(e, Mapping)]
+def env_with(values: Mapping[str, Any], section: str, wanted: List[Tuple[str, str, str]]) -> List[Dict[str, str]]:
+    """``<section>.env`` of ``values`` with each (option, name, value) of ``wanted`` appended when absent;
+    ImageError naming the option when ``values`` sets that name to another value."""
+    current = [dict(e) for e in (_at(values, (section, "env")) or []) if isinstance(e, Mapping)]
     present = {e.get("name"): e.get("value") for e in current}
     problems = []
-    for option, upper in PROXY_NAMES:
-        value = proxy.get(option)
-        if not value:
-            continue
-        for name in (upper, option):
-            if name not in present:
-                current.append({"name": name, "value": str(value)})
-            elif present[name] != value:
-                problems.append("proxy.%s=%r contradicts values.driver.env %s=%r" % (option, value, name, present[name]))
+    for option, name, value in wanted:
+        if name not in present:
+            current.append({"name": name, "value": value})
+            present[name] = value
+        elif present[name] != value:
+            problems.append("%s=%r contradicts values.%s.env %s=%r" % (option, value, section, name, present[name]))
     if problems:
         raise ImageError(problems)
     return current
 
 
-__all__ = ["ImageError", "PROXY_NAMES", "proxy_env", "ImageSlot", "REPO_TAG", "TRIPLE", "chart_images", "docker_config_secret", "image_slots", "merge",
+def proxy_env(values: Mapping[str, Any], proxy: Mapping[str, Any]) -> List[Dict[str, str]]:
+    """``driver.env`` with the proxy settings, upper- and lower-case as NVIDIA's proxy page sets them
+    (docs/reference/specs.md §17.4), after the entries ``values`` already has."""
+    return env_with(values, "driver", [("proxy.%s" % option, name, str(proxy[option]))
+                                       for option, upper in PROXY_NAMES if proxy.get(option) for name in (upper, option)])
+
+
+# DCGM exporter settings that attribute a shared GPU's series to every pod holding it, and the first exporter
+# release that has them all (docs/reference/specs.md §17.5).
+PER_POD_METRICS_ENV = (("KUBERNETES_VIRTUAL_GPUS", "true"), ("DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS", "true"))
+PER_POD_METRICS_EXPORTER = (4, 2, 0)
+_EXPORTER_TAG = re.compile(r"^(\d+)\.(\d+)\.(\d+)-(\d+)\.(\d+)\.(\d+)(?:-.*)?$")
+
+
+def per_pod_metrics_env(chart_values: Mapping[str, Any], values: Mapping[str, Any]) -> List[Dict[str, str]]:
+    """``dcgmExporter.env`` with per-pod attribution on; ImageError when the exporter tag in use
+    (``dcgmExporter.version``) is older than PER_POD_METRICS_EXPORTER or does not say its release."""
+    tag = str(_at(merge(chart_values, values), ("dcgmExporter", "version")) or "")
+    match = _EXPORTER_TAG.match(tag)
+    if not match:
+        raise ImageError(["per_pod_metrics: the DCGM exporter tag %r (dcgmExporter.version) does not say its release "
+                          "(<DCGM>-<exporter>[-flavour]); per-pod attribution needs exporter %d.%d.%d or later"
+                          % ((tag,) + PER_POD_METRICS_EXPORTER)])
+    exporter = tuple(int(part) for part in match.groups()[3:])
+    if exporter < PER_POD_METRICS_EXPORTER:
+        raise ImageError(["per_pod_metrics: DCGM exporter %s (tag %s) lacks per-pod attribution on shared GPUs "
+                          "(pod labels came with exporter %d.%d.%d); use a newer GPU Operator chart"
+                          % ((".".join(map(str, exporter)), tag) + PER_POD_METRICS_EXPORTER)])
+    return env_with(values, "dcgmExporter", [("per_pod_metrics", name, value) for name, value in PER_POD_METRICS_ENV])
+
+
+__all__ = ["ImageError", "PER_POD_METRICS_ENV", "PER_POD_METRICS_EXPORTER", "PROXY_NAMES", "env_with",
+           "per_pod_metrics_env", "proxy_env", "ImageSlot", "REPO_TAG", "TRIPLE", "chart_images", "docker_config_secret", "image_slots", "merge",
            "mirror_image", "mirror_repository", "mirror_values", "parse_values_text", "pull_secret_values", "registry_host",
            "registry_problems", "secret_forms"]

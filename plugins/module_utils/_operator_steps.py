@@ -21,8 +21,8 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator imp
     pending_problem, release_action, release_info, release_state, values_changes, wait_operator_ready)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import Helm, HelmCommand, find_helm, helm_environment, repo_of
 from ansible_collections.gpufleet.sharing.plugins.module_utils._images import (
-    ImageError, docker_config_secret, merge, mirror_values, parse_values_text, proxy_env, pull_secret_values, registry_host,
-    registry_problems, secret_forms)
+    ImageError, docker_config_secret, merge, mirror_values, parse_values_text, per_pod_metrics_env, proxy_env,
+    pull_secret_values, registry_host, registry_problems, secret_forms)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils._taints import toleration_values
 from ansible_collections.gpufleet.sharing.plugins.module_utils._operator_release import (
@@ -155,7 +155,7 @@ class GpuOperator:
         self.ensure_repo()
         meta = self.helm.chart_metadata(params["chart_ref"], params["chart_version"])
         wanted_version = params["chart_version"] or meta["version"]
-        requested = self.with_pull_secrets(k8s, self.with_tolerations(self.mirrored(requested)))
+        requested = self.with_pull_secrets(k8s, self.with_tolerations(self.with_metrics(self.mirrored(requested))))
         crds = self.chart_crds() if params["apply_crds"] else []
         entry = self.release_entry()
         info = release_info(entry, meta["name"])
@@ -203,6 +203,15 @@ class GpuOperator:
             return merge(requested, mirror_values(self.chart_values(), requested, self.params["registry"]))
         except ImageError as exc:
             self.mod.fail("registry %s: %s" % (self.params["registry"], exc), problems=exc.problems)
+
+    def with_metrics(self, requested: Dict[str, Any]) -> Dict[str, Any]:
+        """``requested`` with the DCGM exporter's per-pod attribution when O(per_pod_metrics) (§17.5)."""
+        if not self.params["per_pod_metrics"]:
+            return requested
+        try:
+            return merge(requested, {"dcgmExporter": {"env": per_pod_metrics_env(self.chart_values(), requested)}})
+        except ImageError as exc:
+            self.mod.fail(str(exc), problems=exc.problems)
 
     def with_tolerations(self, requested: Dict[str, Any]) -> Dict[str, Any]:
         """``requested`` with O(tolerations) added to the operand DaemonSets' (and NFD workers') tolerations."""

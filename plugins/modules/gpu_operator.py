@@ -131,6 +131,15 @@ options:
     type: list
     elements: dict
     default: []
+  per_pod_metrics:
+    description:
+      - Have the DCGM exporter attribute a shared GPU's metrics (time-slicing, MPS) to every pod that holds a
+        replica, with the pods' labels (C(KUBERNETES_VIRTUAL_GPUS), C(DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS)
+        in C(dcgmExporter.env); see C(docs/metrics-on-shared-gpus.md)).
+      - Refused, before anything changes, when the exporter of the chart version in use (C(dcgmExporter.version))
+        is older than 4.2.0, which lacks these settings.
+    type: bool
+    default: false
   proxy:
     description:
       - HTTP proxy for the operands that download, the driver container (it fetches OS packages). Each set
@@ -397,6 +406,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     registry=dict(type="str"),
     image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),
     tolerations=dict(type="list", elements="dict", default=[]),
+    per_pod_metrics=dict(type="bool", default=False),
     proxy=dict(type="dict", options=dict(http_proxy=dict(type="str"), https_proxy=dict(type="str"), no_proxy=dict(type="str"))),
     registry_credentials=dict(type="dict", no_log=False, options=dict(
         name=dict(type="str", required=True), server=dict(type="str"), username=dict(type="str", required=True),

@@ -93,3 +93,21 @@ def test_proxy_reaches_the_driver_container_env(lab, helm):  # noqa: F811
     clash = lab.run("gpu_operator", operator_args(lab, helm, proxy=proxy, values={"driver": {"env": [
         {"name": "HTTP_PROXY", "value": "http://other:1"}]}}), env=helm.environment)
     assert clash.get("failed") and "HTTP_PROXY" in clash["msg"], clash
+
+
+def test_per_pod_metrics_reach_the_exporter_env(lab, helm):  # noqa: F811
+    """Issue 13 (5): one typed option; the lab operator passes dcgmExporter.env to the exporter (§17.5)."""
+    installed = lab.run("gpu_operator", operator_args(lab, helm, per_pod_metrics=True), env=helm.environment)
+    assert installed["cluster_policy_state"] == "ready", installed
+    ds = lab.store.get("apps/v1/daemonsets", "gpu-operator", "nvidia-dcgm-exporter")
+    env = {e["name"]: e.get("value") for e in ds["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["KUBERNETES_VIRTUAL_GPUS"] == "true" and env["DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS"] == "true"
+
+
+def test_per_pod_metrics_refused_on_an_exporter_without_them(lab, helm):  # noqa: F811
+    before = lab.rv()
+    old = {"dcgmExporter": {"version": "4.1.1-4.0.4-ubuntu22.04"}}
+    failed = lab.run("gpu_operator", operator_args(lab, helm, per_pod_metrics=True, values=old), env=helm.environment)
+    assert failed.get("failed"), failed
+    assert "per_pod_metrics" in failed["msg"] and "4.0.4" in failed["msg"] and "4.2.0" in failed["msg"], failed["msg"]
+    assert lab.rv() == before

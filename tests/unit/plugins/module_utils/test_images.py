@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._images import (
     REPO_TAG, TRIPLE, ImageError, chart_images, docker_config_secret, image_slots, mirror_image, mirror_values,
-    proxy_env, pull_secret_values, registry_host, registry_problems)
+    per_pod_metrics_env, proxy_env, pull_secret_values, registry_host, registry_problems)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import PodSpecWanted, pod_manifest
 
 CHART = {
@@ -92,3 +92,15 @@ def test_proxy_env_adds_both_spellings_after_user_entries_and_names_a_clash():
                    {"name": "NO_PROXY", "value": ".local"}]
     with pytest.raises(ImageError, match="proxy.no_proxy='.x' contradicts values.driver.env no_proxy='.local'"):
         proxy_env(values, {"no_proxy": ".x"})
+
+
+def test_per_pod_metrics_needs_exporter_4_2_and_sets_both_settings():
+    chart = {"dcgmExporter": {"version": "4.6.0-4.8.3-distroless"}}
+    assert per_pod_metrics_env(chart, {}) == [{"name": "KUBERNETES_VIRTUAL_GPUS", "value": "true"},
+                                              {"name": "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS", "value": "true"}]
+    with pytest.raises(ImageError, match=r"DCGM exporter 4\.0\.4 \(tag 4\.1\.1-4\.0\.4\) lacks"):
+        per_pod_metrics_env(chart, {"dcgmExporter": {"version": "4.1.1-4.0.4"}})
+    with pytest.raises(ImageError, match="does not say its release"):
+        per_pod_metrics_env({"dcgmExporter": {"version": "sha256:abc"}}, {})
+    with pytest.raises(ImageError, match="per_pod_metrics='true' contradicts values.dcgmExporter.env KUBERNETES_VIRTUAL_GPUS='false'"):
+        per_pod_metrics_env(chart, {"dcgmExporter": {"env": [{"name": "KUBERNETES_VIRTUAL_GPUS", "value": "false"}]}})

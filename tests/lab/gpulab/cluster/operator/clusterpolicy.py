@@ -160,6 +160,8 @@ class ClusterPolicyController:
             container["env"] += [{"name": "CONFIG_FILE", "value": "/mig-parted-config/config.yaml"},
                                  {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
             volumes.append({"name": "mig-parted-config", "configMap": {"name": config_name}})
+        # the section's env follows the operator's own entries (docs/reference/specs.md §17.5)
+        container["env"] += [dict(entry) for entry in operand_section.get("env") or [] if isinstance(entry, dict)]
         labels = {"app": operand.ds_name, "app.kubernetes.io/part-of": "nvidia-gpu"}
         pod_spec: Obj = {
             "nodeSelector": ({"nvidia.com/gpu.deploy.device-plugin": "true", "nvidia.com/mps.capable": "true"}
