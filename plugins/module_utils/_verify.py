@@ -462,13 +462,19 @@ def render_json(report: Mapping[str, Any]) -> str:
     return json.dumps(report, indent=2, sort_keys=True) + "\n"
 
 
-def render_junit(checks: Sequence[Check], suite: str = "gpufleet.sharing.verify", elapsed: float = 0.0) -> str:
-    """JUnit XML: one testsuite, one testcase per check (classname = node)."""
+def render_junit(checks: Sequence[Check], suite: str = "gpufleet.sharing.verify", elapsed: float = 0.0,
+                 properties: Sequence[Tuple[str, str]] = ()) -> str:
+    """JUnit XML: one testsuite, one testcase per check (classname = node); ``properties`` (name,
+    value) pairs, e.g. the probe's figures, go into the testsuite's <properties>."""
     failed = sum(1 for c in checks if not c.ok)
     out = ['<?xml version="1.0" encoding="UTF-8"?>',
            '<testsuites tests="%d" failures="%d" time="%.3f">' % (len(checks), failed, elapsed),
            '  <testsuite name=%s tests="%d" failures="%d" errors="0" time="%.3f">'
            % (quoteattr(suite), len(checks), failed, elapsed)]
+    if properties:
+        out.append("    <properties>")
+        out.extend("      <property name=%s value=%s/>" % (quoteattr(name), quoteattr(value)) for name, value in properties)
+        out.append("    </properties>")
     for check in checks:
         name = quoteattr("%s %s" % (check.kind, check.name))
         classname = quoteattr(check.node)

@@ -111,13 +111,13 @@ options:
     default: nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04
   registry:
     description:
-      - A mirror registry (V(host[:port][/path]), no scheme, no trailing slash) that O(pod_image) is pulled
-        from instead, keeping the image's path, name and tag (as M(gpufleet.sharing.gpu_operator) O(registry)).
+      - A mirror registry (V(host[:port][/path]), no scheme, no trailing slash) that O(pod_image) and
+        O(probe_image) are pulled from instead, keeping the image's path, name and tag (as M(gpufleet.sharing.gpu_operator) O(registry)).
     type: str
   image_pull_secrets:
     description:
-      - Names of C(kubernetes.io/dockerconfigjson) Secrets in O(namespace) the verification pods pull O(pod_image)
-        with. A name missing from O(namespace) is refused before anything is written.
+      - Names of C(kubernetes.io/dockerconfigjson) Secrets in O(namespace) the verification and probe pods
+        pull O(pod_image) and O(probe_image) with. A name missing from O(namespace) is refused before anything is written.
     type: list
     elements: str
     default: []
@@ -187,6 +187,49 @@ options:
       equals:
         description: The value the expression must give. Omitted, its result must be truthy.
         type: raw
+  probe:
+    description:
+      - Also measure what each share delivers (the sharing probe, off by default). Per node and advertised
+        resource type, one probe pod runs alone (exclusive); for a time-sliced or MPS resource, then as many
+        probe pods as it has replicas run on the same node at the same moment (contended).
+      - Each pod runs O(probe_program) (from the ConfigMap C(gpufleet-probe) in O(namespace), created or
+        updated and left in place like the namespace) in O(probe_image), with the same
+        restricted security context as the verification pods, and prints one JSON line with matrix-multiply
+        throughput and time per call at a small and a large size, device-to-device copy bandwidth, the
+        memory it could allocate and the device it ran on.
+      - The figures go into RV(report) (C(probe)), a second table in RV(report_table) and JUnit properties.
+        Unusable probe output (no output, truncated JSON, no GPU, a pod that never finished) fails a check
+        naming the node and the pod. Never in check mode.
+    type: bool
+    default: false
+  probe_program:
+    description:
+      - Source of the probe program; required with O(probe). The C(verify) role passes its
+        C(files/gpufleet_probe.py).
+    type: str
+  probe_image:
+    description: Image of the probe pods; it needs Python with PyTorch or CuPy (CUDA).
+    type: str
+    default: nvcr.io/nvidia/pytorch:25.01-py3
+  probe_python:
+    description: Python interpreter of O(probe_image) that runs the program.
+    type: str
+    default: python3
+  probe_seconds:
+    description: Measurement budget of each probe pod in seconds (more than V(0)); the program stops itself at twice this plus 30.
+    type: int
+    default: 20
+  probe_min_share:
+    description:
+      - Fail when the worst sharer of a contended resource gets less than this fraction of its fair share
+        (exclusive figure / replicas), for the small or the large matrix multiply; for a MIG slice, less than this
+        fraction of what its compute slices promise of the whole GPU. V(0) only reports.
+    type: float
+    default: 0.0
+  probe_max_inflation:
+    description: Fail when the small matrix multiply takes more than this many times as long contended as alone. V(0) only reports.
+    type: float
+    default: 0.0
   junit:
     description: Also return the report as JUnit XML (RV(report_junit)).
     type: bool
@@ -218,6 +261,15 @@ EXAMPLES = r"""
 - name: Show the table
   ansible.builtin.debug:
     msg: "{{ verify.report_table.splitlines() }}"
+
+- name: Measure what each share delivers; fail below half the fair share
+  gpufleet.sharing.gpu_verify:
+    nodes: [gpu-a]
+    pods: false
+    probe: true
+    probe_program: "{{ lookup('ansible.builtin.file', 'gpufleet_probe.py') }}"
+    probe_min_share: 0.5
+  delegate_to: localhost
 """
 
 RETURN = r"""
@@ -239,12 +291,14 @@ ok:
   type: bool
   sample: true
 report:
-  description: Run id, summary, per node the expectation, every check (node, kind, name, expected, actual, ok, message) and the pods.
+  description:
+    - Run id, summary, per node the expectation, every check (node, kind, name, expected, actual, ok, message) and the pods.
+    - C(probe), with O(probe), one row per node and resource type (see C(docs/sharing.md), "Measuring your own fleet").
   returned: always
   type: dict
   sample: {run_id: 3f2a9c1e, summary: {ok: true, checks: 14, failed: 0, nodes: 2, failed_nodes: []}}
 report_table:
-  description: A table for people, one line per node, and a summary line.
+  description: A table for people, one line per node, and a summary line; with O(probe), the probe table after it.
   returned: always
   type: str
   sample: "NODE   RESULT  ADVERTISED  PODS  PROBLEMS\ngpu-a  OK      gpu=32      1/1   -\nPASSED: 9 checks on 1 nodes, 0 failed"
@@ -278,18 +332,12 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan impor
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import ExpectedNode, SharingError, parse_selector
 from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import (
-    HAS_JMESPATH,
-    POD_ARGSPEC,
-    Check,
-    build_report,
-    compare_node,
-    config_checks,
-    option_problems,
-    render_junit,
-    render_table,
-    user_checks,
-)
+    HAS_JMESPATH, POD_ARGSPEC, Check, build_report, compare_node, config_checks, option_problems, render_junit, render_table,
+    user_checks)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import PodRun, read_cluster_configs, read_cluster_policy
+from ansible_collections.gpufleet.sharing.plugins.module_utils._probe import (
+    PROBE_ARGSPEC, junit_properties, probe_option_problems, render_probe_table)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._probe_io import ProbeRun
 
 ARGUMENT_SPEC = dict(
     nodes=dict(type="list", elements="str", default=[]),
@@ -318,6 +366,7 @@ ARGUMENT_SPEC = dict(
     fail_on_mismatch=dict(type="bool", default=True),
     **NODE_PLANS_ARGSPEC,
     **POD_ARGSPEC,
+    **PROBE_ARGSPEC,
 )
 
 NodeList = List[Dict[str, Any]]
@@ -386,32 +435,34 @@ def run(mod: ClusterModule) -> None:
     if p["checks"] and not HAS_JMESPATH:
         mod.fail("user checks need the jmespath Python library on the host running this module")
     start = time.monotonic()
-    problems = option_problems(p)
+    problems = option_problems(p) + probe_option_problems(p)
     if problems:
         mod.fail("; ".join(problems), problems=problems)
     run_id = p["run_id"] or binascii.hexlify(os.urandom(4)).decode("ascii")
     checks, expected, nodes, waited = compare(mod)
-    pods = PodRun(mod.k8s, p, run_id, mod.warn)
-    if p["pods"]:
+    pods, probe = PodRun(mod.k8s, p, run_id, mod.warn), ProbeRun(mod.k8s, p, run_id, mod.warn)
+    if p["pods"] or p["probe"]:
         pods.check_pull_secrets()
-    if p["pods"] and not mod.check_mode:
-        hostnames = {n["metadata"]["name"]: labels_of(n).get("kubernetes.io/hostname") for n in nodes}
-        pods.run(expected, hostnames)
-    checks += pods.checks
+    hostnames = {n["metadata"]["name"]: labels_of(n).get("kubernetes.io/hostname") for n in nodes}
+    for wanted, runner in ((p["pods"], pods), (p["probe"], probe)):
+        if wanted and not mod.check_mode:
+            runner.run(expected, hostnames)
+    checks += pods.checks + probe.checks
     mod.result["removed_leftover_pods"] = pods.leftovers
-    report(mod, checks, expected, run_id, pods.pods, {"elapsed": time.monotonic() - start, "waited": waited})
+    report(mod, checks, expected, run_id, {"pods": pods.pods, "probe": probe.rows},
+           {"elapsed": time.monotonic() - start, "waited": waited})
 
 
 def report(mod: ClusterModule, checks: List[Check], expected: List[ExpectedNode], run_id: str,
-           pods: List[Dict[str, Any]], times: Mapping[str, float]) -> None:
+           runs: Dict[str, List[Dict[str, Any]]], times: Mapping[str, float]) -> None:
     p, requests = mod.params, mod.k8s.request_count
     summary = build_report(checks, expected, run_id,
-                           extra={"pods": pods, "elapsed_seconds": round(times["elapsed"], 2),
-                                  "waited_seconds": times["waited"], "api_requests": requests,
-                                  "check_mode": mod.check_mode})
-    mod.result.update(ok=summary["summary"]["ok"], report=summary, report_table=render_table(checks), api_requests=requests)
+                           extra=dict(runs, elapsed_seconds=round(times["elapsed"], 2), waited_seconds=times["waited"],
+                                      api_requests=requests, check_mode=mod.check_mode))
+    table = "\n\n".join(t for t in (render_table(checks), render_probe_table(runs["probe"])) if t)
+    mod.result.update(ok=summary["summary"]["ok"], report=summary, report_table=table, api_requests=requests)
     if p["junit"]:
-        mod.result["report_junit"] = render_junit(checks, elapsed=times["elapsed"])
+        mod.result["report_junit"] = render_junit(checks, elapsed=times["elapsed"], properties=junit_properties(runs["probe"]))
     if not mod.result["ok"] and p["fail_on_mismatch"]:
         failed = [c.message for c in checks if not c.ok]
         mod.fail("verification failed on %s: %s" % (", ".join(summary["summary"]["failed_nodes"]), " | ".join(failed[:10])))

@@ -13,7 +13,9 @@ What it models (and what it does not):
   non-compute clients (gpuprocesses.attach_client);
 * graceful deletion: terminating pods are stopped and removed (``delete(..., grace 0)``).
 
-Not modelled: images, volumes, probes, init containers (treated as done), cpu/memory enforcement.
+Not modelled: images, volumes (except the ConfigMap that holds the collection's sharing probe,
+which ``probe.py`` reads and runs for real), probes, init containers (treated as done), cpu/memory
+enforcement.
 Lab-only pod annotations: see containers.py.
 """
 
@@ -30,6 +32,7 @@ from gpulab.cluster.containers import ALLOCATED_ANNOTATION, Outcome, Program, Wo
 from gpulab.cluster.imagepull import private_hosts, pull_problems
 from gpulab.cluster.objects import Obj, now_rfc3339
 from gpulab.cluster.podstatus import conditions, container_status
+from gpulab.cluster.probe import ProbeProgram
 
 LOG = logging.getLogger("gpulab.cluster.kubelet")
 
@@ -82,6 +85,7 @@ class Kubelet:
         self.clock = clock
         self.runs: Dict[str, PodRun] = {}
         self.workload = Workload(settings.default_runtime)
+        self.probe = ProbeProgram(store)  # the collection's sharing probe, run for real (probe.py)
         self._ip_counter = 10
         self._lock = threading.Lock()
         self._last_pods: List[Obj] = []  # as read by the last run_once (check_running reuses them)
@@ -239,7 +243,7 @@ class Kubelet:
     # ------------------------------------------------------------------ running
 
     def _program(self, pod: Obj, container: Obj) -> Program:
-        return self.program_for(pod, container) or self.workload
+        return self.program_for(pod, container) or (self.probe if self.probe.handles(pod, container) else self.workload)
 
     def _start(self, pod: Obj, run: PodRun, now: float) -> None:
         outcomes: Dict[str, Outcome] = {}
@@ -338,20 +342,21 @@ class Kubelet:
 
     def check_running(self) -> None:
         """Ask long-running programs whether they still run (the operator's config-manager may
-        make a device plugin exit); a crash turns into CrashLoopBackOff."""
+        make a device plugin exit); a crash turns into CrashLoopBackOff. A program whose every
+        container exited by itself (an outcome with a runtime, e.g. the probe) finishes the pod."""
         now = self.clock()
         for pod in self._last_pods:
             run = self.runs.get(pod["metadata"]["uid"])
             if run is None or run.stage != "running" or run.due is not None or pod["metadata"].get("deletionTimestamp"):
                 continue
             outcomes: Dict[str, Outcome] = {}
-            crashed = False
+            crashed, exited = False, True
             for container in pod["spec"].get("containers") or []:
-                program = self.program_for(pod, container)
-                result = program.check(pod, container) if program is not None else None
+                result = self._program(pod, container).check(pod, container)
                 outcomes[container["name"]] = result or Outcome(ok=True)
                 crashed = crashed or (result is not None and not result.ok)
-            if crashed:
+                exited = exited and result is not None and result.runtime is not None
+            if crashed or (exited and outcomes):
                 for name, outcome in outcomes.items():
                     if outcome.log:
                         self.store.set_pod_log(run.namespace, run.name, outcome.log, container=name, append=True)
@@ -416,9 +421,7 @@ class Kubelet:
                 self.runs[run.uid] = run
         if run.stage != "stopping":
             for container in pod["spec"].get("containers") or []:
-                program = self.program_for(pod, container)
-                if program is not None:
-                    program.stop(pod)
+                self._program(pod, container).stop(pod)
             self._release(run)
             run.stage = "stopping"
             run.due = now + self.settings.pod_stop_delay

@@ -163,6 +163,7 @@ class Controllers:
         self._unsubscribe()
         for thread in self.threads:
             thread.join(timeout=5)
+        self.kubelet.probe.shutdown()  # the probe processes the lab started, by their handles
 
     def join(self, timeout: Optional[float] = None) -> None:
         for thread in self.threads:

@@ -154,3 +154,61 @@ def test_wait_timeout_polls_until_the_node_matches(monkeypatch):
     calls["n"] = -100
     result, failed = run(gpu_verify, {"node_gpus": PLAN, "pods": False, "fail_on_mismatch": False}, fake, monkeypatch)
     assert not result["ok"]
+
+
+# ------------------------------------------------------------------ the sharing probe (issue 15)
+
+PROBE_LINE = ('{"probe": "gpufleet-probe", "ok": true, "backend": "torch", "dtype": "bf16", '
+              '"device": {"name": "NVIDIA H100 80GB HBM3", "smi": "GPU 0: NVIDIA H100 80GB HBM3", "mig": %s}, '
+              '"small": {"n": 1024, "tflops": %s, "ms": %s}, "large": {"n": 8192, "tflops": %s, "ms": 2.0}, '
+              '"copy_gbps": 2000.0, "memory": {"total_mib": 81559, "allocatable_mib": 80000}}\n')
+PROGRAM = "print('gpufleet-probe')"
+
+
+def probe_cluster():
+    fake = cluster()
+
+    def behaviour(pod):
+        phase = pod["metadata"]["labels"].get("gpufleet.sharing/probe-phase")
+        mig = "nvidia.com/mig-1g.10gb" in pod["spec"]["containers"][0]["resources"]["limits"]
+        if phase == "contended":
+            return "Succeeded", PROBE_LINE % ("false", 10.0, 0.4, 150.0)
+        return "Succeeded", PROBE_LINE % ("true" if mig else "false", 60.0, 0.04, 90.0 if mig else 600.0)
+    fake.pod_behaviour = behaviour
+    return fake
+
+
+def test_probe_runs_exclusive_then_contended_pods_and_reports(monkeypatch):
+    fake = probe_cluster()
+    result, failed = run(gpu_verify, {"node_gpus": PLAN, "pods": False, "probe": True, "probe_program": PROGRAM,
+                                      "probe_min_share": 0.5, "junit": True, "run_id": "p1",
+                                      "fail_on_mismatch": False}, fake, monkeypatch)
+    assert not failed, result.get("msg")
+    created = [w for w in fake.writes if w[:2] == ("create", "Pod")]
+    assert len(created) == 1 + 4 + 1  # gpu-a alone, gpu-a's 4 sharers at once, gpu-m's slice alone
+    rows = {r["node"]: r for r in result["report"]["probe"]}
+    assert rows["gpu-a"]["sharing"] == "time-slicing" and rows["gpu-a"]["replicas"] == 4
+    assert rows["gpu-a"]["aggregate_tflops"] == 600.0 and rows["gpu-a"]["share"] == 0.67  # small: 10 / (60 / 4)
+    assert rows["gpu-a"]["inflation"] == 10.0 and rows["gpu-a"]["isolation"] == "no"
+    assert rows["gpu-m"]["sharing"] == "mig" and rows["gpu-m"]["expected_fraction"] == 0.143
+    assert fake.obj("ConfigMap", "gpufleet-probe", "gpufleet-verify")["data"] == {"gpufleet_probe.py": PROGRAM}
+    assert not [k for k in fake.objects if k[0] == "Pod"]  # deleted
+    assert result["ok"] is True and "PER-REPLICA" in result["report_table"]
+    assert 'name="probe.gpu-a.nvidia.com/gpu.share" value="0.67"' in result["report_junit"]
+
+
+def test_probe_in_check_mode_runs_nothing(monkeypatch):
+    fake = probe_cluster()
+    result, failed = run(gpu_verify, {"node_gpus": PLAN, "probe": True, "probe_program": PROGRAM}, fake, monkeypatch,
+                         check_mode=True)
+    assert not failed and result["report"]["probe"] == [] and fake.writes == []
+
+
+def test_probe_bad_options_fail_before_any_request(monkeypatch):
+    fake = probe_cluster()
+    result, failed = run(gpu_verify, {"node_gpus": PLAN, "probe": True, "probe_seconds": 0,
+                                      "probe_max_inflation": -2.0}, fake, monkeypatch)
+    assert failed and result["problems"] == [
+        "probe_max_inflation must be >= 0, got -2.0", "probe_seconds must be > 0, got 0",
+        "probe_program must hold the probe's source (the verify role reads roles/verify/files/gpufleet_probe.py)"]
+    assert fake.writes == []
