@@ -29,10 +29,10 @@ def series(text, metric="DCGM_FI_DEV_GPU_UTIL"):
     return [line for line in text.splitlines() if line.startswith(metric + "{")]
 
 
-def test_replicas_attributed_per_pod_only_with_virtual_gpus():
+def test_replicas_attributed_only_with_virtual_gpus():
     held = exporter.holders([running("a", "c=GPU-aaaa::0"), running("b", "c=GPU-aaaa::1"), running("m", "c=MIG-bbbb")])
     plain = series(exporter.render([GPU, MIG_GPU], held, {}, "node-1"))
-    assert len(plain) == 2 and 'pod="a"' in plain[0] and 'pod="m"' in plain[1] and 'GPU_I_PROFILE="3g.40gb"' in plain[1]
+    assert len(plain) == 2 and "pod=" not in plain[0] and 'pod="m"' in plain[1] and 'GPU_I_PROFILE="3g.40gb"' in plain[1]
     virtual = series(exporter.render([GPU, MIG_GPU], held, {"KUBERNETES_VIRTUAL_GPUS": "true"}, "node-1"))
     assert [('pod="a"' in s, 'pod="b"' in s) for s in virtual[:2]] == [(True, False), (False, True)]
     assert 'vgpu="1"' in virtual[1] and 'Hostname="node-1"' in virtual[1]

@@ -6,8 +6,9 @@ Derived from the node's GPU state file and the pods bound to the node (their
 exporter: one series per GPU, or per MIG device on a MIG-enabled GPU (``GPU_I_PROFILE``, ``GPU_I_ID``), with
 ``gpu``, ``UUID``, ``device``, ``modelName`` and ``Hostname``. With Kubernetes mapping (on unless the
 container's ``DCGM_EXPORTER_KUBERNETES`` is ``false``) a device's series carries the ``pod``, ``namespace``
-and ``container`` that hold it; a shared device (time-slicing or MPS replicas) is attributed to one of its
-pods only, unless ``KUBERNETES_VIRTUAL_GPUS=true``: then the series is repeated per pod, with ``vgpu``.
+and ``container`` that hold it. A replica of a shared device (time-slicing or MPS, device id ``<uuid>::<n>``)
+matches no device and is attributed to no pod, unless ``KUBERNETES_VIRTUAL_GPUS=true``: then the series is
+repeated per pod holding a replica, with ``vgpu`` naming it (§17.6).
 Values are fixed lab figures (utilisation 0, memory used 0).
 """
 
@@ -62,8 +63,8 @@ def _series(base: Mapping[str, str], held: List[Holder], env: Mapping[str, str])
     if env.get("DCGM_EXPORTER_KUBERNETES", "true").lower() == "false" or not held:
         return [dict(base)]
     virtual = env.get("KUBERNETES_VIRTUAL_GPUS", "").lower() == "true"
-    chosen = held if virtual else held[:1]
-    out = []
+    chosen = held if virtual else [h for h in held if not h[3]][:1]
+    out = [] if chosen else [dict(base)]
     for namespace, pod, container, replica in chosen:
         labels = dict(base, container=container, namespace=namespace, pod=pod)
         if virtual and replica:
