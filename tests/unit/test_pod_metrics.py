@@ -42,8 +42,8 @@ def test_every_pod_needs_a_series_of_its_own():
     checks = attribution_checks("n1", "v", [("p1", "nvidia.com/gpu"), ("p3", "nvidia.com/mig-3g.40gb")], attributed)
     assert [c.ok for c in checks] == [True, False]
     assert "node n1" in checks[1].message and "v/p3" in checks[1].message and "nvidia.com/mig-3g.40gb" in checks[1].message
-    failed = attribution_checks("n1", "v", [("p1", "nvidia.com/gpu")], attributed, problem="no exporter pod on the node")
-    assert not failed[0].ok and "no exporter pod" in failed[0].message
+    failed = attribution_checks("n1", "v", [("p3", "nvidia.com/gpu")], {}, problem="no exporter pod on the node")
+    assert not failed[0].ok and "no exporter pod" in failed[0].message and failed[0].actual == "no exporter pod on the node"
 
 
 def test_options_and_helpers():
