@@ -9,7 +9,8 @@ Served (JSON; protobuf bodies of the kinds gpulab.cluster.protobuf decodes, othe
   /api/v1/[namespaces/<ns>/]<plural>[/<name>[/<subresource>]] and the /apis/<g>/<v>/... forms
   get, list (limit/continue, labelSelector, fieldSelector), watch (?watch=true, resourceVersion,
   timeoutSeconds, allowWatchBookmarks), create, update (PUT), patch (json/merge/strategic/apply),
-  delete (DeleteOptions body or query), deletecollection, pods/log, pods/eviction, pods/binding,
+  delete (DeleteOptions body or query), deletecollection, pods/log, pods/eviction, pods/binding, pods/proxy (GET, DCGM exporter pods'
+  /metrics: exporter.py),
   <x>/status; ``dryRun=All`` on every write; ``Accept: ...as=Table`` for kubectl's printing.
   Lab-only: GET /lab/metrics (request counts per "<verb> <resource>"), POST /lab/metrics/reset,
   GET/POST/DELETE /lab/faults, POST /lab/tokens (a ServiceAccount token, rbac.py).
