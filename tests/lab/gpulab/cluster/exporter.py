@@ -48,9 +48,9 @@ def holders(pods: Iterable[Mapping[str, Any]]) -> Dict[str, List[Holder]]:
         if (pod.get("status") or {}).get("phase") != "Running":
             continue
         for entry in str((meta.get("annotations") or {}).get(ALLOCATED_ANNOTATION) or "").split(";"):
-            container, _, ids = entry.partition("=")
+            container, _sep, ids = entry.partition("=")
             for device_id in filter(None, ids.split(",")):
-                physical, _, replica = device_id.partition(devmod.REPLICA_SEPARATOR)
+                physical, _sep, replica = device_id.partition(devmod.REPLICA_SEPARATOR)
                 found.setdefault(physical, []).append((meta.get("namespace", ""), meta.get("name", ""), container, replica))
     return {key: sorted(value) for key, value in found.items()}
 
@@ -98,7 +98,7 @@ def refused(pod: str, port: str, why: str) -> ApiError:
 
 def scrape(store: Any, namespace: str, target: str, path: str) -> str:
     """``GET .../pods/NAME[:PORT]/proxy/PATH`` of a DCGM exporter pod; other targets answer 503 as a closed port does."""
-    name, _, port = target.partition(":")
+    name, _sep, port = target.partition(":")
     pod: Obj = store.get("v1/pods", namespace, name)
     container = exporter_container(pod)
     node_name = (pod.get("spec") or {}).get("nodeName")
