@@ -6,9 +6,13 @@ naming them; with it, time-sliced, MPS and MIG pods all pass. No SSH hosts: the 
 
 from __future__ import annotations
 
-import pytest
+import os
 
-from labtools import run_module, wait_until
+import pytest
+import yaml
+
+from gpulab.cluster import access
+from labtools import REPO, run_module, wait_until
 from test_cluster_modules_sharing import install_operator, start_lab
 from test_verify_probe import MPS2, NODE_GPUS, TS3
 
@@ -82,3 +86,25 @@ def test_with_per_pod_attribution_every_pod_has_a_series(lab):
     checks = metrics_checks(result)
     assert sorted({c["node"] for c in checks}) == ["mig-1", "mps-1", "ts-1"] and all(c["ok"] for c in checks)
     assert not [p for p in lab.store.items("v1/pods", "gpufleet-verify") if not p["metadata"].get("deletionTimestamp")]
+
+
+def rbac_documents(name):
+    with open(os.path.join(REPO, "rbac", name), encoding="utf-8") as handle:
+        return access.documents(yaml.safe_load_all(handle))
+
+
+def test_the_shipped_role_allows_the_scrape_and_without_pods_proxy_the_pods_fail_naming_it(lab):
+    access.apply(lab.tmp, rbac_documents("gpufleet-sharing.yml") + rbac_documents("bindings.yml"))
+    kubeconfig = os.path.join(lab.tmp, "kubeconfig-gpufleet")
+    access.service_account_kubeconfig(lab.tmp, "gpufleet", "gpufleet-sharing", kubeconfig)
+    result = run_module("gpu_verify", verify_args(lab, kubeconfig=kubeconfig, fail_on_mismatch=True), lab.tmp)
+    assert not result.get("failed"), result.get("msg")
+    role = rbac_documents("gpufleet-sharing.yml")[0]
+    role["rules"] = [rule for rule in role["rules"] if rule["resources"] != ["pods/proxy"]]
+    access.apply(lab.tmp, [role])
+    try:
+        result = run_module("gpu_verify", verify_args(lab, kubeconfig=kubeconfig), lab.tmp)
+    finally:
+        access.apply(lab.tmp, rbac_documents("gpufleet-sharing.yml"))
+    failed = [c for c in metrics_checks(result) if not c["ok"]]
+    assert len(failed) == 5 and all('cannot get resource "pods/proxy"' in c["message"] for c in failed), failed
