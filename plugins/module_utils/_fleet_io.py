@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._images import mirror_image
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import BUILTIN_TYPES, K8sClient, K8sError, K8sTimeout
 from ansible_collections.gpufleet.sharing.plugins.module_utils._module import ModuleFailure
+from ansible_collections.gpufleet.sharing.plugins.module_utils._pod_metrics import hold_command
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import ExpectedNode, SharingConfig, SharingError, parse_rendered_config
 from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import (
     DEADLINE_MARGIN,
@@ -130,6 +131,8 @@ class PodRun:
         self.checks: List[Check] = []
         self.pods: List[Dict[str, Any]] = []
         self.leftovers: List[str] = []
+        # called on every poll with (pods last seen, created name -> wanted), e.g. the metrics scrape
+        self.observers: List[Callable[[Mapping[str, Any], Mapping[str, Any]], None]] = []
 
     def check_pull_secrets(self) -> None:
         """Every O(image_pull_secrets) Secret exists in the pods' namespace, checked before anything is written."""
@@ -153,7 +156,7 @@ class PodRun:
             index, want = indexed
             name = pod_name(self.run_id, want.node, want.resource, index)
             body = pod_manifest(want, name, self.namespace, self.run_id, mirror_image(p["pod_image"], p.get("registry")),
-                                p["pod_command"],
+                                hold_command(p["pod_command"], p["metrics_hold"]) if p.get("metrics") else p["pod_command"],
                                 tolerations=p["pod_tolerations"], run_as_user=p["pod_run_as_user"],
                                 image_pull_secrets=p.get("image_pull_secrets") or (),
                                 hostname=hostnames.get(want.node) or want.node,
@@ -189,6 +192,8 @@ class PodRun:
                 phase = (pod.get("status") or {}).get("phase")
                 if name in created and phase in ("Succeeded", "Failed") and name not in finished:
                     finished[name] = (phase, round(time.monotonic() - start, 1))
+            for observe in self.observers:
+                observe(live, created)
             if len(finished) == len(created) or time.monotonic() - start >= self.params["pod_timeout"]:
                 return finished, live
             time.sleep(self.params["poll_interval"])
