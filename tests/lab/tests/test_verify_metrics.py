@@ -8,36 +8,15 @@ from __future__ import annotations
 
 import os
 
-import pytest
 import yaml
 
 from gpulab.cluster import access
 from labtools import REPO, run_module, wait_until
-from test_cluster_modules_sharing import install_operator, start_lab
-from test_verify_probe import MPS2, NODE_GPUS, TS3
+# The probe tests' lab (three nodes: time-sliced, MPS, MIG all-balanced; sharing configs applied), one per module.
+from test_verify_probe import MPS2, NODE_GPUS, TS3, lab  # noqa: F401 pylint: disable=unused-import
 
 PER_POD_ENV = [{"name": "KUBERNETES_VIRTUAL_GPUS", "value": "true"},
                {"name": "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS", "value": "true"}]
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    lab_dir = str(tmp_path_factory.mktemp("metrics"))
-    running = start_lab(lab_dir, [("ts-1", "H100-80GB", 1), ("mps-1", "H200", 1), ("mig-1", "A100-40GB", 1)])
-    running.tmp = lab_dir
-    try:
-        install_operator(running)
-        store = running.store
-        store.patch("v1/nodes", None, "mig-1", {"metadata": {"labels": {"nvidia.com/mig.config": "all-balanced"}}},
-                    "application/merge-patch+json")
-        wait_until("MIG all-balanced on mig-1", lambda: (store.get("v1/nodes", None, "mig-1").get("status") or {})
-                   .get("capacity", {}).get("nvidia.com/mig-3g.20gb") == "1", timeout=60)
-        result = run_module("gpu_sharing", {"kubeconfig": running.kubeconfig, "configs": [TS3, MPS2], "node_gpus": NODE_GPUS,
-                                            "wait_timeout": 60, "wait_interval": 0.5}, lab_dir)
-        assert not result.get("failed"), result.get("msg")
-        yield running
-    finally:
-        running.stop()
 
 
 def verify_args(lab, **extra):
