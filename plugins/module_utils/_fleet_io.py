@@ -13,8 +13,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._images import mirror_image
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import BUILTIN_TYPES, K8sClient, K8sError, K8sTimeout
 from ansible_collections.gpufleet.sharing.plugins.module_utils._module import ModuleFailure
+from ansible_collections.gpufleet.sharing.plugins.module_utils._pod_metrics import hold_command
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import ExpectedNode, SharingConfig, SharingError, parse_rendered_config
 from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import (
     DEADLINE_MARGIN,
@@ -129,6 +131,16 @@ class PodRun:
         self.checks: List[Check] = []
         self.pods: List[Dict[str, Any]] = []
         self.leftovers: List[str] = []
+        # called on every poll with (pods last seen, created name -> wanted), e.g. the metrics scrape
+        self.observers: List[Callable[[Mapping[str, Any], Mapping[str, Any]], None]] = []
+
+    def check_pull_secrets(self) -> None:
+        """Every O(image_pull_secrets) Secret exists in the pods' namespace, checked before anything is written."""
+        missing = [name for name in self.params.get("image_pull_secrets") or []
+                   if self.k8s.get("Secret", name, self.namespace) is None]
+        if missing:
+            raise ModuleFailure("image_pull_secrets: no Secret %s in namespace %s (the verification pods' namespace); "
+                                "create it there first" % (", ".join(missing), self.namespace))
 
     def run(self, expected: Sequence[ExpectedNode], hostnames: Mapping[str, str]) -> None:
         """A pod per node and advertised resource type; ``hostnames``: node -> kubernetes.io/hostname."""
@@ -143,8 +155,10 @@ class PodRun:
         def create(indexed: Tuple[int, Any]) -> None:
             index, want = indexed
             name = pod_name(self.run_id, want.node, want.resource, index)
-            body = pod_manifest(want, name, self.namespace, self.run_id, p["pod_image"], p["pod_command"],
+            body = pod_manifest(want, name, self.namespace, self.run_id, mirror_image(p["pod_image"], p.get("registry")),
+                                hold_command(p["pod_command"], p["metrics_hold"]) if p.get("metrics") else p["pod_command"],
                                 tolerations=p["pod_tolerations"], run_as_user=p["pod_run_as_user"],
+                                image_pull_secrets=p.get("image_pull_secrets") or (),
                                 hostname=hostnames.get(want.node) or want.node,
                                 deadline=p["pod_timeout"] + DEADLINE_MARGIN)
             body["metadata"]["annotations"].update(p["pod_annotations"] or {})
@@ -178,6 +192,8 @@ class PodRun:
                 phase = (pod.get("status") or {}).get("phase")
                 if name in created and phase in ("Succeeded", "Failed") and name not in finished:
                     finished[name] = (phase, round(time.monotonic() - start, 1))
+            for observe in self.observers:
+                observe(live, created)
             if len(finished) == len(created) or time.monotonic() - start >= self.params["pod_timeout"]:
                 return finished, live
             time.sleep(self.params["poll_interval"])

@@ -116,6 +116,9 @@ class HelmCommand:
     def show_crds(self, chart_ref: str, version: Optional[str] = None) -> List[str]:
         return [self.binary, "show", "crds", chart_ref] + self._version_flag(chart_ref, version)
 
+    def show_values(self, chart_ref: str, version: Optional[str] = None) -> List[str]:
+        return [self.binary, "show", "values", chart_ref] + self._version_flag(chart_ref, version)
+
     @staticmethod
     def _version_flag(chart_ref: str, version: Optional[str]) -> List[str]:
         # --version selects a chart from a repository; a local chart is what it is.
@@ -285,6 +288,10 @@ class Helm:
 
     def crds_text(self, chart_ref: str, version: Optional[str]) -> str:
         return self.call(self.command.show_crds(chart_ref, version), "show crds")
+
+    def values_text(self, chart_ref: str, version: Optional[str]) -> str:
+        """The chart's default values (YAML), which say where its images are."""
+        return self.call(self.command.show_values(chart_ref, version), "show values")
 
     def repositories(self) -> Dict[str, Any]:
         """Configured repositories, name -> URL (none configured: helm exits 1)."""

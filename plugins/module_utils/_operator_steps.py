@@ -20,7 +20,11 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator imp
     ClusterObjectError, NotReady, ValuesError, apply_cluster_objects, build_values, cluster_policy_state, crds_from_text,
     pending_problem, release_action, release_info, release_state, values_changes, wait_operator_ready)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import Helm, HelmCommand, find_helm, helm_environment, repo_of
+from ansible_collections.gpufleet.sharing.plugins.module_utils._images import (
+    ImageError, docker_config_secret, merge, mirror_values, parse_values_text, per_pod_metrics_env, proxy_env,
+    pull_secret_values, registry_host, registry_problems, secret_forms)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
+from ansible_collections.gpufleet.sharing.plugins.module_utils._taints import toleration_values
 from ansible_collections.gpufleet.sharing.plugins.module_utils._operator_release import (
     carry_forward, parse_chart_version, pending_recovery, placeholder_configmap, redact,
     secret_strings, upgrade_problem)
@@ -30,6 +34,11 @@ def mask_secrets(mod: ClusterModule) -> None:
     """Every secret-looking value of O(values) becomes an Ansible no_log value: masked in the
     result, its invocation and the module's own log lines."""
     mod.ansible.no_log_values.update(secret_strings(mod.params["values"], mod.params["redact_keys"]))
+    # a proxy URL with user:password@ is a secret too
+    mod.ansible.no_log_values.update(str(v) for v in (mod.params.get("proxy") or {}).values() if v and "@" in str(v))
+    credentials = mod.params.get("registry_credentials")
+    if credentials:
+        mod.ansible.no_log_values.update(secret_forms(credentials["username"], credentials["password"]))
 
 
 def _without(values: Dict[str, Any], paths: List[str]) -> Dict[str, Any]:
@@ -58,6 +67,7 @@ class GpuOperator:
     def __init__(self, mod: ClusterModule) -> None:
         self.mod = mod
         self.params = params = mod.params
+        self._chart_values: Optional[Dict[str, Any]] = None
         env = helm_environment(params["host"], params["api_key"], params["ca_cert"], params["validate_certs"])
         self.helm = Helm(HelmCommand(find_helm(params["helm_binary"], get_bin_path), params["kubeconfig"],
                                      params["context"]),
@@ -87,11 +97,20 @@ class GpuOperator:
                 parse_chart_version(p["chart_version"])
             except ValueError as exc:
                 self.mod.fail("invalid chart_version: %s" % exc)
+        problems = registry_problems(p["registry"])
+        credentials = p["registry_credentials"] or {}
+        if credentials and not (credentials.get("server") or p["registry"]):
+            problems.append("registry_credentials: give server (the registry host) or registry")
+        problems += registry_problems(credentials.get("server"), "registry_credentials.server")
+        if problems:
+            self.mod.fail("invalid registry: %s" % "; ".join(problems), problems=problems)
         try:
-            return build_values(p["values"], p["mig_strategy"], p["mig_manager_enabled"], p["mig_manager_config"],
-                                p["driver_enabled"], p["toolkit_enabled"], p["device_plugin_config"],
-                                mig_manager_default_config=p["mig_manager_default_config"])
-        except ValuesError as exc:
+            values = build_values(p["values"], p["mig_strategy"], p["mig_manager_enabled"], p["mig_manager_config"],
+                                  p["driver_enabled"], p["toolkit_enabled"], p["device_plugin_config"],
+                                  mig_manager_default_config=p["mig_manager_default_config"])
+            wanted = any((p["proxy"] or {}).values())
+            return merge(values, {"driver": {"env": proxy_env(values, p["proxy"])}}) if wanted else values
+        except (ValuesError, ImageError) as exc:
             self.mod.fail("invalid values: %s" % exc, problems=exc.problems)
 
     def release_entry(self) -> Optional[Dict[str, Any]]:
@@ -136,6 +155,7 @@ class GpuOperator:
         self.ensure_repo()
         meta = self.helm.chart_metadata(params["chart_ref"], params["chart_version"])
         wanted_version = params["chart_version"] or meta["version"]
+        requested = self.with_pull_secrets(k8s, self.with_tolerations(self.with_metrics(self.mirrored(requested))))
         crds = self.chart_crds() if params["apply_crds"] else []
         entry = self.release_entry()
         info = release_info(entry, meta["name"])
@@ -147,6 +167,7 @@ class GpuOperator:
         result["action"] = action = release_action(entry, meta["name"], wanted_version,
                                                    _without(before_values, carried), _without(values, carried))
         self.apply_cluster_objects(k8s, crds, values if action != "unchanged" else None)
+        self.apply_pull_secret(k8s)
         self.mod.changes.record("helm release %s" % params["release_name"],
                                 release_state(info, self.redacted(before_values)),
                                 {"chart": meta["name"], "chart_version": wanted_version, "values": self.redacted(values)},
@@ -163,6 +184,69 @@ class GpuOperator:
             result["cluster_policy_state"] = cluster_policy_state(k8s.get("ClusterPolicy", params["cluster_policy_name"]))
         except K8sError:
             result["cluster_policy_state"] = None
+
+    def chart_values(self) -> Dict[str, Any]:
+        """The chart's default values (where its images and pull secrets are), read once."""
+        if self._chart_values is None:
+            try:
+                self._chart_values = parse_values_text(self.helm.values_text(self.params["chart_ref"],
+                                                                             self.params["chart_version"]))
+            except ImageError as exc:
+                self.mod.fail(str(exc), problems=exc.problems)
+        return self._chart_values
+
+    def mirrored(self, requested: Dict[str, Any]) -> Dict[str, Any]:
+        """``requested`` with every image of the chart pointed at O(registry) (docs/reference/specs.md §17.1)."""
+        if not self.params["registry"]:
+            return requested
+        try:
+            return merge(requested, mirror_values(self.chart_values(), requested, self.params["registry"]))
+        except ImageError as exc:
+            self.mod.fail("registry %s: %s" % (self.params["registry"], exc), problems=exc.problems)
+
+    def with_metrics(self, requested: Dict[str, Any]) -> Dict[str, Any]:
+        """``requested`` with the DCGM exporter's per-pod attribution when O(per_pod_metrics) (§17.5)."""
+        if not self.params["per_pod_metrics"]:
+            return requested
+        try:
+            return merge(requested, {"dcgmExporter": {"env": per_pod_metrics_env(self.chart_values(), requested)}})
+        except ImageError as exc:
+            self.mod.fail(str(exc), problems=exc.problems)
+
+    def with_tolerations(self, requested: Dict[str, Any]) -> Dict[str, Any]:
+        """``requested`` with O(tolerations) added to the operand DaemonSets' (and NFD workers') tolerations."""
+        if not self.params["tolerations"]:
+            return requested
+        return merge(requested, toleration_values(self.chart_values(), requested, self.params["tolerations"]))
+
+    def with_pull_secrets(self, k8s: K8sClient, requested: Dict[str, Any]) -> Dict[str, Any]:
+        """``requested`` with O(image_pull_secrets) (and the credentials' Secret) in every ``imagePullSecrets``
+        of the chart; a named Secret missing from the namespace is refused (docs/reference/specs.md §17.2)."""
+        names, credentials, namespace = list(self.params["image_pull_secrets"]), self.params["registry_credentials"], \
+            self.params["namespace"]
+        missing = [name for name in names if k8s.get("Secret", name, namespace) is None]
+        if missing:
+            self.mod.fail("image_pull_secrets: no Secret %s in namespace %s; create it first (kubectl create secret "
+                          "docker-registry) or give registry_credentials" % (", ".join(missing), namespace),
+                          problems=["Secret %s/%s not found" % (namespace, name) for name in missing])
+        names += [credentials["name"]] if credentials and credentials["name"] not in names else []
+        return merge(requested, pull_secret_values(self.chart_values(), names)) if names else requested
+
+    def apply_pull_secret(self, k8s: K8sClient) -> None:
+        """The Secret from O(registry_credentials); its content never reaches the result or the diff."""
+        credentials = self.params["registry_credentials"]
+        if not credentials:
+            return
+        server = credentials["server"] or registry_host(self.params["registry"])
+        body = docker_config_secret(credentials["name"], self.params["namespace"], server, credentials["username"],
+                                    credentials["password"])
+        try:
+            outcome = k8s.apply(body)
+        except K8sError as exc:
+            self.mod.fail("registry_credentials: cannot write Secret %s: %s" % (credentials["name"], exc))
+        self.mod.result["pull_secret"] = {"name": credentials["name"], "server": server, "action": outcome.action}
+        self.mod.changes.record("secret %s" % credentials["name"], {"data": "<redacted>"} if outcome.before else {},
+                                {"data": "<redacted>"}, changed=outcome.changed)
 
     def ensure_repo(self) -> None:
         chart_ref, url = self.params["chart_ref"], self.params["repo_url"]

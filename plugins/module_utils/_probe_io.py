@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import PodRun, read_pod_log
+from ansible_collections.gpufleet.sharing.plugins.module_utils._images import mirror_image
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient
 from ansible_collections.gpufleet.sharing.plugins.module_utils._probe import (
     PROBE_CONFIGMAP,
@@ -89,8 +90,10 @@ class ProbeRun:
             index, (target, phase) = indexed
             name = pod_name(self.run_id, target.node, target.resource, index)
             body = pod_manifest(PodSpecWanted(target.node, target.resource, "gpu"), name, p["namespace"], self.run_id,
-                                p["probe_image"], probe_command(p, phase), tolerations=p["pod_tolerations"],
-                                run_as_user=p["pod_run_as_user"], hostname=hostnames.get(target.node) or target.node,
+                                mirror_image(p["probe_image"], p.get("registry")), probe_command(p, phase),
+                                tolerations=p["pod_tolerations"], run_as_user=p["pod_run_as_user"],
+                                image_pull_secrets=p.get("image_pull_secrets") or (),
+                                hostname=hostnames.get(target.node) or target.node,
                                 deadline=p["pod_timeout"] + DEADLINE_MARGIN)
             body["metadata"]["annotations"].update(p["pod_annotations"] or {})
             self.k8s.create(with_probe_volume(body, self.configmap, phase))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from xml.sax.saxutils import escape, quoteattr
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._images import registry_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils._options import (
     number_problems, object_name_problems, qualified_name_problem)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
@@ -258,6 +259,19 @@ def config_checks(planned: Mapping[str, SharingConfig], live: Mapping[str, Shari
     return checks
 
 
+# The verification pods' options of gpu_verify (documented there).
+POD_ARGSPEC: Dict[str, Dict[str, Any]] = dict(
+    pod_image=dict(type="str", default="nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04"),
+    registry=dict(type="str"),
+    image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),
+    pod_command=dict(type="list", elements="str", default=["nvidia-smi", "-L"]),
+    pod_run_as_user=dict(type="int", default=65534),
+    pod_annotations=dict(type="dict", default={}),
+    pod_tolerations=dict(type="list", elements="dict"),
+    pod_timeout=dict(type="int", default=120),
+)
+
+
 def option_problems(params: Mapping[str, Any]) -> List[str]:
     """Every bad gpu_verify option, before any request (each problem names the option)."""
     p = params
@@ -271,6 +285,7 @@ def option_problems(params: Mapping[str, Any]) -> List[str]:
         problems.append("run_id %r must be 1-16 lower-case letters, digits or '-' (it goes into pod names and labels)"
                         % p["run_id"])
     problems += ["%s must not be empty" % option for option in ("pod_command", "pod_image") if not p[option]]
+    problems += registry_problems(p.get("registry"))
     for option in ("pod_annotations", "namespace_labels"):
         problems += [x for x in (qualified_name_problem(option, key) for key in p[option] or {}) if x]
     return problems
@@ -285,7 +300,8 @@ def pod_name(run_id: str, node: str, resource: str, index: int) -> str:
 
 def pod_manifest(wanted: PodSpecWanted, name: str, namespace: str, run_id: str, image: str, command: Sequence[str],
                  extra_labels: Optional[Mapping[str, str]] = None, tolerations: Optional[Sequence[Mapping[str, Any]]] = None,
-                 run_as_user: int = 65534, hostname: Optional[str] = None, deadline: int = 180) -> Dict[str, Any]:
+                 run_as_user: int = 65534, hostname: Optional[str] = None, deadline: int = 180,
+                 image_pull_secrets: Sequence[str] = ()) -> Dict[str, Any]:
     """A restricted, single-shot pod that asks for one unit of the resource on one node.
 
     It goes through the scheduler (nodeSelector on the node's hostname label, not spec.nodeName),
@@ -294,7 +310,7 @@ def pod_manifest(wanted: PodSpecWanted, name: str, namespace: str, run_id: str, 
     """
     labels = {MANAGED_BY_LABEL: MANAGED_BY_VALUE, RUN_ID_LABEL: run_id, NODE_LABEL: wanted.node[:63]}
     labels.update(extra_labels or {})
-    return {
+    pod = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "labels": labels,
@@ -327,6 +343,9 @@ def pod_manifest(wanted: PodSpecWanted, name: str, namespace: str, run_id: str, 
             ],
         },
     }
+    if image_pull_secrets:
+        pod["spec"]["imagePullSecrets"] = [{"name": name} for name in image_pull_secrets]
+    return pod
 
 
 # --------------------------------------------------------------------------------------------

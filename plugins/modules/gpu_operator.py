@@ -102,6 +102,83 @@ options:
         contradicts a value set here is an error.
     type: dict
     default: {}
+  registry:
+    description:
+      - A mirror registry, V(host[:port]) or V(host[:port]/path), without a scheme or a trailing slash.
+      - The repository of every image the chart pulls (the operator, every operand of the ClusterPolicy,
+        node-feature-discovery) is rewritten to it, keeping each image's path, name and tag; for example
+        C(nvcr.io/nvidia/k8s/dcgm-exporter) becomes C(<registry>/nvidia/k8s/dcgm-exporter).
+      - Which values hold images is read from the chart version in use (C(helm show values)), so a new
+        operand of a later chart is mirrored too. A repository set in O(values) is rewritten the same way.
+      - M(gpufleet.sharing.gpu_operator_images) lists the images to copy to the mirror.
+    type: str
+  image_pull_secrets:
+    description:
+      - Names of C(kubernetes.io/dockerconfigjson) Secrets in O(namespace) that the operator, every operand and
+        node-feature-discovery pull their images with; every C(imagePullSecrets) value of the chart version in use
+        gets them. Only the names pass through Ansible, never the content.
+      - A name that does not exist in O(namespace) is refused before anything changes.
+    type: list
+    elements: str
+    default: []
+  tolerations:
+    description:
+      - Tolerations added to those of every operand DaemonSet (C(daemonsets.tolerations)) and of the
+        node-feature-discovery workers (C(node-feature-discovery.worker.tolerations)) where the chart version has
+        them, on top of the chart's default (or the list in O(values)), so that the operands run on tainted GPU nodes.
+      - Each is a Kubernetes toleration (C(key), C(operator), C(value), C(effect)); the filter
+        C(gpufleet.sharing.taint_tolerations) builds them from the inventory's C(gpufleet_node_taints).
+    type: list
+    elements: dict
+    default: []
+  per_pod_metrics:
+    description:
+      - Have the DCGM exporter attribute a shared GPU's metrics (time-slicing, MPS) to every pod that holds a
+        replica, with the pods' labels (C(KUBERNETES_VIRTUAL_GPUS), C(DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS)
+        in C(dcgmExporter.env); see C(docs/metrics-on-shared-gpus.md)).
+      - Refused, before anything changes, when the exporter of the chart version in use (C(dcgmExporter.version))
+        is older than 4.2.0, which lacks these settings.
+    type: bool
+    default: false
+  proxy:
+    description:
+      - HTTP proxy for the operands that download, the driver container (it fetches OS packages). Each set
+        field goes into C(driver.env) under its upper- and lower-case name (C(HTTP_PROXY) and C(http_proxy), ...),
+        after the entries O(values) has there; O(values) setting one of them to another value is an error.
+      - A proxy URL with credentials (C(user:password@)) is masked in every output.
+    type: dict
+    suboptions:
+      http_proxy:
+        description: C(HTTP_PROXY).
+        type: str
+      https_proxy:
+        description: C(HTTPS_PROXY).
+        type: str
+      no_proxy:
+        description: C(NO_PROXY).
+        type: str
+  registry_credentials:
+    description:
+      - Credentials for the mirror registry. The module creates (or updates) a C(kubernetes.io/dockerconfigjson)
+        Secret from them in O(namespace) through the API (never on a command line, never in the result or the
+        diff) and adds it to O(image_pull_secrets).
+    type: dict
+    suboptions:
+      name:
+        description: Name of the Secret.
+        type: str
+        required: true
+      server:
+        description: Registry host the credentials are for; default the host of O(registry).
+        type: str
+      username:
+        description: User name.
+        type: str
+        required: true
+      password:
+        description: Password or token.
+        type: str
+        required: true
   redact_keys:
     description:
       - Further keys (compared case-insensitively, at any depth of O(values)) whose values are
@@ -326,6 +403,14 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     repo_password=dict(type="str", no_log=True),
     values=dict(type="dict", default={}),
     redact_keys=dict(type="list", elements="str", default=[], no_log=False),
+    registry=dict(type="str"),
+    image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),
+    tolerations=dict(type="list", elements="dict", default=[]),
+    per_pod_metrics=dict(type="bool", default=False),
+    proxy=dict(type="dict", options=dict(http_proxy=dict(type="str"), https_proxy=dict(type="str"), no_proxy=dict(type="str"))),
+    registry_credentials=dict(type="dict", no_log=False, options=dict(
+        name=dict(type="str", required=True), server=dict(type="str"), username=dict(type="str", required=True),
+        password=dict(type="str", required=True, no_log=True))),
     mig_strategy=dict(type="str", choices=["none", "single", "mixed"]),
     mig_manager_enabled=dict(type="bool"),
     mig_manager_config=dict(type="str"),

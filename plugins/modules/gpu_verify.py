@@ -28,7 +28,7 @@ description:
     labelled C(app.kubernetes.io/managed-by=gpufleet.sharing) and with a run id.
   - Optional user checks, JMESPath expressions evaluated over each node object.
   - API cost is a constant number of list/get calls, plus per verification pod one create and one log
-    read, plus one delete-collection call.
+    read, plus one delete-collection call; with O(metrics), one exporter list and a scrape per node and poll until its pods were seen.
   - Returns a report as data (O(ignore:report)), a table for people (RV(report_table)) and optionally
     JUnit XML; the C(verify) role writes them to files.
   - Changes nothing lasting; the namespace it creates is left in place (empty) for the next run.
@@ -109,6 +109,18 @@ options:
     description: Image of the verification pods; it needs C(nvidia-smi) (injected by the NVIDIA container toolkit).
     type: str
     default: nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04
+  registry:
+    description:
+      - A mirror registry (V(host[:port][/path]), no scheme, no trailing slash) that O(pod_image) and
+        O(probe_image) are pulled from instead, keeping the image's path, name and tag (as M(gpufleet.sharing.gpu_operator) O(registry)).
+    type: str
+  image_pull_secrets:
+    description:
+      - Names of C(kubernetes.io/dockerconfigjson) Secrets in O(namespace) the verification and probe pods
+        pull O(pod_image) and O(probe_image) with. A name missing from O(namespace) is refused before anything is written.
+    type: list
+    elements: str
+    default: []
   pod_command:
     description: Command of the verification container; its log must contain C(nvidia-smi -L) output.
     type: list
@@ -218,6 +230,23 @@ options:
     description: Fail when the small matrix multiply takes more than this many times as long contended as alone. V(0) only reports.
     type: float
     default: 0.0
+  metrics:
+    description:
+      - Also check per-pod GPU metrics (off by default; needs O(pods)). Each verification container runs
+        O(pod_command), then waits O(metrics_hold) seconds (C(sh -c), its exit status kept), and while the pods run
+        each node's DCGM exporter (pod labelled C(app=nvidia-dcgm-exporter) in O(operator_namespace)) is scraped
+        through the API server's pod proxy (C(pods/proxy) C(get), port 9400, C(/metrics)).
+      - Every verification pod must appear in a series of its own (labels C(pod), C(namespace)); a pod without one
+        fails a C(metrics) check naming the node, the pod and its resource. Time-sliced and MPS pods only get
+        series when the exporter attributes replicas (M(gpufleet.sharing.gpu_operator) O(gpufleet.sharing.gpu_operator#module:per_pod_metrics)).
+      - Text that is not the Prometheus format, a node without a running exporter or a failed scrape fails the
+        node's pods with the reason. Never in check mode.
+    type: bool
+    default: false
+  metrics_hold:
+    description: With O(metrics), seconds each verification container waits after its command (at least V(1)).
+    type: int
+    default: 60
   junit:
     description: Also return the report as JUnit XML (RV(report_junit)).
     type: bool
@@ -320,11 +349,14 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan impor
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import ExpectedNode, SharingError, parse_selector
 from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import (
-    HAS_JMESPATH, Check, build_report, compare_node, config_checks, option_problems, render_junit, render_table, user_checks)
+    HAS_JMESPATH, POD_ARGSPEC, Check, build_report, compare_node, config_checks, option_problems, render_junit, render_table,
+    user_checks)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import PodRun, read_cluster_configs, read_cluster_policy
 from ansible_collections.gpufleet.sharing.plugins.module_utils._probe import (
     PROBE_ARGSPEC, junit_properties, probe_option_problems, render_probe_table)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._probe_io import ProbeRun
+from ansible_collections.gpufleet.sharing.plugins.module_utils._pod_metrics import METRICS_ARGSPEC, metrics_option_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils._metrics_io import MetricsScrape
 
 ARGUMENT_SPEC = dict(
     nodes=dict(type="list", elements="str", default=[]),
@@ -341,12 +373,6 @@ ARGUMENT_SPEC = dict(
         "pod-security.kubernetes.io/enforce": "restricted",
         "app.kubernetes.io/managed-by": "gpufleet.sharing",
     }),
-    pod_image=dict(type="str", default="nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04"),
-    pod_command=dict(type="list", elements="str", default=["nvidia-smi", "-L"]),
-    pod_run_as_user=dict(type="int", default=65534),
-    pod_annotations=dict(type="dict", default={}),
-    pod_tolerations=dict(type="list", elements="dict"),
-    pod_timeout=dict(type="int", default=120),
     poll_interval=dict(type="float", default=2.0),
     parallel=dict(type="int", default=8),
     wait_timeout=dict(type="int", default=0),
@@ -358,7 +384,9 @@ ARGUMENT_SPEC = dict(
     junit=dict(type="bool", default=False),
     fail_on_mismatch=dict(type="bool", default=True),
     **NODE_PLANS_ARGSPEC,
+    **POD_ARGSPEC,
     **PROBE_ARGSPEC,
+    **METRICS_ARGSPEC,
 )
 
 NodeList = List[Dict[str, Any]]
@@ -427,17 +455,20 @@ def run(mod: ClusterModule) -> None:
     if p["checks"] and not HAS_JMESPATH:
         mod.fail("user checks need the jmespath Python library on the host running this module")
     start = time.monotonic()
-    problems = option_problems(p) + probe_option_problems(p)
+    problems = option_problems(p) + probe_option_problems(p) + metrics_option_problems(p)
     if problems:
         mod.fail("; ".join(problems), problems=problems)
     run_id = p["run_id"] or binascii.hexlify(os.urandom(4)).decode("ascii")
     checks, expected, nodes, waited = compare(mod)
-    pods, probe = PodRun(mod.k8s, p, run_id, mod.warn), ProbeRun(mod.k8s, p, run_id, mod.warn)
+    pods, probe, metrics = PodRun(mod.k8s, p, run_id, mod.warn), ProbeRun(mod.k8s, p, run_id, mod.warn), MetricsScrape(mod.k8s, p)
+    pods.observers.append(metrics.observe)
+    if p["pods"] or p["probe"]:
+        pods.check_pull_secrets()
     hostnames = {n["metadata"]["name"]: labels_of(n).get("kubernetes.io/hostname") for n in nodes}
     for wanted, runner in ((p["pods"], pods), (p["probe"], probe)):
         if wanted and not mod.check_mode:
             runner.run(expected, hostnames)
-    checks += pods.checks + probe.checks
+    checks += pods.checks + metrics.checks(pods.pods) + probe.checks
     mod.result["removed_leftover_pods"] = pods.leftovers
     report(mod, checks, expected, run_id, {"pods": pods.pods, "probe": probe.rows},
            {"elapsed": time.monotonic() - start, "waited": waited})

@@ -9,7 +9,8 @@ Served (JSON; protobuf bodies of the kinds gpulab.cluster.protobuf decodes, othe
   /api/v1/[namespaces/<ns>/]<plural>[/<name>[/<subresource>]] and the /apis/<g>/<v>/... forms
   get, list (limit/continue, labelSelector, fieldSelector), watch (?watch=true, resourceVersion,
   timeoutSeconds, allowWatchBookmarks), create, update (PUT), patch (json/merge/strategic/apply),
-  delete (DeleteOptions body or query), deletecollection, pods/log, pods/eviction, pods/binding,
+  delete (DeleteOptions body or query), deletecollection, pods/log, pods/eviction, pods/binding, pods/proxy (GET, DCGM exporter pods'
+  /metrics: exporter.py),
   <x>/status; ``dryRun=All`` on every write; ``Accept: ...as=Table`` for kubectl's printing.
   Lab-only: GET /lab/metrics (request counts per "<verb> <resource>"), POST /lab/metrics/reset,
   GET/POST/DELETE /lab/faults, POST /lab/tokens (a ServiceAccount token, rbac.py).
@@ -27,7 +28,7 @@ from typing import Any, Dict, Iterator, List, Optional
 
 import yaml
 
-from gpulab.cluster import discovery
+from gpulab.cluster import discovery, exporter
 from gpulab.cluster import faults as _faults
 from gpulab.cluster import protobuf
 from gpulab.cluster import rbac
@@ -91,6 +92,7 @@ class Route:
     namespace: Optional[str]
     name: Optional[str]
     subresource: Optional[str]
+    proxy_path: str = ""  # what follows .../proxy/ (pods/proxy)
 
 
 class Metrics:
@@ -261,11 +263,13 @@ class Api:
             raise not_found  # namespaced objects are addressed under /namespaces/<ns>/
         name = rest[1] if len(rest) > 1 else None
         sub = "/".join(rest[2:]) if len(rest) > 2 else None
+        if len(rest) > 3 and rest[2] == "proxy":  # .../NAME[:PORT]/proxy/PATH
+            sub = "proxy"
         if sub is not None:
             allowed = (("status",) if rt.status_subresource else ()) + rt.subresources
             if sub not in allowed:
                 raise not_found
-        return Route(rt, namespace, name, sub)
+        return Route(rt, namespace, name, sub, "/".join(rest[3:]) if sub == "proxy" else "")
 
     # --------------------------------------------------------------- dispatch
 
@@ -375,6 +379,11 @@ class Api:
                 lines = text.splitlines(True)
                 text = "".join(lines[-int(tail):]) if int(tail) > 0 else ""
             return Response(200, text.encode(), "text/plain")
+        if sub == "proxy" and rt.key == "v1/pods":
+            if method != "GET":
+                raise ApiError(405, "MethodNotAllowed", "the lab proxies GET only")
+            text = exporter.scrape(store, ns or "", route.name or "", route.proxy_path)
+            return Response(200, text.encode(), "text/plain; version=0.0.4")
         if sub == "eviction":
             if method != "POST":
                 raise ApiError(405, "MethodNotAllowed", "only POST is allowed on pods/eviction")

@@ -3,7 +3,7 @@ user containers (``Workload``), and the lab-only pod annotations that steer it.
 
 A container whose command contains ``nvidia-smi -L`` logs exactly the devices it was allocated,
 in the real ``-L`` format (docs/reference/specs.md §4.7); with no device it logs ``No devices were found`` and
-exits 6; other workloads log nothing. Annotations (prefix ``lab.gpufleet.io/``):
+exits 6; other workloads log nothing. ``sleep N`` words in the command add N seconds to its runtime. Annotations (prefix ``lab.gpufleet.io/``):
 ``runtime-seconds`` (how long it runs), ``exit-code``, ``gpu-process`` ("false": hold no GPU
 process), ``allocated-devices`` (written by the kubelet: ``container=id,id;container=...``).
 """
@@ -66,6 +66,19 @@ def runs_nvidia_smi_list(container: Mapping[str, Any]) -> bool:
     return False
 
 
+def sleep_seconds(container: Mapping[str, Any]) -> float:
+    """Seconds of the ``sleep N`` words of the command (a shell script's pause), 0 without."""
+    words = [word.strip(";&|") for word in container_command(container)]
+    total = 0.0
+    for index, word in enumerate(words[:-1]):
+        if word.rsplit("/", 1)[-1] == "sleep":
+            try:
+                total += float(words[index + 1])
+            except ValueError:
+                pass
+    return total
+
+
 class Workload:
     """Any user container: `nvidia-smi -L` prints its devices; everything else prints nothing."""
 
@@ -74,7 +87,7 @@ class Workload:
 
     def start(self, pod: Obj, container: Obj, allocated: List[devmod.Device]) -> Outcome:
         annotations = pod["metadata"].get("annotations") or {}
-        runtime = self.default_runtime
+        runtime = self.default_runtime + sleep_seconds(container)
         try:
             runtime = float(annotations.get(RUNTIME_ANNOTATION, runtime))
         except ValueError:
@@ -102,5 +115,5 @@ class Workload:
 
 
 __all__ = ["ALLOCATED_ANNOTATION", "ANNOTATION_PREFIX", "EXIT_CODE_ANNOTATION", "GPU_PROCESS_ANNOTATION",
-           "Outcome", "Program", "RUNTIME_ANNOTATION", "Workload", "container_command",
+           "Outcome", "Program", "RUNTIME_ANNOTATION", "Workload", "container_command", "sleep_seconds",
            "runs_nvidia_smi_list"]

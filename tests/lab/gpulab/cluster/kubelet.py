@@ -29,6 +29,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from gpulab.cluster import allocation, gpuprocesses
 from gpulab.cluster import devices as devmod
 from gpulab.cluster.containers import ALLOCATED_ANNOTATION, Outcome, Program, Workload
+from gpulab.cluster.imagepull import private_hosts, pull_problems
 from gpulab.cluster.objects import Obj, now_rfc3339
 from gpulab.cluster.podstatus import conditions, container_status
 from gpulab.cluster.probe import ProbeProgram
@@ -166,9 +167,42 @@ class Kubelet:
         self.store.controller_update("v1/pods", pod["metadata"]["namespace"], pod["metadata"]["name"], mutate, subresource="status")
         self.store.record_event(pod, reason, message, type="Warning", component="kubelet")
 
+    def _secret(self, namespace: str, name: str) -> Optional[Obj]:
+        try:
+            return self.store.get("v1/secrets", namespace, name)
+        except Exception:  # pylint: disable=broad-except
+            return None
+
+    def _pull_denied(self, pod: Obj) -> bool:
+        """ErrImagePull while the pod lacks credentials for a private registry (retried every pass)."""
+        failures, missing = pull_problems(pod, private_hosts(getattr(self.settings, "private_registries", "")), self._secret)
+        if not failures:
+            return False
+        message = "; ".join(failures)
+        statuses = (pod.get("status") or {}).get("containerStatuses") or []
+        if any(((s.get("state") or {}).get("waiting") or {}).get("message") == message for s in statuses):
+            return True
+        if missing:
+            self.store.record_event(pod, "FailedToRetrieveImagePullSecret", "Unable to retrieve some image pull secrets (%s); "
+                                    "attempting to pull the image may not succeed." % ", ".join(missing),
+                                    type="Warning", component="kubelet")
+        self.store.record_event(pod, "Failed", message, type="Warning", component="kubelet")
+
+        def mutate(obj: Obj) -> None:
+            status = obj.setdefault("status", {})
+            status["phase"] = "Pending"
+            status["containerStatuses"] = [
+                container_status(c, {"waiting": {"reason": "ErrImagePull", "message": message}}, ready=False, restarts=0)
+                for c in obj["spec"].get("containers") or []]
+        self.store.controller_update("v1/pods", pod["metadata"]["namespace"], pod["metadata"]["name"], mutate,
+                                     subresource="status")
+        return True
+
     def _admit(self, pod: Obj, node: Obj, now: float) -> Optional[PodRun]:
         meta = pod["metadata"]
         node_name = node["metadata"]["name"]
+        if self._pull_denied(pod):
+            return None
         allocatable = (node.get("status") or {}).get("allocatable") or {}
         try:
             allocations = allocation.allocate(pod, allocatable, self.node_devices(node_name),

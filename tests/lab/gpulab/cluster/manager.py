@@ -58,6 +58,7 @@ class Settings:
     crash_backoff: float = 1.0
     mig_apply_delay: float = 0.2
     mig_pause_timeout: float = 30.0
+    private_registries: str = ""  # registry hosts that need pull credentials (gpulab.cluster.imagepull)
 
     @classmethod
     def from_env(cls, env: Optional[Mapping[str, str]] = None) -> "Settings":

@@ -61,7 +61,7 @@ def builtin_resource_types() -> List[ResourceType]:
         ResourceType("", "v1", "secrets", "Secret", True, "secret", (),
                      status_subresource=False, has_generation=False, field_selectors=("type",)),
         ResourceType("", "v1", "pods", "Pod", True, "pod", ("po",), categories=("all",),
-                     subresources=("log", "eviction", "binding"),
+                     subresources=("log", "eviction", "binding", "proxy"),
                      field_selectors=("spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
                                       "spec.serviceAccountName", "status.phase", "status.podIP",
                                       "status.nominatedNodeName")),

@@ -139,7 +139,7 @@ class ClusterPolicyController:
 
     def _daemonset_body(self, operand: Operand, policy: Obj) -> Obj:
         spec = policy.get("spec") or {}
-        operand_section = section(spec, operand.spec_key) if operand.spec_key else {}
+        operand_section = section(spec, operand.image_section) if operand.image_section else {}
         image = operand.image
         if operand_section.get("repository") and operand_section.get("image") and operand_section.get("version"):
             image = f"{operand_section['repository']}/{operand_section['image']}:{operand_section['version']}"
@@ -160,17 +160,24 @@ class ClusterPolicyController:
             container["env"] += [{"name": "CONFIG_FILE", "value": "/mig-parted-config/config.yaml"},
                                  {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
             volumes.append({"name": "mig-parted-config", "configMap": {"name": config_name}})
+        # the section's env follows the operator's own entries (docs/reference/specs.md §17.5)
+        container["env"] += [dict(entry) for entry in operand_section.get("env") or [] if isinstance(entry, dict)]
         labels = {"app": operand.ds_name, "app.kubernetes.io/part-of": "nvidia-gpu"}
         pod_spec: Obj = {
             "nodeSelector": ({"nvidia.com/gpu.deploy.device-plugin": "true", "nvidia.com/mps.capable": "true"}
                              if operand.key == "mps-control-daemon" else {f"nvidia.com/gpu.deploy.{operand.key}": "true"}),
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            # spec.daemonsets.tolerations, else the chart's default (docs/reference/specs.md §17.3)
+            "tolerations": list(section(spec, "daemonsets").get("tolerations")
+                                or [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]),
             "priorityClassName": "system-node-critical",
             "serviceAccountName": operand.ds_name.replace("-daemonset", ""),
             "containers": [container],
         }
         if volumes:
             pod_spec["volumes"] = volumes
+        pull_secrets = [str(name) for name in operand_section.get("imagePullSecrets") or []]
+        if pull_secrets:  # the operand section's secret names, as references (docs/reference/specs.md §17.2)
+            pod_spec["imagePullSecrets"] = [{"name": name} for name in pull_secrets]
         return {
             "apiVersion": "apps/v1", "kind": "DaemonSet",
             "metadata": {"name": operand.ds_name, "namespace": self.context.namespace,

@@ -36,6 +36,13 @@ class Operand:
     image: str
     spec_key: str  # ClusterPolicy spec section with "enabled" (empty: always on)
     mig_only: bool = False
+    # ClusterPolicy spec section with the image triple repository/image/version when it is not
+    # spec_key (the validator: spec.validator; docs/reference/specs.md §17.1); ``image`` is the fallback.
+    image_key: str = ""
+
+    @property
+    def image_section(self) -> str:
+        return self.image_key or self.spec_key
 
 
 OPERANDS = (
@@ -50,7 +57,7 @@ OPERANDS = (
     Operand("mig-manager", "nvidia-mig-manager", "nvidia-mig-manager",
             "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.13.1", "migManager", mig_only=True),
     Operand("operator-validator", "nvidia-operator-validator", "nvidia-operator-validator",
-            "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.10.1", ""),
+            "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.10.1", "", image_key="validator"),
     # Runs where GFD reports MPS sharing (nvidia.com/mps.capable=true), next to the device plugin.
     Operand("mps-control-daemon", "nvidia-device-plugin-mps-control-daemon", "mps-control-daemon-ctr",
             "nvcr.io/nvidia/k8s-device-plugin:v0.18.1", "devicePlugin"),

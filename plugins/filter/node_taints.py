@@ -1,0 +1,88 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.sharing contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The node taints the inventory declares (gpufleet_node_taints per host or group), and their tolerations."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Sequence
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._taints import (
+    GPU_TOLERATION, taint_problems, tolerations_for, untolerated)
+
+DOCUMENTATION = r"""
+name: node_taints
+short_description: The node taints the inventory declares, per node
+version_added: 0.3.0
+description:
+  - One entry C({node, taints}) per host of O(hosts) that declares C(gpufleet_node_taints) (set it per
+    inventory group); the node name is C(gpufleet_node_name), else the host name. The input of
+    M(gpufleet.sharing.node_taints).
+  - The filter C(taint_tolerations) of the same file returns the tolerations that those taints need
+    (without duplicates), for the operator's DaemonSets and the verification pods; C(taint_report) lists
+    invalid taints and taints that given operand tolerations do not tolerate (preflight).
+options:
+  _input:
+    description: C(hostvars).
+    type: dict
+    required: true
+  hosts:
+    description: The GPU hosts.
+    type: list
+    elements: str
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Taint the GPU nodes
+  gpufleet.sharing.node_taints:
+    nodes: "{{ hostvars | gpufleet.sharing.node_taints(groups['gpu_hosts']) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: One entry per host with C(node) and C(taints).
+  type: list
+  elements: dict
+"""
+
+
+def node_taints(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> List[Dict[str, Any]]:
+    entries = []
+    for host in hosts:
+        host_vars = hostvars[host]
+        if "gpufleet_node_taints" in host_vars:
+            entries.append({"node": host_vars.get("gpufleet_node_name") or host, "taints": host_vars["gpufleet_node_taints"]})
+    return entries
+
+
+def _declared(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> List[Mapping[str, Any]]:
+    return [t for entry in node_taints(hostvars, hosts) if isinstance(entry["taints"], list)
+            for t in entry["taints"] if isinstance(t, Mapping) and t.get("key") and t.get("effect")]
+
+
+def taint_tolerations(hostvars: Mapping[str, Any], hosts: Sequence[str], base: Any = None,
+                      gpu_default: bool = False) -> List[Dict[str, Any]]:
+    """``base`` (else the operator's nvidia.com/gpu toleration when ``gpu_default``, else nothing) plus a
+    toleration for every declared taint it does not tolerate yet."""
+    start = list(base or ([GPU_TOLERATION] if gpu_default else []))
+    return tolerations_for(_declared(hostvars, hosts), start)
+
+
+def taint_report(hostvars: Mapping[str, Any], hosts: Sequence[str], tolerations: Sequence[Mapping[str, Any]]) -> List[str]:
+    """Preflight: every invalid declared taint, and every taint that ``tolerations`` (the operands') do not tolerate."""
+    problems: List[str] = []
+    for entry in node_taints(hostvars, hosts):
+        where = "host %s (gpufleet_node_taints)" % entry["node"]
+        found = taint_problems(entry["taints"], where)
+        problems += found
+        if not found:
+            problems += ["%s: taint %s=%s:%s is tolerated by no operand of the GPU Operator (gpu_operator_tolerations)"
+                         % (where, t["key"], t.get("value", ""), t["effect"])
+                         for t in untolerated(entry["taints"], [GPU_TOLERATION] + list(tolerations or []))]
+    return problems
+
+
+class FilterModule:
+    def filters(self) -> Dict[str, Any]:
+        return {"node_taints": node_taints, "taint_report": taint_report, "taint_tolerations": taint_tolerations}

@@ -1,0 +1,113 @@
+"""Issue 13: air-gapped installs against the lab (registry mirror, offline image list).
+
+The real helm installs the lab stand-in chart, whose values hold every image as NVIDIA's chart does
+(docs/reference/specs.md §17.1); the lab's operator renders the operand DaemonSets from the
+ClusterPolicy's repository/image/version, and the chart renders the operator Deployment.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+# The harness and the fixtures (lab, helm, helm_binary) of the operator module tests.
+from test_cluster_modules_operator import CHART, helm, helm_binary, lab, operator_args  # noqa: F401 pylint: disable=unused-import
+
+MIRROR = "mirror.lab.test:5000"
+
+
+def rendered_images(lab) -> List[str]:  # noqa: F811
+    images = []
+    for key in ("apps/v1/daemonsets", "apps/v1/deployments"):
+        for obj in lab.store.items(key, "gpu-operator"):
+            images += [c["image"] for c in obj["spec"]["template"]["spec"]["containers"]]
+    return sorted(images)
+
+
+def test_lab_renders_images_from_the_chart_values(lab, helm):  # noqa: F811
+    installed = lab.run("gpu_operator", operator_args(lab, helm), env=helm.environment)
+    assert installed["cluster_policy_state"] == "ready", installed
+    images = rendered_images(lab)
+    assert "nvcr.io/nvidia/gpu-operator:v26.7.0" in images
+    assert "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v26.7.0" in images
+    assert "nvcr.io/nvidia/k8s-device-plugin:v0.20.0" in images
+    assert "nvcr.io/nvidia/k8s/dcgm-exporter:4.6.0-4.8.3-distroless" in images
+
+
+def test_registry_mirror_rewrites_every_image(lab, helm):  # noqa: F811
+    installed = lab.run("gpu_operator", operator_args(lab, helm, registry=MIRROR), env=helm.environment)
+    assert installed["cluster_policy_state"] == "ready", installed
+    images = rendered_images(lab)
+    assert images and all(image.startswith(MIRROR + "/") for image in images), images
+    assert not [image for image in images if "nvcr.io" in image]
+    assert MIRROR + "/nvidia/k8s/dcgm-exporter:4.6.0-4.8.3-distroless" in images
+    assert MIRROR + "/nvidia/gpu-operator:v26.7.0" in images
+    again = lab.run("gpu_operator", operator_args(lab, helm, registry=MIRROR), env=helm.environment)
+    assert not again["changed"], again
+
+
+def test_bad_registry_changes_nothing(lab, helm):  # noqa: F811
+    before = lab.rv()
+    for bad, word in (("https://mirror.lab.test", "scheme"), ("mirror.lab.test/", "slash")):
+        failed = lab.run("gpu_operator", operator_args(lab, helm, registry=bad), env=helm.environment)
+        assert failed.get("failed"), failed
+        assert bad in failed["msg"] and word in failed["msg"], failed["msg"]
+    assert lab.rv() == before
+    assert not [c for c in helm.calls() if c[:1] == ["upgrade"]]
+
+
+VERIFY_IMAGE = "nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04"
+
+
+def test_offline_image_list_matches_what_the_lab_renders(lab, helm):  # noqa: F811
+    """Listed before anything is installed (no cluster, no network: a local chart), then installed
+    with the same values: the lab's rendered objects reference exactly the listed chart images."""
+    before = lab.rv()
+    listed = lab.run("gpu_operator_images", {"chart_ref": CHART, "helm_binary": helm.binary, "driver_enabled": False,
+                                             "mig_manager_enabled": False, "extra_images": [VERIFY_IMAGE],
+                                             "registry": MIRROR}, env=helm.environment)
+    assert not listed.get("failed") and not listed["changed"], listed
+    assert lab.rv() == before
+    images = [entry["image"] for entry in listed["images"]]
+    assert listed["text"].splitlines() == images
+    assert VERIFY_IMAGE in images
+    assert all(entry["mirror"].startswith(MIRROR + "/") for entry in listed["images"])
+    installed = lab.run("gpu_operator", operator_args(lab, helm), env=helm.environment)
+    assert installed["cluster_policy_state"] == "ready", installed
+    assert set(images) - {VERIFY_IMAGE} == set(rendered_images(lab))
+
+
+def test_image_list_refuses_a_bad_registry(lab, helm):  # noqa: F811
+    failed = lab.run("gpu_operator_images", {"chart_ref": CHART, "helm_binary": helm.binary,
+                                             "registry": "http://mirror.lab.test"}, env=helm.environment)
+    assert failed.get("failed") and "http://mirror.lab.test" in failed["msg"] and "scheme" in failed["msg"]
+
+
+def test_proxy_reaches_the_driver_container_env(lab, helm):  # noqa: F811
+    proxy = {"http_proxy": "http://proxy.lab.test:3128", "https_proxy": "http://proxy.lab.test:3128",
+             "no_proxy": "10.0.0.0/8,.cluster.local"}
+    installed = lab.run("gpu_operator", operator_args(lab, helm, proxy=proxy), env=helm.environment)
+    assert installed["cluster_policy_state"] == "ready", installed
+    env = {e["name"]: e["value"] for e in lab.store.get("nvidia.com/v1/clusterpolicies", None, "cluster-policy")["spec"]["driver"]["env"]}
+    assert env == {"HTTP_PROXY": proxy["http_proxy"], "http_proxy": proxy["http_proxy"], "HTTPS_PROXY": proxy["https_proxy"],
+                   "https_proxy": proxy["https_proxy"], "NO_PROXY": proxy["no_proxy"], "no_proxy": proxy["no_proxy"]}
+    clash = lab.run("gpu_operator", operator_args(lab, helm, proxy=proxy, values={"driver": {"env": [
+        {"name": "HTTP_PROXY", "value": "http://other:1"}]}}), env=helm.environment)
+    assert clash.get("failed") and "HTTP_PROXY" in clash["msg"], clash
+
+
+def test_per_pod_metrics_reach_the_exporter_env(lab, helm):  # noqa: F811
+    """Issue 13 (5): one typed option; the lab operator passes dcgmExporter.env to the exporter (§17.5)."""
+    installed = lab.run("gpu_operator", operator_args(lab, helm, per_pod_metrics=True), env=helm.environment)
+    assert installed["cluster_policy_state"] == "ready", installed
+    ds = lab.store.get("apps/v1/daemonsets", "gpu-operator", "nvidia-dcgm-exporter")
+    env = {e["name"]: e.get("value") for e in ds["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["KUBERNETES_VIRTUAL_GPUS"] == "true" and env["DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS"] == "true"
+
+
+def test_per_pod_metrics_refused_on_an_exporter_without_them(lab, helm):  # noqa: F811
+    before = lab.rv()
+    old = {"dcgmExporter": {"version": "4.1.1-4.0.4-ubuntu22.04"}}
+    failed = lab.run("gpu_operator", operator_args(lab, helm, per_pod_metrics=True, values=old), env=helm.environment)
+    assert failed.get("failed"), failed
+    assert "per_pod_metrics" in failed["msg"] and "4.0.4" in failed["msg"] and "4.2.0" in failed["msg"], failed["msg"]
+    assert lab.rv() == before
