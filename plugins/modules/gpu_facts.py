@@ -43,6 +43,16 @@ options:
         (C(nvidia-smi mig -lgip) and C(-lgipp)). Turn off to save two calls per host.
     type: bool
     default: true
+  read_files:
+    description:
+      - Absolute paths of files to read as well, returned in RV(files) (text and permission bits).
+        The rollout reads the nvidia-mig-manager files that M(gpufleet.sharing.mig_config) maintains
+        here, so that its plan is made on the controller from this one read.
+      - Meant for small configuration files, not for secrets, which would be in the result.
+    type: list
+    elements: path
+    default: []
+    version_added: 0.2.0
 extends_documentation_fragment:
   - gpufleet.sharing.attributes.HOST
 attributes:
@@ -81,6 +91,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+files:
+  description:
+    - Per path of O(read_files), its C(content) and C(mode) (permission bits, an integer); both null
+      when the file is missing or unreadable.
+  returned: always
+  type: dict
+  sample: {"/etc/nvidia-mig-manager/config.yaml": {"content": "version: v1\\n", "mode": 420}}
 ansible_facts:
   description: Facts set on the host.
   returned: always
@@ -139,9 +156,10 @@ ansible_facts:
       type: int
 """
 
+import os
 from typing import Any, Dict, List, Sequence
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._host import HostCommands
+from ansible_collections.gpufleet.sharing.plugins.module_utils._host import HostCommands, read_file
 from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._nvidia_smi import (
     QUERY_ARGV,
@@ -158,6 +176,7 @@ ARGUMENT_SPEC = dict(
     nvidia_smi_path=dict(type='path'),
     fail_on_missing=dict(type='bool', default=False),
     gather_profiles=dict(type='bool', default=True),
+    read_files=dict(type='list', elements='path', default=[]),
 )
 DRIVER_DIRS = ['/usr/bin', '/usr/local/nvidia/bin', '/usr/local/bin', '/opt/nvidia/bin']
 
@@ -168,6 +187,7 @@ def main() -> None:
 
 def run(mod: GpuFleetModule) -> None:
     """Query the GPUs, then run only the calls commands_for() says this host needs."""
+    mod.result['files'] = read_files(mod, mod.params['read_files'])
     path = mod.params['nvidia_smi_path'] or mod.ansible.get_bin_path('nvidia-smi', opt_dirs=DRIVER_DIRS)
     if not path:
         report(mod, [], 'nvidia-smi was not found (searched PATH and %s)' % ', '.join(DRIVER_DIRS), 0)
@@ -190,6 +210,13 @@ def run(mod: GpuFleetModule) -> None:
     except ParseError as error:
         mod.fail('could not parse nvidia-smi output: %s' % error)
     report(mod, facts, '', smi.calls)
+
+
+def read_files(mod: GpuFleetModule, paths: Sequence[str]) -> Dict[str, Dict[str, Any]]:
+    relative = [name for name in paths if not os.path.isabs(name)]
+    if relative:
+        mod.fail('read_files: expected absolute paths, got %s' % ', '.join(relative))
+    return dict((name, dict(zip(('content', 'mode'), read_file(name)))) for name in paths)
 
 
 def read(mod: GpuFleetModule, smi: HostCommands, argv: Sequence[str], allow_empty: bool = False) -> str:

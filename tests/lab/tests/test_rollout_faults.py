@@ -240,6 +240,32 @@ def test_a_tampered_mig_manager_drop_in_is_repaired_without_a_drain(fleet):
     assert re.search(r"flt-1 *: ok=\d+ +changed=0 ", again.stdout), again.stdout[-2000:]
 
 
+def _plan_play(output: str) -> str:
+    start = output.index("PLAY [Rollout - take the lock and plan every node at once")
+    return output[start:output.index("PLAY [", start + 1)]
+
+
+def test_site_plans_from_the_preflight_read_and_repairs_a_tampered_drop_in(fleet):
+    """Issue 14: in site.yml the rollout plans from the preflight's gpu_facts read (no mig_config run on
+    the host in the plan play); a tampered drop-in is still seen, repaired, and the next run changes nothing."""
+    drop_in = "%s/etc/systemd/system/nvidia-mig-manager.service.d/override.conf" % fleet.hosts["flt-1"]["host_dir"]
+    with open(drop_in, encoding="utf-8") as handle:
+        wanted = handle.read()
+    with open(drop_in, "w", encoding="utf-8") as handle:
+        handle.write("[Service]\nEnvironment=MIG_PARTED_SELECTED_CONFIG=all-disabled\n")
+    repaired = fleet.play("site.yml", limit="flt-1", mig_config=fleet.flt1_layout)
+    output = flat(repaired.stdout + repaired.stderr)
+    assert repaired.returncode == 0, output[-3000:]
+    plan_play = _plan_play(repaired.stdout)
+    assert re.search(r"TASK \[gpufleet.sharing.mig : MIG config [^\]]*\][^\n]*\nskipping: \[flt-1\]", plan_play), plan_play
+    with open(drop_in, encoding="utf-8") as handle:
+        assert handle.read() == wanted
+    assert fleet.summary()["flt-1"]["outcome"] == "changed"
+    again = fleet.play("site.yml", limit="flt-1", mig_config=fleet.flt1_layout)
+    assert again.returncode == 0 and fleet.summary()["flt-1"]["outcome"] == "unchanged"
+    assert re.search(r"flt-1 *: ok=\d+ +changed=0 ", again.stdout), again.stdout[-2000:]
+
+
 def test_gpu_pod_under_a_zero_budget_fails_the_drain_then_is_evicted_and_the_change_succeeds(fleet):
     """#2: a budget allowing no disruption stops the drain (pod named); without it the drain evicts the
     GPU workload and the MIG change goes through on the node that had it."""

@@ -122,3 +122,21 @@ def test_later_call_failure_fails(tmp_path, key):
     path, env = make_fake(tmp_path, answers)
     result = run_module('gpu_facts', {'nvidia_smi_path': path}, tmp_path, env=env)
     assert result['failed'] and 'Unknown Error' in result['msg']
+
+
+def test_read_files_returns_text_and_mode_in_the_same_run(tmp_path):
+    present = tmp_path / 'config.yaml'
+    present.write_text('version: v1\n')
+    os.chmod(present, 0o640)
+    path, env = make_fake(tmp_path, h200_answers())
+    result = run_module('gpu_facts', {'nvidia_smi_path': path, 'gather_profiles': False,
+                                      'read_files': [str(present), str(tmp_path / 'absent.conf')]}, tmp_path, env=env)
+    assert not result.get('failed'), result
+    assert result['files'] == {str(present): {'content': 'version: v1\n', 'mode': 0o640},
+                               str(tmp_path / 'absent.conf'): {'content': None, 'mode': None}}
+    assert result['ansible_facts']['gpufleet_gpus']
+
+
+def test_read_files_refuses_relative_paths(tmp_path):
+    result = run_module('gpu_facts', {'read_files': ['etc/x.conf']}, tmp_path)
+    assert result['failed'] and 'read_files' in result['msg'] and 'etc/x.conf' in result['msg']

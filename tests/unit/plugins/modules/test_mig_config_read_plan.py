@@ -20,8 +20,9 @@ KEYS = ("changed", "selected", "changed_gpus", "before", "after", "config_yaml",
         "config_dest_changed", "selected_config_override_changed")
 TARGETS = ("all-disabled", "all-enabled", "all-balanced", "all-1g.10gb", "all-3g.40gb", "all-7g.80gb",
            "all-1g.5gb", "all-7g.40gb", "all-2g.10gb", "missing-name")
-CUSTOM = {"version": "v1", "mig-configs": {"mine": [{"devices": [0], "mig-enabled": True, "mig-devices": {"3g.40gb": 2}},
-                                                     {"devices": [1], "mig-enabled": False}]}}
+CUSTOM = {"version": "v1", "mig-configs": {"mine": [
+    {"devices": [0], "mig-enabled": True, "mig-devices": {"3g.40gb": 2}},
+    {"devices": [1], "mig-enabled": False}]}}
 
 
 @pytest.fixture
