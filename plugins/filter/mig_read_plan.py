@@ -22,7 +22,7 @@ description:
     C(selected), C(config_dest_changed), C(selected_config_override_changed), C(before), C(after),
     ...), or C(failed) and C(msg) when the selection cannot be applied.
   - An empty dict when the result cannot be used (skipped, failed, unreachable, no GPU, or a file
-    not read): the caller then plans on the host.
+    not read); the caller then plans on the host.
 options:
   _input:
     description: The registered gpu_facts result.

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.sharing.plugins.filter.mig_read_plan import mig_read_plan
+import yaml
+
+from ansible_collections.gpufleet.sharing.plugins.filter.mig_read_plan import DOCUMENTATION, mig_read_plan
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_read_plan import plan_from_read
 
 GPU = {"index": 0, "uuid": "GPU-0", "name": "NVIDIA H100 80GB HBM3", "pci_device_id": "0x233010DE",
@@ -44,3 +46,8 @@ def test_files_not_maintained_are_not_needed():
 def test_a_selection_that_cannot_apply_fails_with_the_module_message():
     plan = mig_read_plan(read(), dict(SELECTION, config="nope"))
     assert plan["failed"] and "nope" in plan["msg"]
+
+
+def test_documentation_parses():
+    doc = yaml.safe_load(DOCUMENTATION)
+    assert doc["name"] == "mig_read_plan" and set(doc["options"]) == {"_input", "selection"}
