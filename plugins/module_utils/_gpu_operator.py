@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover - PyYAML comes with ansible-core and the
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import HelmError, same_version, split_chart_field
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError, K8sTimeout
+from ansible_collections.gpufleet.sharing.plugins.module_utils._values_tree import get_path, set_path
 
 MIG_STRATEGIES = ("none", "single", "mixed")
 MIG_DEFAULT_CONFIGS = ("all-disabled", "")  # the CRD enum of migManager.config.default
@@ -37,26 +38,6 @@ class ValuesError(ValueError):
     def __init__(self, problems: List[str]) -> None:
         super().__init__("; ".join(problems))
         self.problems = problems
-
-
-def _get_path(tree: Dict[str, Any], path: Tuple[str, ...]) -> Tuple[bool, Any]:
-    node: Any = tree
-    for key in path:
-        if not isinstance(node, dict) or key not in node:
-            return False, None
-        node = node[key]
-    return True, node
-
-
-def _set_path(tree: Dict[str, Any], path: Tuple[str, ...], value: Any) -> None:
-    node = tree
-    for key in path[:-1]:
-        child = node.get(key)
-        if not isinstance(child, dict):
-            child = {}
-            node[key] = child
-        node = child
-    node[path[-1]] = value
 
 
 def build_values(values: Optional[Dict[str, Any]] = None, mig_strategy: Optional[str] = None,
@@ -98,17 +79,17 @@ def build_values(values: Optional[Dict[str, Any]] = None, mig_strategy: Optional
         if value:
             wanted.append((("devicePlugin", "config", key), value, "device_plugin_config.%s" % key))
     for path, value, option in wanted:
-        blocked = [path[:i] for i in range(1, len(path)) if _get_path(result, path[:i])[0]
-                   and not isinstance(_get_path(result, path[:i])[1], dict)]
+        blocked = [path[:i] for i in range(1, len(path)) if get_path(result, path[:i])[0]
+                   and not isinstance(get_path(result, path[:i])[1], dict)]
         if blocked:
             problems.append("%s=%r needs values.%s to be a mapping, got %r"
-                            % (option, value, ".".join(blocked[0]), _get_path(result, blocked[0])[1]))
+                            % (option, value, ".".join(blocked[0]), get_path(result, blocked[0])[1]))
             continue
-        present, current = _get_path(result, path)
+        present, current = get_path(result, path)
         if present and current != value:
             problems.append("%s=%r contradicts values.%s=%r" % (option, value, ".".join(path), current))
             continue
-        _set_path(result, path, value)
+        set_path(result, path, value)
     if problems:
         raise ValuesError(problems)
     return result

@@ -17,7 +17,9 @@ import copy
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._values_tree import get_path
 
 try:
     import yaml
@@ -102,11 +104,9 @@ def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> Dict[str, Any
     return result
 
 
-def _at(values: Mapping[str, Any], path: Iterable[str]) -> Any:
-    node: Any = values
-    for key in path:
-        node = node.get(key) if isinstance(node, Mapping) else None
-    return node
+def _at(values: Mapping[str, Any], path: Sequence[str]) -> Any:
+    """The value at ``path``, None when it is missing."""
+    return get_path(values, path)[1]
 
 
 def _enabled(values: Mapping[str, Any], slot: ImageSlot) -> bool:

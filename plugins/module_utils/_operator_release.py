@@ -22,6 +22,8 @@ import copy
 import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._values_tree import get_path, set_path
+
 # Release lines ("major releases", YY.MM) NVIDIA has published, oldest first (specs §7.5).
 RELEASE_LINES: Tuple[Tuple[int, int], ...] = (
     (22, 9), (23, 3), (23, 6), (23, 9), (24, 3), (24, 6), (24, 9), (25, 3), (25, 10), (26, 3), (26, 7))
@@ -100,14 +102,6 @@ def redact(values: Any, extra: Sequence[str] = (), under_secret: bool = False) -
     return REDACTED if under_secret and values not in (None, "") else values
 
 
-def _get(tree: Any, path: Sequence[str]) -> Tuple[bool, Any]:
-    for key in path:
-        if not isinstance(tree, dict) or key not in tree:
-            return False, None
-        tree = tree[key]
-    return True, tree
-
-
 def carry_forward(values: Mapping[str, Any], policy: Optional[Mapping[str, Any]]) -> Tuple[Dict[str, Any], List[str]]:
     """``values`` plus the live ClusterPolicy's CARRIED_FIELDS the user did not set (non-empty
     ones only); returns the new values and the dotted paths carried."""
@@ -115,15 +109,10 @@ def carry_forward(values: Mapping[str, Any], policy: Optional[Mapping[str, Any]]
     spec = (policy or {}).get("spec") or {}
     carried = []
     for path in CARRIED_FIELDS:
-        present, live = _get(spec, path)
-        if not present or live in (None, "") or _get(result, path)[0]:
+        present, live = get_path(spec, path)
+        if not present or live in (None, "") or get_path(result, path)[0]:
             continue
-        node = result
-        for key in path[:-1]:
-            if not isinstance(node.get(key), dict):
-                node[key] = {}
-            node = node[key]
-        node[path[-1]] = live
+        set_path(result, path, live)
         carried.append(".".join(path))
     return result, carried
 
@@ -137,10 +126,10 @@ def placeholder_configmap(values: Mapping[str, Any], namespace: str) -> Optional
     """The device-plugin ConfigMap the values name, with a no-sharing config under the default
     key, so that the plugin does not fail on a missing ConfigMap at first install; None when the
     values name no ConfigMap."""
-    name = _get(values, ("devicePlugin", "config", "name"))[1]
+    name = get_path(values, ("devicePlugin", "config", "name"))[1]
     if not name:
         return None
-    default = _get(values, ("devicePlugin", "config", "default"))[1] or "default"
+    default = get_path(values, ("devicePlugin", "config", "default"))[1] or "default"
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": namespace,
                          "labels": {"app.kubernetes.io/managed-by": "gpufleet.sharing"}},

@@ -14,6 +14,8 @@ import json
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._values_tree import get_path, set_path
+
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 OWNED_ANNOTATION = "gpufleet.sharing/taints"
 # The chart's default operand toleration (§17.3), kept when tolerations are added to daemonsets.tolerations.
@@ -125,31 +127,19 @@ def node_taints(node: Mapping[str, Any], declared: Sequence[Mapping[str, Any]]) 
 TOLERATION_PATHS = (("daemonsets", "tolerations"), ("node-feature-discovery", "worker", "tolerations"))
 
 
-def _at(tree: Mapping[str, Any], path: Sequence[str]) -> Tuple[bool, Any]:
-    node: Any = tree
-    for key in path:
-        if not isinstance(node, Mapping) or key not in node:
-            return False, None
-        node = node[key]
-    return True, node
-
-
 def toleration_values(chart_values: Mapping[str, Any], values: Mapping[str, Any],
                       extra: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
     """Overrides adding ``extra`` to each toleration list of TOLERATION_PATHS the chart has, on top of the
     list in ``values`` or else the chart's default (setting a list replaces it, §17.3)."""
     overrides: Dict[str, Any] = {}
     for path in TOLERATION_PATHS:
-        in_chart, default = _at(chart_values, path)
+        in_chart, default = get_path(chart_values, path)
         if not in_chart or not extra:
             continue
-        in_values, current = _at(values, path)
+        in_values, current = get_path(values, path)
         merged = [dict(t) for t in ((current if in_values else default) or [])]
         merged += [dict(t) for t in extra if dict(t) not in merged]
-        node = overrides
-        for key in path[:-1]:
-            node = node.setdefault(key, {})
-        node[path[-1]] = merged
+        set_path(overrides, path, merged)
     return overrides
 
 
