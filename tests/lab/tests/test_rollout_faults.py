@@ -240,8 +240,8 @@ def test_a_tampered_mig_manager_drop_in_is_repaired_without_a_drain(fleet):
     assert re.search(r"flt-1 *: ok=\d+ +changed=0 ", again.stdout), again.stdout[-2000:]
 
 
-def _plan_play(output: str) -> str:
-    start = output.index("PLAY [Rollout - take the lock and plan every node at once")
+def _host_plan_play(output: str) -> str:
+    start = output.index("PLAY [Rollout - plan on the host the nodes without a usable read")
     return output[start:output.index("PLAY [", start + 1)]
 
 
@@ -256,14 +256,33 @@ def test_site_plans_from_the_preflight_read_and_repairs_a_tampered_drop_in(fleet
     repaired = fleet.play("site.yml", limit="flt-1", mig_config=fleet.flt1_layout)
     output = flat(repaired.stdout + repaired.stderr)
     assert repaired.returncode == 0, output[-3000:]
-    plan_play = _plan_play(repaired.stdout)
-    assert re.search(r"TASK \[gpufleet.sharing.mig : MIG config [^\]]*\][^\n]*\nskipping: \[flt-1\]", plan_play), plan_play
+    host_plan_play = _host_plan_play(repaired.stdout)
+    assert "skipping: no hosts matched" in host_plan_play and "MIG config" not in host_plan_play, host_plan_play
     with open(drop_in, encoding="utf-8") as handle:
         assert handle.read() == wanted
     assert fleet.summary()["flt-1"]["outcome"] == "changed"
     again = fleet.play("site.yml", limit="flt-1", mig_config=fleet.flt1_layout)
     assert again.returncode == 0 and fleet.summary()["flt-1"]["outcome"] == "unchanged"
     assert re.search(r"flt-1 *: ok=\d+ +changed=0 ", again.stdout), again.stdout[-2000:]
+
+
+def test_site_plans_on_the_host_when_the_lock_was_taken_over(fleet):
+    """The preflight reads the hosts before the lock is taken. When the lock is taken over from an
+    expired holder (a run that stopped, maybe in the middle of a change), that read may be stale:
+    every host then plans on the host, after the lock."""
+    now = time.time()
+    fleet.k8s.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                      "metadata": {"name": LEASE_NAME, "namespace": LEASE_NS},
+                      "spec": {"holderIdentity": "run-y crashed@ctl-3", "acquireTime": _micro(now - 900),
+                               "renewTime": _micro(now - 700), "leaseDurationSeconds": 600}})
+    try:
+        run = fleet.play("site.yml", limit="flt-1", mig_config=fleet.flt1_layout)
+        assert run.returncode == 0, flat(run.stdout + run.stderr)[-3000:]
+        host_plan_play = _host_plan_play(run.stdout)
+        assert re.search(r"TASK \[gpufleet.sharing.mig : MIG config[^\n]*\n(ok|changed): \[flt-1\]", host_plan_play), host_plan_play
+        assert fleet.summary()["flt-1"]["outcome"] == "unchanged" and fleet.lease() is None
+    finally:
+        fleet.k8s.delete("Lease", LEASE_NAME, namespace=LEASE_NS)
 
 
 def test_gpu_pod_under_a_zero_budget_fails_the_drain_then_is_evicted_and_the_change_succeeds(fleet):

@@ -1,7 +1,7 @@
 """The rollout's batches follow the inventory's order, whatever order the hosts' plans came back in.
 
 The canary (the first batch) must be the first host of the inventory that needs a change. The
-plan play groups those hosts with ``group_by``, whose group fills in the order the hosts' results
+plan play once grouped those hosts with ``group_by``, whose group fills in the order the hosts' results
 reach the controller: with forks, a race. The batch play's host list must not inherit that order.
 """
 import os

@@ -1,0 +1,107 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.sharing contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The rollout's triage of every GPU host at once, planned on the controller from this run's read."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_read_plan import (
+    Prepared,
+    plan_prepared,
+    prepare,
+)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._rollout_triage import UNPLANNED, triage
+
+DOCUMENTATION = r"""
+name: rollout_triage
+short_description: Which GPU hosts of a rollout are settled and which go through the batches
+version_added: 0.2.0
+description:
+  - Plans each host's MIG selection (the C(mig_selection) fact of the C(mig) role's C(selection)
+    tasks) against the GPUs and nvidia-mig-manager files of this run's M(gpufleet.sharing.gpu_facts)
+    read (C(gpufleet_gpu_read), run with O(gpufleet.sharing.gpu_facts#module:read_files) naming the
+    selection's C(config_dest) and C(selected_config_override)), with the code of
+    M(gpufleet.sharing.mig_config) in check mode, and sorts the host.
+  - Per host, C(outcome) is V(unchanged) (converged, files in place, no rollout annotation on the
+    node), V(unreachable), V(files_only) (converged, but the nvidia-mig-manager files differ),
+    V(mig_change) (anything else, a failed plan included, which the batch plans again on the host), or
+    V(unplanned) when the read cannot be used (skipped, failed, unreachable, no GPU, a file not read,
+    or O(use_read=false)); with C(node), C(reason), C(gpus) (the GPUs to change) and C(planned_on)
+    (V(controller) or V(host)).
+  - Given O(previous), the hosts it left V(unplanned) are sorted from their registered C(mig_run)
+    (M(gpufleet.sharing.mig_config) run on the host in check mode).
+options:
+  _input:
+    description: C(hostvars).
+    type: dict
+    required: true
+  hosts:
+    description: The inventory hosts, for example C(ansible_play_hosts_all).
+    type: list
+    elements: str
+    required: true
+  annotated_nodes:
+    description: Nodes carrying the rollout annotation (RV(gpufleet.sharing.rollout_lock#module:annotated_nodes)).
+    type: dict
+    default: {}
+  use_read:
+    description: Plan from the read. V(false) when the read may be stale (the rollout lock was taken over).
+    type: bool
+    default: true
+  previous:
+    description: This filter's earlier answer in the same run.
+    type: dict
+"""
+
+EXAMPLES = r"""
+- name: Sort the hosts of the play
+  ansible.builtin.set_fact:
+    triage: "{{ hostvars | gpufleet.sharing.rollout_triage(ansible_play_hosts_all, rollout_lock.annotated_nodes) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: Per host, its C(node), C(outcome), C(reason), C(gpus) and C(planned_on).
+  type: dict
+"""
+
+
+def read_plan(read: Any, selection: Any, cache: Dict[Tuple[str, bool], Prepared]) -> Dict[str, Any]:
+    """The plan from a gpu_facts result, or {} when it cannot be used."""
+    read, selection = read or {}, selection or {}
+    gpus = (read.get("ansible_facts") or {}).get("gpufleet_gpus") or []
+    files = read.get("files") or {}
+    paths = [selection.get(key) or None for key in ("config_dest", "selected_config_override")]
+    unusable = read.get("failed") or read.get("skipped") or read.get("unreachable") or not gpus
+    if unusable or "config" not in selection or any(path and path not in files for path in paths):
+        return {}
+    key = (repr(selection.get("configs")), bool(selection.get("include_defaults")))
+    if key not in cache:
+        cache[key] = prepare({"version": "v1", "mig-configs": selection.get("configs")}, key[1])
+    return plan_prepared(cache[key], selection["config"], gpus, files, *paths)
+
+
+def rollout_triage(hostvars: Mapping[str, Any], hosts: Sequence[str], annotated_nodes: Optional[Mapping[str, Any]] = None,
+                   use_read: bool = True, previous: Optional[Mapping[str, Any]] = None) -> Dict[str, Dict[str, Any]]:
+    cache: Dict[Tuple[str, bool], Prepared] = {}
+    answer = {}
+    for host in hosts:
+        done = (previous or {}).get(host)
+        if done and done.get("outcome") != UNPLANNED:
+            answer[host] = done
+            continue
+        host_vars = hostvars[host]
+        node = host_vars.get("gpufleet_node_name") or host
+        plan, where = (read_plan(host_vars.get("gpufleet_gpu_read"), host_vars.get("mig_selection"), cache)
+                       if use_read else {}), "controller"
+        if not plan and previous is not None:
+            plan, where = host_vars.get("mig_run") or {}, "host"
+        answer[host] = dict(triage(plan, node in (annotated_nodes or {})), node=node, planned_on=where)
+    return answer
+
+
+class FilterModule:
+    def filters(self) -> Dict[str, Any]:
+        return {"rollout_triage": rollout_triage}
