@@ -1,13 +1,14 @@
 """Benchmark: a no-op playbooks/site.yml over a lab fleet against an ansible.builtin.ping play.
 
-Usage: .venv/bin/python tests/bench/bench_site_noop.py [--sizes 6 20 50] [--config ansible.cfg] [--json FILE]
+Usage: .venv/bin/python tests/bench/bench_site_noop.py [--sizes 5 50 200] [--config ansible.cfg] [--json FILE]
 
 For each fleet size N (a lab with the virtual cluster and N SSH GPU hosts):
   1. converge once with site.yml (timed, reported, not part of the ratio);
   2. time `ansible all -m ansible.builtin.ping` over the same hosts (the baseline);
   3. time site.yml again - nothing to change - and require changed=0 in its recap;
 and report the no-op run as a ratio to the ping baseline and as seconds per host, so that the
-scaling over N (should stay flat per host) is visible. Both runs use the same inventory, forks and
+scaling over N (should stay flat per host) is visible, with what one more host costs between two
+sizes (no-op and ping). Both runs use the same inventory, forks and
 SSH settings (ControlPersist, pipelining). No timed assertions: it prints a table and JSON.
 With --config, both runs use that ansible.cfg (ANSIBLE_CONFIG; e.g. docs/examples/ansible.cfg) instead of
 the bench's own forks=10.
@@ -108,7 +109,7 @@ def measure(size, helm, workdir, config=None):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--sizes', type=int, nargs='+', default=[6, 20, 50])
+    parser.add_argument('--sizes', type=int, nargs='+', default=[5, 50, 200])
     parser.add_argument('--config', help='an ansible.cfg for both runs (e.g. docs/examples/ansible.cfg)')
     parser.add_argument('--json', help='also write the results to this file')
     options = parser.parse_args()
@@ -129,6 +130,15 @@ def main():
         print('%6d %10.1f %10.1f %12.1f %12.1f %14.2f %16.2f' % (
             row['hosts'], row['lab_up_s'], row['converge_s'], row['ping_s'], row['noop_site_s'],
             row['ratio_noop_to_ping'], row['noop_s_per_host']))
+    # Flat per host: what one more host costs (between consecutive sizes), no-op against ping.
+    for small, large in zip(results, results[1:]):
+        added = large['hosts'] - small['hosts']
+        if added > 0:
+            ping_step = (large['ping_s'] - small['ping_s']) / added
+            noop_step = (large['noop_site_s'] - small['noop_site_s']) / added
+            large['marginal_ping_s_per_host'], large['marginal_noop_s_per_host'] = ping_step, noop_step
+            print('from %d to %d hosts, one more host costs: ping %.3fs, no-op %.3fs (%.2fx)' % (
+                small['hosts'], large['hosts'], ping_step, noop_step, noop_step / ping_step if ping_step > 0 else float('nan')))
     print(json.dumps({'benchmark': 'site_noop_vs_ping', 'nproc': os.cpu_count(), 'config': options.config,
                       'results': results}))
     if options.json:
