@@ -9,7 +9,7 @@ host (``_mig_read_plan``) or on the host itself (a registered result, possibly `
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 UNPLANNED = "unplanned"      # no usable read: the host plans itself before the triage
 UNREACHABLE = "unreachable"  # settled: the host could not be planned
@@ -37,3 +37,19 @@ def triage(plan: Optional[Mapping[str, Any]], annotated: bool) -> Dict[str, Any]
         return {"outcome": MIG_CHANGE, "reason": "", "gpus": gpus}
     files_differ = bool(plan.get("config_dest_changed") or plan.get("selected_config_override_changed"))
     return {"outcome": FILES_ONLY if files_differ else UNCHANGED, "reason": "", "gpus": []}
+
+
+def summary_rows(hosts: Sequence[str], recorded: Mapping[str, Mapping[str, Any]],
+                 triaged: Mapping[str, Mapping[str, Any]]) -> List[Dict[str, Any]]:
+    """The rollout summary, a row per host in order. ``recorded``: per host, what its batch set
+    (``outcome``, ``gpus``, ``reason``, each only when set); ``triaged``: this module's triage, whose
+    settled hosts never reached a batch. A host with neither was not started."""
+    rows = []
+    for host in hosts:
+        mine = recorded.get(host) or {}
+        settled = triaged.get(host) or {}
+        if settled.get("outcome") not in SETTLED:
+            settled = {}
+        rows.append({"node": host, "outcome": mine.get("outcome", settled.get("outcome", "not started")),
+                     "gpus": list(mine.get("gpus") or []), "reason": mine.get("reason", settled.get("reason", ""))})
+    return rows

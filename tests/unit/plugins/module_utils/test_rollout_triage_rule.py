@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._rollout_triage import triage
+from ansible_collections.gpufleet.sharing.plugins.module_utils._rollout_triage import summary_rows, triage
 
 
 def old_rule(plan, annotated):
@@ -49,3 +49,16 @@ def test_unreachable_keeps_the_reason_and_a_change_its_gpus():
     assert triage({"changed_gpus": [2, 3]}, False) == {"outcome": "mig_change", "reason": "", "gpus": [2, 3]}
     assert triage({"changed_gpus": [], "config_dest_changed": True}, False)["outcome"] == "files_only"
     assert triage({"changed_gpus": []}, True)["outcome"] == "mig_change"  # an annotated node is never settled
+
+
+def test_summary_rows_prefer_the_batch_then_the_triage():
+    triaged = {"a": {"outcome": "unchanged", "reason": ""}, "b": {"outcome": "unreachable", "reason": "ssh: timeout"},
+               "c": {"outcome": "mig_change", "reason": ""}, "d": {"outcome": "mig_change"}}
+    recorded = {"c": {"outcome": "changed", "gpus": [0, 1], "reason": ""}, "d": {}}
+    assert summary_rows(["a", "b", "c", "d", "e"], recorded, triaged) == [
+        {"node": "a", "outcome": "unchanged", "gpus": [], "reason": ""},
+        {"node": "b", "outcome": "unreachable", "gpus": [], "reason": "ssh: timeout"},
+        {"node": "c", "outcome": "changed", "gpus": [0, 1], "reason": ""},
+        {"node": "d", "outcome": "not started", "gpus": [], "reason": ""},  # pending, its batch never ran
+        {"node": "e", "outcome": "not started", "gpus": [], "reason": ""},
+    ]

@@ -1,0 +1,45 @@
+"""The preflight_problems filter: every host's problems in one pass, prefixed, then the hosts not checked."""
+
+from __future__ import annotations
+
+import yaml
+
+from ansible_collections.gpufleet.sharing.plugins.filter.preflight_problems import DOCUMENTATION, preflight_problems
+
+H100 = {"pci_device_id": "0x233010DE"}
+SELECTION = {"config": "all-balanced", "configs": {}, "include_defaults": True}
+
+
+def test_every_host_in_one_pass():
+    hostvars = {
+        "good": {"mig_selection": SELECTION, "ansible_facts": {"gpufleet_gpus": [H100]}},
+        "bad-config": {"mig_selection": dict(SELECTION, config="no-such-config"), "gpufleet_gpu_model": "H100-80GB"},
+        "no-gpu": {"mig_selection": SELECTION, "ansible_facts": {"gpufleet_gpus": [], "gpufleet_gpus_reason": "no driver"}},
+        "bad-vars": {"mig_selection": dict(SELECTION, configs="x"), "mig_configs": "x", "ansible_facts": {"gpufleet_gpus": [H100]}},
+        "tainted": {"mig_selection": SELECTION, "ansible_facts": {"gpufleet_gpus": [H100]},
+                    "gpufleet_node_taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]},
+        "failed": {"mig_selection": SELECTION},
+        "no-selection": {},
+    }
+    problems = preflight_problems(hostvars, list(hostvars), [], checked=[h for h in hostvars if h != "failed"])
+    assert problems[0].startswith("bad-config: ") and "no-such-config" in problems[0]
+    assert problems[1:3] == ["no-gpu: no GPU found (no driver)",
+                             'bad-vars: mig_configs must be a mapping of config name to mig-parted items, got "x"']
+    assert problems[3].startswith("host tainted (gpufleet_node_taints): taint dedicated=gpu:NoSchedule is tolerated by no operand")
+    assert problems[4:] == ["failed: not checked (unreachable or failed before planning)",
+                            "no-selection: not checked (unreachable or failed before planning)"]
+
+
+def test_tolerated_taints_and_a_host_setting_pass():
+    taint = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+    toleration = {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
+    hostvars = {"a": {"mig_selection": SELECTION, "gpufleet_node_taints": [taint], "ansible_facts": {"gpufleet_gpus": [H100]}},
+                "b": {"mig_selection": SELECTION, "gpufleet_node_taints": [taint], "ansible_facts": {"gpufleet_gpus": [H100]},
+                      "gpu_operator_tolerations": [toleration]}}
+    assert preflight_problems(hostvars, ["a"], [toleration]) == []
+    assert preflight_problems(hostvars, ["b"], []) == []
+
+
+def test_documentation_parses():
+    doc = yaml.safe_load(DOCUMENTATION)
+    assert doc["name"] == "preflight_problems" and set(doc["options"]) == {"_input", "hosts", "tolerations", "checked"}

@@ -1,0 +1,23 @@
+"""The rollout_summary filter reads what each host's batch recorded from hostvars."""
+
+from __future__ import annotations
+
+import yaml
+
+from ansible_collections.gpufleet.sharing.plugins.filter.rollout_summary import DOCUMENTATION, rollout_summary
+
+
+def test_rows_from_hostvars_and_the_triage():
+    hostvars = {"a": {}, "b": {"rollout_outcome": "failed", "rollout_gpus": [1], "rollout_reason": "drain timed out"},
+                "c": {"rollout_outcome": "changed", "rollout_gpus": [0]}}
+    triage = {"a": {"outcome": "unchanged", "reason": ""}, "b": {"outcome": "mig_change"}, "c": {"outcome": "files_only"}}
+    assert rollout_summary(hostvars, ["a", "b", "c"], triage) == [
+        {"node": "a", "outcome": "unchanged", "gpus": [], "reason": ""},
+        {"node": "b", "outcome": "failed", "gpus": [1], "reason": "drain timed out"},
+        {"node": "c", "outcome": "changed", "gpus": [0], "reason": ""}]
+    assert rollout_summary(hostvars, ["a"]) == [{"node": "a", "outcome": "not started", "gpus": [], "reason": ""}]
+
+
+def test_documentation_parses():
+    doc = yaml.safe_load(DOCUMENTATION)
+    assert doc["name"] == "rollout_summary" and set(doc["options"]) == {"_input", "hosts", "triage"}
