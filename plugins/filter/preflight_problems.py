@@ -23,7 +23,7 @@ description:
     C(gpufleet_rollout_max_fail_percentage), C(gpufleet_verify_pods), C(mig_configs)); and its
     declared taints (C(gpufleet_node_taints)) that are invalid or that no operand tolerates.
   - Then each host that could not be checked (not in O(checked), or without a recorded MIG selection).
-  - Runs once for the whole play on the controller (the preflight of C(site.yml)): no task per host.
+  - Runs once for the whole play on the controller (the preflight of C(site.yml)), with no task per host.
 options:
   _input:
     description: C(hostvars).

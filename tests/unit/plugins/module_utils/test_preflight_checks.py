@@ -28,7 +28,7 @@ def test_invalid_batch_sizes_name_the_value(serial):
 
 
 @pytest.mark.parametrize("budget,ok", [(0, True), ("0", True), (100, True), ("55", True), (101, False), ("150", False),
-                                        (-1, False), ("5.5", False), ("07", False)])
+                                       (-1, False), ("5.5", False), ("07", False)])
 def test_failure_budget(budget, ok):
     problems = variable_problems({"gpufleet_rollout_max_fail_percentage": budget})
     assert problems == ([] if ok else ["gpufleet_rollout_max_fail_percentage must be an integer from 0 to 100, got '%s'" % budget])
