@@ -277,6 +277,12 @@ def commands_for(query_rows: List[Row], gather_profiles: bool = True) -> List[Tu
     return calls
 
 
+def needs_summary(query_rows: List[Row], gather_processes: bool = True) -> bool:
+    """The plain `nvidia-smi` table: for the compute processes, and always when MIG is enabled on a
+    GPU (its MIG device numbers name the instances)."""
+    return gather_processes or any(row['mig_current'] for row in query_rows)
+
+
 def empty_answer(out: str, err: str) -> bool:
     """nvidia-smi printed a "nothing to list" answer (docs/reference/specs.md §4.3, 5): not an error, whatever the exit code."""
     return any(message in out + err for message in EMPTY_ANSWERS)
@@ -296,8 +302,9 @@ def parse_mode_query(text: str) -> Tuple[bool, bool]:
     return fields[1] == 'Enabled', fields[2] == 'Enabled'
 
 
-def facts_from_outputs(query_rows: List[Row], summary: Summary, outputs: Mapping[Tuple[str, ...], str]) -> List[Row]:
-    """build_gpu_facts from the raw output of the calls commands_for() asked for."""
+def facts_from_outputs(query_rows: List[Row], summary: Optional[Summary], outputs: Mapping[Tuple[str, ...], str]) -> List[Row]:
+    """build_gpu_facts from the raw output of the calls commands_for() asked for (``summary`` None: the
+    plain table was not read, see ``needs_summary``)."""
     return build_gpu_facts(
         query_rows, summary,
         list_gpus=parse_list_gpus(outputs[('-L',)]) if ('-L',) in outputs else None,
@@ -308,7 +315,7 @@ def facts_from_outputs(query_rows: List[Row], summary: Summary, outputs: Mapping
     )
 
 
-def build_gpu_facts(query_rows: List[Row], summary: Summary, list_gpus: Optional[List[Row]] = None,
+def build_gpu_facts(query_rows: List[Row], summary: Optional[Summary], list_gpus: Optional[List[Row]] = None,
                     gpu_instances: Optional[List[Row]] = None, compute_instances: Optional[List[Row]] = None,
                     profiles: Optional[Dict[int, List[Row]]] = None,
                     placements: Optional[Placements] = None) -> List[Row]:
@@ -317,6 +324,7 @@ def build_gpu_facts(query_rows: List[Row], summary: Summary, list_gpus: Optional
     Arguments are the results of parse_query_gpus, parse_summary, parse_list_gpus,
     parse_gpu_instances, parse_compute_instances, parse_gpu_instance_profiles and
     parse_gpu_instance_placements; the optional ones are None when not run (see commands_for).
+    Without the summary (not read: ``needs_summary``), ``processes`` is None (not gathered).
     """
     ids = _MigDeviceIds(summary, list_gpus)
     facts = []
@@ -339,7 +347,7 @@ def build_gpu_facts(query_rows: List[Row], summary: Summary, list_gpus: Optional
                 'instances': instances,
             },
             'supported_profiles': _supported_profiles(index, profiles or {}, placements or {}),
-            'processes': _processes(index, summary['processes'], ids),
+            'processes': _processes(index, summary['processes'], ids) if summary is not None else None,
         })
     return facts
 
@@ -347,12 +355,12 @@ def build_gpu_facts(query_rows: List[Row], summary: Summary, list_gpus: Optional
 class _MigDeviceIds:
     """MIG device index and UUID of a (gpu, GI, CI), from the summary table and `-L`."""
 
-    def __init__(self, summary: Summary, list_gpus: Optional[List[Row]]) -> None:
+    def __init__(self, summary: Optional[Summary], list_gpus: Optional[List[Row]]) -> None:
         self.uuids: Dict[Tuple[int, Optional[int]], str] = {}  # (gpu, device index) -> uuid
         for gpu in list_gpus or []:
             for device in gpu['mig_devices']:
                 self.uuids[(gpu['index'], device['device'])] = device['uuid']
-        self.devices = dict(((d['gpu'], d['gi_id'], d['ci_id']), d['device']) for d in summary['mig_devices'])
+        self.devices = dict(((d['gpu'], d['gi_id'], d['ci_id']), d['device']) for d in (summary or {}).get('mig_devices', []))
 
     def device(self, gpu: int, gi_id: Optional[int], ci_id: Optional[int]) -> Optional[int]:
         return self.devices.get((gpu, gi_id, ci_id))

@@ -43,6 +43,15 @@ options:
         (C(nvidia-smi mig -lgip) and C(-lgipp)). Turn off to save two calls per host.
     type: bool
     default: true
+  gather_processes:
+    description:
+      - Also read the compute processes on each GPU (the plain C(nvidia-smi) table). Turn off to save a
+        call per host when only the GPUs and their MIG state are needed; RV(ansible_facts.gpufleet_gpus[].processes)
+        is then null, unless MIG is enabled on a GPU of the host (the table is read anyway for its MIG
+        device numbers).
+    type: bool
+    default: true
+    version_added: 0.2.0
   read_files:
     description:
       - Absolute paths of files to read as well, returned in RV(files) (text and permission bits).
@@ -145,7 +154,9 @@ ansible_facts:
           type: list
           elements: dict
         processes:
-          description: Compute processes with C(pid), C(name), C(used_memory_mib), C(gi_id), C(ci_id) and C(mig_device_uuid).
+          description:
+            - Compute processes with C(pid), C(name), C(used_memory_mib), C(gi_id), C(ci_id) and C(mig_device_uuid).
+            - Null when not gathered (O(gather_processes=false)).
           type: list
           elements: dict
     gpufleet_gpus_reason:
@@ -167,6 +178,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._nvidia_smi impor
     commands_for,
     empty_answer,
     facts_from_outputs,
+    needs_summary,
     no_gpu_reason,
     parse_query_gpus,
     parse_summary,
@@ -176,6 +188,7 @@ ARGUMENT_SPEC = dict(
     nvidia_smi_path=dict(type='path'),
     fail_on_missing=dict(type='bool', default=False),
     gather_profiles=dict(type='bool', default=True),
+    gather_processes=dict(type='bool', default=True),
     read_files=dict(type='list', elements='path', default=[]),
 )
 DRIVER_DIRS = ['/usr/bin', '/usr/local/nvidia/bin', '/usr/local/bin', '/opt/nvidia/bin']
@@ -203,7 +216,7 @@ def run(mod: GpuFleetModule) -> None:
                  rc=rc, stdout=out, stderr=err)
     try:
         rows = parse_query_gpus(out)
-        summary = parse_summary(read(mod, smi, [path]))
+        summary = parse_summary(read(mod, smi, [path])) if needs_summary(rows, mod.params['gather_processes']) else None
         outputs = dict((args, read(mod, smi, [path] + list(args), allow_empty=args[0] == 'mig'))
                        for args in commands_for(rows, mod.params['gather_profiles']))
         facts = facts_from_outputs(rows, summary, outputs)

@@ -88,6 +88,29 @@ def test_a100_with_mig_in_seven_calls(tmp_path):
     assert profiles_off['ansible_facts']['gpufleet_nvidia_smi_calls'] == 5
 
 
+def test_without_processes_one_call_less_unless_mig_is_enabled(tmp_path):
+    path, env = make_fake(tmp_path, h200_answers())
+    full = run_module('gpu_facts', {'nvidia_smi_path': path, 'gather_profiles': False}, tmp_path, env=env)
+    lean = run_module('gpu_facts', {'nvidia_smi_path': path, 'gather_profiles': False, 'gather_processes': False},
+                      tmp_path, env=env)
+    assert full['ansible_facts']['gpufleet_nvidia_smi_calls'] == 2 and lean['ansible_facts']['gpufleet_nvidia_smi_calls'] == 1
+    assert full['ansible_facts']['gpufleet_gpus'][0]['processes'] == []
+    assert lean['ansible_facts']['gpufleet_gpus'][0]['processes'] is None  # not gathered, not "none running"
+    without = dict(full['ansible_facts']['gpufleet_gpus'][0], processes=None)
+    assert lean['ansible_facts']['gpufleet_gpus'][0] == without
+    a100 = os.path.join(FIXTURES, 'a100-mig')
+    answers = {}
+    for key, name in (('query', 'query.txt'), ('summary', 'smi.txt'), ('-L', 'L.txt'), ('mig -lgi', 'lgi.txt'), ('mig -lci', 'lci.txt')):
+        with open(os.path.join(a100, name)) as handle:
+            answers[key] = [handle.read(), 0]
+    mig_dir = tmp_path / 'mig'
+    mig_dir.mkdir()
+    path, env = make_fake(mig_dir, answers)
+    mig = run_module('gpu_facts', {'nvidia_smi_path': path, 'gather_profiles': False, 'gather_processes': False}, mig_dir, env=env)
+    assert mig['ansible_facts']['gpufleet_nvidia_smi_calls'] == 5  # MIG on: the table names the MIG devices
+    assert mig['ansible_facts']['gpufleet_gpus'][0]['processes'] is not None
+
+
 def test_missing_nvidia_smi_is_not_a_failure(tmp_path):
     result = run_module('gpu_facts', {'nvidia_smi_path': str(tmp_path / 'absent')}, tmp_path)
     # An explicit path that does not exist: run_command fails to exec it -> a clear failure.
