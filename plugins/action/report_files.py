@@ -6,12 +6,12 @@
 from __future__ import annotations
 
 import os
-import stat
 import tempfile
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._host import read_file
 from ansible_collections.gpufleet.sharing.plugins.module_utils._report_files import (
     DIR_MODE,
     FILE_MODE,
@@ -20,15 +20,6 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._report_files imp
     needs_write,
     summary,
 )
-
-
-def read_current(path: str) -> Tuple[Optional[str], Optional[int]]:
-    try:
-        with open(path, "rb") as handle:
-            text = handle.read().decode("utf-8", "replace")
-        return text, stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        return None, None
 
 
 def write_atomically(directory: str, name: str, text: str) -> None:
@@ -69,7 +60,7 @@ class ActionModule(ActionBase):
             os.makedirs(directory, DIR_MODE)
         written, removed, diffs = [], [], []
         for name in sorted(files):
-            current, mode = read_current(os.path.join(directory, name))
+            current, mode = read_file(os.path.join(directory, name))
             if needs_write(files[name], current, mode):
                 written.append(name)
                 diffs.append(file_diff(name, files[name], current))
@@ -79,7 +70,7 @@ class ActionModule(ActionBase):
             path = os.path.join(directory, name)
             if os.path.lexists(path):
                 removed.append(name)
-                diffs.append(file_diff(name, None, read_current(path)[0]))
+                diffs.append(file_diff(name, None, read_file(path)[0]))
                 if not check:
                     os.unlink(path)
         changed, msg = summary(written, removed, create_dir)

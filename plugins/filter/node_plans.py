@@ -20,16 +20,8 @@ description:
     fact that the C(mig) role's C(selection) tasks record from C(mig_config) and C(mig_configs), with
     that role's defaults) and its sharing config (C(gpu_sharing_config)).
   - A host with neither GPU facts nor a sharing config is left out (its node is then read from its labels).
-options:
-  _input:
-    description: C(hostvars).
-    type: dict
-    required: true
-  hosts:
-    description: The inventory hosts, for example C(ansible_play_hosts_all).
-    type: list
-    elements: str
-    required: true
+extends_documentation_fragment:
+  - gpufleet.sharing.fleet_filter
 """
 
 EXAMPLES = r"""

@@ -21,16 +21,8 @@ description:
   - The filter C(taint_tolerations) of the same file returns the tolerations that those taints need
     (without duplicates), for the operator's DaemonSets and the verification pods; C(taint_report) lists
     invalid taints and taints that given operand tolerations do not tolerate (preflight).
-options:
-  _input:
-    description: C(hostvars).
-    type: dict
-    required: true
-  hosts:
-    description: The GPU hosts.
-    type: list
-    elements: str
-    required: true
+extends_documentation_fragment:
+  - gpufleet.sharing.fleet_filter
 """
 
 EXAMPLES = r"""

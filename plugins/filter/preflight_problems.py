@@ -24,16 +24,9 @@ description:
     declared taints (C(gpufleet_node_taints)) that are invalid or that no operand tolerates.
   - Then each host that could not be checked (not in O(checked), or without a recorded MIG selection).
   - Runs once for the whole play on the controller (the preflight of C(site.yml)), with no task per host.
+extends_documentation_fragment:
+  - gpufleet.sharing.fleet_filter
 options:
-  _input:
-    description: C(hostvars).
-    type: dict
-    required: true
-  hosts:
-    description: The hosts to check, for example C(ansible_play_hosts_all).
-    type: list
-    elements: str
-    required: true
   tolerations:
     description:
       - The operand tolerations the C(gpu_operator) role will add, when a host does not set

@@ -18,16 +18,9 @@ description:
   - What the host's batch recorded (C(rollout_outcome), C(rollout_gpus), C(rollout_reason)) wins; a host
     the plan found settled (V(unchanged) or V(unreachable) in O(triage)) never reached a batch; any
     other host is V(not started).
+extends_documentation_fragment:
+  - gpufleet.sharing.fleet_filter
 options:
-  _input:
-    description: C(hostvars).
-    type: dict
-    required: true
-  hosts:
-    description: The hosts of the rollout.
-    type: list
-    elements: str
-    required: true
   triage:
     description: The answer of the P(gpufleet.sharing.rollout_triage#filter) filter.
     type: dict

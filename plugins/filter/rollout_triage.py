@@ -32,16 +32,9 @@ description:
     (V(controller) or V(host)).
   - Given O(previous), the hosts it left V(unplanned) are sorted from their registered C(mig_run)
     (M(gpufleet.sharing.mig_config) run on the host in check mode).
+extends_documentation_fragment:
+  - gpufleet.sharing.fleet_filter
 options:
-  _input:
-    description: C(hostvars).
-    type: dict
-    required: true
-  hosts:
-    description: The inventory hosts, for example C(ansible_play_hosts_all).
-    type: list
-    elements: str
-    required: true
   annotated_nodes:
     description: Nodes carrying the rollout annotation (RV(gpufleet.sharing.rollout_lock#module:annotated_nodes)).
     type: dict

@@ -20,4 +20,5 @@ def test_rows_from_hostvars_and_the_triage():
 
 def test_documentation_parses():
     doc = yaml.safe_load(DOCUMENTATION)
-    assert doc["name"] == "rollout_summary" and set(doc["options"]) == {"_input", "hosts", "triage"}
+    assert doc["name"] == "rollout_summary" and set(doc["options"]) == {"triage"}
+    assert doc["extends_documentation_fragment"] == ["gpufleet.sharing.fleet_filter"]  # _input (hostvars), hosts

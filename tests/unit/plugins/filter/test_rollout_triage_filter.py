@@ -64,4 +64,5 @@ def test_a_stale_read_is_not_used():
 
 def test_documentation_parses():
     doc = yaml.safe_load(DOCUMENTATION)
-    assert doc["name"] == "rollout_triage" and set(doc["options"]) == {"_input", "hosts", "annotated_nodes", "use_read", "previous"}
+    assert doc["name"] == "rollout_triage" and set(doc["options"]) == {"annotated_nodes", "use_read", "previous"}
+    assert doc["extends_documentation_fragment"] == ["gpufleet.sharing.fleet_filter"]  # _input (hostvars), hosts
