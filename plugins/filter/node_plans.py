@@ -38,9 +38,14 @@ _value:
 """
 
 
+def node_name(host: str, host_vars: Mapping[str, Any]) -> str:
+    """The Kubernetes node of an inventory host: gpufleet_node_name, else the host name."""
+    return host_vars.get("gpufleet_node_name") or host
+
+
 def host_entry(host: str, host_vars: Mapping[str, Any]) -> Dict[str, Any]:
     """One host's plan entry (only ``node`` when the host gives nothing to plan with)."""
-    entry: Dict[str, Any] = {"node": host_vars.get("gpufleet_node_name") or host}
+    entry: Dict[str, Any] = {"node": node_name(host, host_vars)}
     facts = (host_vars.get("ansible_facts") or {}).get("gpufleet_gpus") or []
     if facts:
         selection = host_vars.get("mig_selection") or {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Sequence
 
+from ansible_collections.gpufleet.sharing.plugins.filter.node_plans import node_name
 from ansible_collections.gpufleet.sharing.plugins.module_utils._taints import (
     GPU_TOLERATION, taint_problems, tolerations_for, untolerated)
 
@@ -44,7 +45,7 @@ def node_taints(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> List[Dict[
     for host in hosts:
         host_vars = hostvars[host]
         if "gpufleet_node_taints" in host_vars:
-            entries.append({"node": host_vars.get("gpufleet_node_name") or host, "taints": host_vars["gpufleet_node_taints"]})
+            entries.append({"node": node_name(host, host_vars), "taints": host_vars["gpufleet_node_taints"]})
     return entries
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.filter.node_plans import node_name
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_read_plan import (
     Prepared,
     plan_prepared,
@@ -86,7 +87,7 @@ def rollout_triage(hostvars: Mapping[str, Any], hosts: Sequence[str], annotated_
             answer[host] = done
             continue
         host_vars = hostvars[host]
-        node = host_vars.get("gpufleet_node_name") or host
+        node = node_name(host, host_vars)
         plan, where = (read_plan(host_vars.get("gpufleet_gpu_read"), host_vars.get("mig_selection"), cache)
                        if use_read else {}), "controller"
         if not plan and previous is not None:
