@@ -78,11 +78,12 @@ class GpuModel:
 
     __slots__ = ('key', 'product_names', 'pci_device_ids', 'architecture', 'memory_slices',
                  'compute_slices', 'max_instances', 'profiles', 'balanced', 'verified_placements',
-                 '_by_name')
+                 'namings', '_by_name')
 
     def __init__(self, key: str, product_names: Tuple[str, ...], pci_device_ids: Tuple[str, ...],
                  architecture: str, memory_slices: int, compute_slices: int, max_instances: int,
-                 profiles: Tuple[MigProfile, ...], balanced: Dict[str, int], verified_placements: bool) -> None:
+                 profiles: Tuple[MigProfile, ...], balanced: Dict[str, int], verified_placements: bool,
+                 namings: Tuple[Tuple[str, ...], ...] = ()) -> None:
         self.key = key
         self.product_names = product_names
         self.pci_device_ids = pci_device_ids
@@ -93,6 +94,9 @@ class GpuModel:
         self.profiles = profiles
         self.balanced = balanced
         self.verified_placements = verified_placements
+        # Sets of profile names of which a board prints only one (same geometry, other names): a
+        # layout may use names of one set only (GB200, docs/reference/specs.md §2.13).
+        self.namings = namings
         self._by_name = dict((p.name, p) for p in profiles)
 
     @property
@@ -132,6 +136,7 @@ class GpuModel:
             'profiles': [p.as_dict() for p in self.profiles],
             'balanced': dict(self.balanced),
             'verified_placements': self.verified_placements,
+            'namings': [list(names) for names in self.namings],
         }
 
     def __repr__(self) -> str:
@@ -225,12 +230,10 @@ def _profile_name(geometry_class: str, sizes_gb: Dict[str, str]) -> str:
 
 def _build_profiles(geometry: Tuple[GeometryRow, ...], sizes_gb: Dict[str, str],
                     memory_gib: Dict[str, Optional[float]], multiprocessors: Dict[str, Optional[int]],
-                    engines: Dict[str, Engines], media_extension: bool = True) -> Tuple[MigProfile, ...]:
-    """Profiles of one model; `media_extension=False` leaves out the `+me` rows (not published for it)."""
+                    engines: Dict[str, Engines]) -> Tuple[MigProfile, ...]:
+    """Profiles of one model, one per geometry row."""
     profiles = []
     for geometry_class, gi_id, max_count, mem, compute, starts in geometry:
-        if not media_extension and '+me' in geometry_class:
-            continue
         base = _base_class(geometry_class)
         profiles.append(MigProfile(
             name=_profile_name(geometry_class, sizes_gb),
@@ -249,14 +252,23 @@ def _build_profiles(geometry: Tuple[GeometryRow, ...], sizes_gb: Dict[str, str],
 def _eight_slice_model(key: str, product_names: Tuple[str, ...], pci_device_ids: Tuple[str, ...],
                        architecture: str, sizes_gb: Tuple[str, ...], memory_gib: Dict[str, Optional[float]],
                        multiprocessors: Dict[str, Optional[int]], balanced: Dict[str, int],
-                       verified_placements: bool, media_extension: bool = True) -> GpuModel:
+                       verified_placements: bool, variant: Optional[Tuple[Tuple[str, ...], Dict[str, Any]]] = None) -> GpuModel:
+    """An 8-slice model; `variant` (sizes, GiB per class) adds the profiles that boards printing other
+    sizes name differently, with the two name sets as the model's `namings`."""
     engines = _AMPERE_ENGINES if architecture == 'ampere' else _HOPPER_ENGINES
+    profiles = _build_profiles(_EIGHT_SLICE_GEOMETRY, _gib(*sizes_gb), memory_gib, multiprocessors, engines)
+    namings: Tuple[Tuple[str, ...], ...] = ()
+    if variant is not None:
+        names = set(p.name for p in profiles)
+        other = tuple(p for p in _build_profiles(_EIGHT_SLICE_GEOMETRY, _gib(*variant[0]), variant[1],
+                                                 multiprocessors, engines) if p.name not in names)
+        renamed = set(p.gi_profile_id for p in other)
+        namings = (tuple(p.name for p in profiles if p.gi_profile_id in renamed), tuple(p.name for p in other))
+        profiles += other
     return GpuModel(
         key=key, product_names=tuple(product_names), pci_device_ids=tuple(pci_device_ids),
         architecture=architecture, memory_slices=8, compute_slices=7, max_instances=7,
-        profiles=_build_profiles(_EIGHT_SLICE_GEOMETRY, _gib(*sizes_gb), memory_gib, multiprocessors,
-                                 engines, media_extension),
-        balanced=balanced, verified_placements=verified_placements)
+        profiles=profiles, balanced=balanced, verified_placements=verified_placements, namings=namings)
 
 
 def _gib(*values: Any) -> Dict[str, Any]:
@@ -350,7 +362,12 @@ MODELS: Tuple[GpuModel, ...] = (
         ('0x294110DE',),
         'blackwell', ('23', '47', '47', '93', '93', '186'),
         _gib(22.00, 45.50, 45.50, None, None, None), _gib(18, 32, 38, None, None, None),
-        {'1g.23gb': 2, '2g.47gb': 1, '3g.93gb': 1}, False),  # DERIVED (docs/reference/specs.md §2.13)
+        {'1g.23gb': 2, '2g.47gb': 1, '3g.93gb': 1}, False,  # DERIVED (docs/reference/specs.md §2.13)
+        # Boards that print 1g.24gb, 3g.95gb, 4g.95gb and 7g.189gb for the same geometry: the -lgip in
+        # NVIDIA/gpu-operator#1303 and NVIDIA/mig-parted 89dd81a3 ("add support for HGX GB200"); NVIDIA's
+        # default config still lists all-3g.95gb, all-4g.95gb and all-7g.189gb (mig-parted v0.15.0
+        # deployments/systemd/config-default.yaml) next to the names of mig-parted#227 / ebab1f77.
+        variant=(('24', '47', '47', '95', '95', '189'), _gib(20.00, 45.50, 45.50, None, None, None))),
     _eight_slice_model(
         'B300',
         ('NVIDIA B300 SXM6 AC',),
@@ -362,8 +379,10 @@ MODELS: Tuple[GpuModel, ...] = (
         ('NVIDIA GB300',),
         ('0x31C210DE',),
         'blackwell', ('35', '70', '70', '139', '139', '278'), _UNKNOWN, {},
-        {'1g.35gb': 2, '2g.70gb': 1, '3g.139gb': 1}, False,
-        media_extension=False),  # DERIVED; no +me published (docs/reference/specs.md §2.14)
+        # 1g.35gb+me: NVIDIA/mig-parted 75449116 "add the mig profiles for GB300" (all-1g.35gb.me in
+        # v0.15.0 deployments/systemd/config-default.yaml and in NVIDIA/gpu-operator v26.7.0
+        # assets/state-mig-manager/0400_configmap.yaml); rest DERIVED (docs/reference/specs.md §2.14)
+        {'1g.35gb': 2, '2g.70gb': 1, '3g.139gb': 1}, False),
     GpuModel(
         key='RTX-PRO-6000',
         product_names=('NVIDIA RTX PRO 6000 Blackwell Server Edition',

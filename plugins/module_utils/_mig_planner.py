@@ -228,7 +228,19 @@ def _capacity_problems(model: GpuModel, counts: Dict[str, int]) -> List[str]:
     if memory > model.memory_slices:
         problems.append('the layout needs %d memory slices but %s has %d' % (
             memory, model.key, model.memory_slices))
-    return problems + _engine_problems(model, counts)
+    return problems + _engine_problems(model, counts) + _naming_problems(model, counts)
+
+
+def _naming_problems(model: GpuModel, counts: Dict[str, int]) -> List[str]:
+    """A board prints one of the model's name sets (GB200, docs/reference/specs.md §2.13), never both."""
+    used = [[n for n in names if counts.get(n)] for names in model.namings]
+    used = [names for names in used if names]
+    if len(used) < 2:
+        return []
+    return ['the layout mixes profile names of two kinds of %s board (%s and %s): a board prints either %s or %s, '
+            'so use the names its nvidia-smi mig -lgip lists' % (
+                model.key, ', '.join(used[0]), ', '.join(used[1]),
+                ', '.join(model.namings[0]), ', '.join(model.namings[1]))]
 
 
 def _instances_largest_first(model: GpuModel, counts: Dict[str, int]) -> List[MigProfile]:

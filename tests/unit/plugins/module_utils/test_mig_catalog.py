@@ -84,15 +84,21 @@ def test_pci_ids_are_unique_across_models():
 def test_model_geometry_is_consistent(model):
     names = [p.name for p in model.profiles]
     assert len(names) == len(set(names))
-    ids = [p.gi_profile_id for p in model.profiles]
-    assert len(ids) == len(set(ids))
+    # A board prints one name per GI profile id: the ids are unique within each naming (GB200 has two).
+    other_names = [set(names) for names in model.namings]
+    for naming in other_names or [set()]:
+        board = [p for p in model.profiles if p.name in naming or not any(p.name in o for o in other_names)]
+        ids = [p.gi_profile_id for p in board]
+        assert len(ids) == len(set(ids))
+    assert all(len(names) == len(model.namings[0]) for names in model.namings)
     for profile in model.profiles:
         assert profile.starts, profile
         assert max(profile.starts) + profile.memory_slices <= model.memory_slices
         assert profile.compute_slices <= model.compute_slices
         assert model.profile(profile.name) is profile
         assert model.profile('MIG ' + profile.name) is profile
-        assert model.profile(str(profile.gi_profile_id)) is profile
+        if not any(profile.name in names for names in model.namings[1:]):
+            assert model.profile(str(profile.gi_profile_id)) is profile
         if profile.name.endswith('+me'):
             assert profile.max_instances == 1
     # The balanced layout of every model is itself valid and uses the model's own names.

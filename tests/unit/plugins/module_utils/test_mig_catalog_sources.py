@@ -63,11 +63,22 @@ def test_pg506_is_ampere_but_keeps_the_96gb_profile_names():
 
 def test_gb200_profiles():
     """S4 config-default.yaml names (all-1g.23gb ... all-7g.186gb); IDs and counts of the 1g/2g rows
-    from the real GB200 -lgip in S9 mig-parted#227; the rest DERIVED (specs §2.13)."""
+    from the real GB200 -lgip in S9 mig-parted#227; the rest DERIVED (specs §2.13). Boards of the
+    earlier -lgip (S9 gpu-operator#1303, mig-parted 89dd81a3) print 1g.24gb, 1g.24gb+me, 3g.95gb,
+    4g.95gb and 7g.189gb for the same ids, and S4 v0.15.0 still lists all-3g.95gb, all-4g.95gb and
+    all-7g.189gb (issue 25 §3): both namings are GB200's, one board prints one of them."""
     assert _table('GB200') == [
         ('1g.23gb', 19, 7, 1, 1), ('1g.23gb+me', 20, 1, 1, 1), ('1g.47gb', 15, 4, 2, 1),
-        ('2g.47gb', 14, 3, 2, 2), ('3g.93gb', 9, 2, 4, 3), ('4g.93gb', 5, 1, 4, 4), ('7g.186gb', 0, 1, 8, 7)]
+        ('2g.47gb', 14, 3, 2, 2), ('3g.93gb', 9, 2, 4, 3), ('4g.93gb', 5, 1, 4, 4), ('7g.186gb', 0, 1, 8, 7),
+        ('1g.24gb', 19, 7, 1, 1), ('1g.24gb+me', 20, 1, 1, 1), ('3g.95gb', 9, 2, 4, 3), ('4g.95gb', 5, 1, 4, 4),
+        ('7g.189gb', 0, 1, 8, 7)]
     model = resolve_model('GB200')
+    assert model.namings == (('1g.23gb', '1g.23gb+me', '3g.93gb', '4g.93gb', '7g.186gb'),
+                             ('1g.24gb', '1g.24gb+me', '3g.95gb', '4g.95gb', '7g.189gb'))
+    assert model.profile('1g.24gb').memory_gib == 20.00  # gpu-operator#1303 -lgip
+    plan_layout(model, {'1g.24gb': 2, '2g.47gb': 1, '3g.95gb': 1})
+    problems = check_layout(model, {'3g.93gb': 1, '3g.95gb': 1})
+    assert len(problems) == 1 and 'mixes profile names of two kinds of GB200 board (3g.93gb and 3g.95gb)' in problems[0]
     assert [p.multiprocessors for p in model.profiles[:4]] == [18, 18, 32, 38]
     assert not model.verified_placements
     assert model.balanced == {'1g.23gb': 2, '2g.47gb': 1, '3g.93gb': 1}  # S4 all-balanced 0x294110DE
@@ -82,10 +93,13 @@ def test_b300_profiles():
     assert resolve_model('B300').balanced == {'1g.34gb': 2, '2g.67gb': 1, '3g.135gb': 1}
 
 
-def test_gb300_profiles_have_no_media_extension():
-    """S4 config-default.yaml lists no +me profile for GB300; we do not invent one (specs §2.14)."""
+def test_gb300_profiles_include_the_media_extension():
+    """S4 v0.15.0 config-default.yaml has all-1g.35gb.me (1g.35gb+me: 1), added by mig-parted 75449116
+    "add the mig profiles for GB300"; the GPU Operator v26.7.0 MIG manager ConfigMap has it too
+    (issue 25 §3, specs §2.14)."""
     model = resolve_model('GB300')
-    assert model.profile_names() == ['1g.35gb', '1g.70gb', '2g.70gb', '3g.139gb', '4g.139gb', '7g.278gb']
+    assert model.profile_names() == ['1g.35gb', '1g.35gb+me', '1g.70gb', '2g.70gb', '3g.139gb', '4g.139gb', '7g.278gb']
+    assert model.profile('1g.35gb+me').engines == (1, 1, 1) and model.profile('1g.35gb+me').max_instances == 1
     assert model.balanced == {'1g.35gb': 2, '2g.70gb': 1, '3g.139gb': 1}
     assert model.architecture == 'blackwell'
 

@@ -34,6 +34,8 @@ def feasible_layouts(model):
                 return
             if any(sum(p.engines[i] for p in chosen) > whole_gpu_engines[i] for i in range(3)):
                 return
+            if sum(1 for names in model.namings if set(names) & set(counts)) > 1:
+                return  # a board prints one of the name sets (GB200: 1g.23gb ... or 1g.24gb ...)
             found.add(tuple(sorted(counts.items())))
             return
         walk(position + 1, chosen)

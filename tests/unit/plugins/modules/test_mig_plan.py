@@ -27,7 +27,8 @@ def test_rejects_with_reason(tmp_path):
     ('B200', {'7g.180gb': 1}, {'7g.180gb': 1, '1g.23gb': 1}),
     ('0x294110DE', {'1g.23gb': 2, '2g.47gb': 1, '3g.93gb': 1}, {'3g.93gb': 3}),
     ('B300', {'1g.34gb+me': 1, '1g.34gb': 6}, {'1g.34gb+me': 2}),
-    ('NVIDIA GB300', {'7g.278gb': 1}, {'1g.35gb+me': 1}),
+    ('NVIDIA GB300', {'7g.278gb': 1}, {'1g.35gb+me': 2}),  # one +me: mig-parted 75449116 (issue 25 §3)
+    ('0x294110DE', {'3g.95gb': 2}, {'3g.95gb': 1, '3g.93gb': 1}),  # one naming per board (issue 25 §3)
     ('NVIDIA RTX PRO 6000 Blackwell Server Edition', {'1g.24gb+gfx': 4}, {'2g.48gb': 1, '1g.24gb+me.all': 1}),
     ('0x2BB110DE', {'2g.48gb-me': 1, '2g.48gb+me.all': 1}, {'4g.96gb': 1, '1g.24gb': 1}),
     ('A30', {'2g.12gb+me': 1, '1g.6gb': 2}, {'2g.12gb+me': 1, '1g.6gb+me': 1}),
