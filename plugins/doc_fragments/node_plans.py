@@ -80,9 +80,11 @@ options:
     description:
       - The GPU Operator chart version that runs (or will run) on the cluster, such as V(v26.7.0); the
         C(gpu_sharing) and C(verify) roles pass the C(gpu_operator) role's C(gpu_operator_chart_version).
-      - The device-plugin release is derived from it (the table of NVIDIA's GPU Operator release notes in
-        the collection's C(docs/reference/specs.md) §9.8). It decides what the plan may ask for and how
-        the nodes advertise MIG devices (see O(device_plugin_version)).
+      - The device-plugin release is derived from it (the table of every released GPU Operator chart, V(v22.9.0)
+        to V(v26.7.0), in the collection's C(docs/reference/specs.md) §9.8). It decides what the plan may ask
+        for and how the nodes advertise MIG devices (see O(device_plugin_version)).
+      - A version that is not a released chart (a newer one, say) takes the device plugin of the nearest
+        older released chart; the result's C(device_plugin.assumed) and a warning say which.
       - Used only when O(device_plugin_version) is not given and the ClusterPolicy does not name the
         device-plugin image version (C(spec.devicePlugin.version), what the installed chart runs).
         Neither known, V(v26.7.0) (the C(gpu_operator) role default) is assumed.

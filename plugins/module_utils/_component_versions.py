@@ -21,19 +21,22 @@ Version = Tuple[int, int, int]
 # else says which chart runs (docs/reference/specs.md §7.5, §9.8).
 DEFAULT_CHART_VERSION = "v26.7.0"
 
-# GPU Operator chart version -> the device plugin (and GPU Feature Discovery, same image) it deploys,
-# from NVIDIA's GPU Operator release notes / component matrix and the operator's bundle manifests
-# (docs/reference/specs.md §9.8, with the source of every row).
+# Every released GPU Operator chart -> the device plugin (and GPU Feature Discovery, same image) it
+# deploys: the release tags of NVIDIA/gpu-operator and deployments/gpu-operator/values.yaml
+# `devicePlugin.version` at each tag (docs/reference/specs.md §9.8, which also names the release notes
+# that agree). There is no chart v26.7.1 and no device plugin v0.20.1 tag.
 CHART_DEVICE_PLUGIN: Tuple[Tuple[Version, Version], ...] = (
-    ((24, 9, 0), (0, 17, 0)),
-    ((25, 3, 0), (0, 17, 1)),
-    ((25, 3, 1), (0, 17, 2)),
-    ((25, 3, 2), (0, 17, 3)),
-    ((25, 10, 1), (0, 18, 1)),
-    ((26, 3, 2), (0, 19, 2)),
-    ((26, 3, 3), (0, 19, 3)),
+    ((22, 9, 0), (0, 12, 3)), ((22, 9, 1), (0, 13, 0)), ((22, 9, 2), (0, 13, 0)),
+    ((23, 3, 0), (0, 14, 0)), ((23, 3, 1), (0, 14, 0)), ((23, 3, 2), (0, 14, 0)),
+    ((23, 6, 0), (0, 14, 1)), ((23, 6, 1), (0, 14, 1)), ((23, 6, 2), (0, 14, 1)),
+    ((23, 9, 0), (0, 14, 2)), ((23, 9, 1), (0, 14, 3)), ((23, 9, 2), (0, 14, 5)),
+    ((24, 3, 0), (0, 15, 0)), ((24, 6, 0), (0, 16, 1)), ((24, 6, 1), (0, 16, 2)), ((24, 6, 2), (0, 16, 2)),
+    ((24, 9, 0), (0, 17, 0)), ((24, 9, 1), (0, 17, 0)), ((24, 9, 2), (0, 17, 0)),
+    ((25, 3, 0), (0, 17, 1)), ((25, 3, 1), (0, 17, 2)), ((25, 3, 2), (0, 17, 3)),
+    ((25, 3, 3), (0, 17, 4)), ((25, 3, 4), (0, 17, 4)),
+    ((25, 10, 0), (0, 18, 0)), ((25, 10, 1), (0, 18, 1)),
+    ((26, 3, 0), (0, 19, 0)), ((26, 3, 1), (0, 19, 0)), ((26, 3, 2), (0, 19, 2)), ((26, 3, 3), (0, 19, 3)),
     ((26, 7, 0), (0, 20, 0)),
-    ((26, 7, 1), (0, 20, 1)),
 )
 # The first device-plugin release of each behaviour (docs/reference/specs.md §9.9-§9.11).
 MPS_FAIL_REQUESTS_CONFIGURABLE: Version = (0, 20, 0)
@@ -60,18 +63,18 @@ def show(version: Version) -> str:
     return "v%d.%d.%d" % version
 
 
-def device_plugin_for_chart(chart: Version) -> Tuple[Version, bool]:
-    """(device-plugin version, exact) the chart deploys.
+def nearest_row(chart: Version) -> Tuple[Version, Version]:
+    """(row chart, device plugin) of the table for ``chart``: its own row, else the nearest older row
+    (a later chart never ships an older plugin), else the first row for a chart older than the table
+    (an upper bound -- every rule here starts later)."""
+    older = [row for row in CHART_DEVICE_PLUGIN if row[0] <= chart]
+    return older[-1] if older else CHART_DEVICE_PLUGIN[0]
 
-    Exact when the table has the chart; otherwise the newest row of the same release line at or below
-    it (a later patch never ships an older plugin), else the nearest older row; a chart older than the
-    table gets its first row, which is an upper bound (exact False) -- every rule here starts later.
-    """
-    for row_chart, plugin in CHART_DEVICE_PLUGIN:
-        if row_chart == chart:
-            return plugin, True
-    older = [plugin for row_chart, plugin in CHART_DEVICE_PLUGIN if row_chart < chart]
-    return (older[-1] if older else CHART_DEVICE_PLUGIN[0][1]), False
+
+def device_plugin_for_chart(chart: Version) -> Tuple[Version, bool]:
+    """(device-plugin version, exact) the chart deploys; exact when the chart is a row of the table."""
+    row_chart, plugin = nearest_row(chart)
+    return plugin, row_chart == chart
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,8 @@ class DevicePlugin:
 
     version: Version
     source: str
+    # What was assumed when the version is not known for sure (a chart that is not a released one).
+    assumed: Optional[str] = None
 
     @property
     def name(self) -> str:
@@ -92,13 +97,22 @@ class DevicePlugin:
         return self.version >= first
 
     def as_dict(self) -> dict:
-        return {"version": self.name, "source": self.source}
+        found = {"version": self.name, "source": self.source}
+        if self.assumed:
+            found["assumed"] = self.assumed
+        return found
 
 
 def from_chart(chart_text: str, source: str) -> DevicePlugin:
     chart = parse_version(chart_text, "GPU Operator chart version (%s)" % source)
-    plugin, exact = device_plugin_for_chart(chart)
-    return DevicePlugin(plugin, "%s %s %s" % (source, show(chart), "deploys it" if exact else "(nearest row of the release notes)"))
+    row_chart, plugin = nearest_row(chart)
+    if row_chart == chart:
+        return DevicePlugin(plugin, "%s %s deploys it" % (source, show(chart)))
+    assumed = ("%s %s is not a released GPU Operator chart the collection knows (%s to %s, docs/reference/specs.md "
+               "§9.8): assuming device plugin %s, as chart %s deploys; set device_plugin_version to the plugin "
+               "it runs if that is wrong" % (source, show(chart), show(CHART_DEVICE_PLUGIN[0][0]),
+                                             show(CHART_DEVICE_PLUGIN[-1][0]), show(plugin), show(row_chart)))
+    return DevicePlugin(plugin, "%s %s, assumed as chart %s" % (source, show(chart), show(row_chart)), assumed)
 
 
 def resolve_device_plugin(device_plugin_version: Optional[str], policy: Optional[dict],
@@ -123,4 +137,4 @@ NEWEST = DevicePlugin(CHART_DEVICE_PLUGIN[-1][1], "newest known")
 
 __all__ = ["CHART_DEVICE_PLUGIN", "DEFAULT_CHART_VERSION", "DevicePlugin", "MIG_SUFFIX_RESOURCES",
            "MPS_FAIL_REQUESTS_CONFIGURABLE", "NEWEST", "SHARED_DEVICES_ALLOCATION_POLICY", "VersionError",
-           "device_plugin_for_chart", "from_chart", "parse_version", "resolve_device_plugin", "show"]
+           "device_plugin_for_chart", "from_chart", "nearest_row", "parse_version", "resolve_device_plugin", "show"]

@@ -22,7 +22,7 @@ host's planned GPUs, or its ``gpu_facts`` and MIG selection, from which each GPU
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._component_versions import (
     DevicePlugin,
@@ -162,15 +162,20 @@ def read_intent(params: Mapping[str, Any]) -> Tuple[Dict[str, HostPlan], Optiona
     return plans, configs_from_nodes(node_configs, params.get("configs") or [])
 
 
-def device_plugin_of(params: Mapping[str, Any], policy: Optional[Mapping[str, Any]]) -> DevicePlugin:
+def device_plugin_of(params: Mapping[str, Any], policy: Optional[Mapping[str, Any]],
+                     warn: Optional[Callable[[str], None]] = None) -> DevicePlugin:
     """The device-plugin release the plan is for (``_component_versions.resolve_device_plugin``: the
     option ``device_plugin_version``, the ClusterPolicy's image tag, the option ``operator_version``,
-    the default chart); an option that does not parse is a SharingError naming it."""
+    the default chart); an option that does not parse is a SharingError naming it. What was assumed
+    for a chart that is not a released one goes to ``warn``."""
     try:
-        return resolve_device_plugin(params.get("device_plugin_version"), dict(policy) if policy else None,
-                                     params.get("operator_version"))
+        plugin = resolve_device_plugin(params.get("device_plugin_version"), dict(policy) if policy else None,
+                                       params.get("operator_version"))
     except VersionError as exc:
         raise SharingError([str(exc)])
+    if plugin.assumed and warn is not None:
+        warn(plugin.assumed)
+    return plugin
 
 
 def checked_configs(raw_configs: Sequence[Mapping[str, Any]], default: Optional[str],

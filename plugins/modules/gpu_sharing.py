@@ -259,7 +259,10 @@ expected:
   type: dict
   sample: {gpu-a: {config: inference-ts4, resources: {nvidia.com/gpu: 32}, labels: {nvidia.com/gpu.replicas: "4"}}}
 device_plugin:
-  description: The device-plugin release the plan was made for and where its version came from.
+  description:
+    - The device-plugin release the plan was made for and where its version came from.
+    - C(assumed) (also a warning) when O(operator_version) is not a released chart the collection knows: which
+      released chart's device plugin was assumed.
   returned: when the nodes were planned
   type: dict
   sample: {version: v0.20.0, source: ClusterPolicy spec.devicePlugin.version}
@@ -328,7 +331,7 @@ def plan(mod: ClusterModule, configs: Mapping[str, SharingConfig], plans: Mappin
     p = mod.params
     cluster = ClusterView.read(mod.k8s.list("Node"), policy, list(live_data))
     try:
-        plugin = device_plugin_of(p, policy)
+        plugin = device_plugin_of(p, policy, mod.warn)
         fleet = plan_fleet(Intent(configs, p["default_config"], plans, scope=SCOPE_GOVERNED, plugin=plugin), cluster)
     except SharingError as exc:
         mod.fail("invalid node selection or version: %s" % exc, problems=exc.problems)

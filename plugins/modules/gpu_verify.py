@@ -294,6 +294,8 @@ device_plugin:
   description:
     - The device-plugin release the expectation was computed for and where its version came from
       (O(device_plugin_version), the ClusterPolicy's C(spec.devicePlugin.version), O(operator_version) or the default chart).
+    - C(assumed) (also a warning) when O(operator_version) is not a released chart the collection knows: which
+      released chart's device plugin was assumed.
   returned: always
   type: dict
   sample: {version: v0.20.0, source: ClusterPolicy spec.devicePlugin.version}
@@ -399,7 +401,7 @@ def read(mod: ClusterModule) -> Tuple[Intent, ClusterView, NodeList, List[Check]
     policy = read_cluster_policy(mod.k8s, p["cluster_policy_name"], required=False)
     cluster = ClusterView.read(nodes, policy)
     try:
-        selector, plugin = parse_selector(p["node_selector"], "node_selector"), device_plugin_of(p, policy)
+        selector, plugin = parse_selector(p["node_selector"], "node_selector"), device_plugin_of(p, policy, mod.warn)
         plans, raw_configs = read_intent(p)
         configs = checked_configs(raw_configs, p["default_config"] or None, plugin) if raw_configs is not None else None
     except SharingError as exc:

@@ -150,6 +150,10 @@ def test_device_plugin_release_rules_refuse_before_v0_20_and_change_nothing(lab)
     planned = run_module("gpu_sharing", sharing_args(lab, configs=mps_any), lab.tmp, check_mode=True)
     assert not planned.get("failed"), planned.get("msg")
     assert planned["device_plugin"] == {"version": "v0.20.0", "source": "default chart v26.7.0 deploys it"}
+    newer = run_module("gpu_sharing", sharing_args(lab, configs=mps_any, operator_version="v26.7.1"), lab.tmp,
+                       check_mode=True)  # no such chart (yet): it says what it assumes (issue 25 §4)
+    assert not newer.get("failed") and "assuming device plugin v0.20.0, as chart v26.7.0 deploys" in newer["device_plugin"]["assumed"]
+    assert any(newer["device_plugin"]["assumed"] in str(w) for w in newer["warnings"])
     assert "failRequestsGreaterThanOne: false" in planned["rendered"]["h200-mps3"]
 
 

@@ -22,25 +22,55 @@ def cfg(**raw):
 
 
 # ---------------------------------------------------------------------------------------------
-# §9.8 chart -> device plugin (GPU Operator release notes: 24.9.0 lists Device Plugin v0.17.0,
-# 25.3.0 v0.17.1, 25.3.1 v0.17.2, 25.3.2 v0.17.3, 25.10.1 v0.18.1, 26.3.2 v0.19.2; the operator's
-# bundle: 26.3.3 v0.19.3, 26.7.0 v0.20.0, 26.7.1 v0.20.1)
+# §9.8 chart -> device plugin. Ground truth: every release tag of NVIDIA/gpu-operator (v22.9.0 to
+# v26.7.0; there is no v26.7.1 tag, and NVIDIA/k8s-device-plugin has no v0.20.1 tag) and the
+# `devicePlugin.version` of deployments/gpu-operator/values.yaml at that tag (a `-ubi8`/`-ubi9` suffix
+# is the image flavour, not another release). Written here from those tags, independently of the table.
+
+RELEASED = {
+    "v22.9.0": "v0.12.3", "v22.9.1": "v0.13.0", "v22.9.2": "v0.13.0",
+    "v23.3.0": "v0.14.0", "v23.3.1": "v0.14.0", "v23.3.2": "v0.14.0",
+    "v23.6.0": "v0.14.1", "v23.6.1": "v0.14.1", "v23.6.2": "v0.14.1",
+    "v23.9.0": "v0.14.2", "v23.9.1": "v0.14.3", "v23.9.2": "v0.14.5",
+    "v24.3.0": "v0.15.0", "v24.6.0": "v0.16.1", "v24.6.1": "v0.16.2", "v24.6.2": "v0.16.2",
+    "v24.9.0": "v0.17.0", "v24.9.1": "v0.17.0", "v24.9.2": "v0.17.0",
+    "v25.3.0": "v0.17.1", "v25.3.1": "v0.17.2", "v25.3.2": "v0.17.3", "v25.3.3": "v0.17.4", "v25.3.4": "v0.17.4",
+    "v25.10.0": "v0.18.0", "v25.10.1": "v0.18.1",
+    "v26.3.0": "v0.19.0", "v26.3.1": "v0.19.0", "v26.3.2": "v0.19.2", "v26.3.3": "v0.19.3",
+    "v26.7.0": "v0.20.0",
+}
 
 
-@pytest.mark.parametrize("chart, plugin", [
-    ("v24.9.0", "v0.17.0"), ("v25.3.0", "v0.17.1"), ("v25.3.2", "v0.17.3"), ("v25.10.1", "v0.18.1"),
-    ("v26.3.2", "v0.19.2"), ("v26.3.3", "v0.19.3"), ("v26.7.0", "v0.20.0"), ("26.7.1", "v0.20.1"),
-])
-def test_chart_table_from_the_release_notes(chart, plugin):
+@pytest.mark.parametrize("chart, plugin", sorted(RELEASED.items()))
+def test_every_released_chart_is_a_row(chart, plugin):
     version, exact = cv.device_plugin_for_chart(cv.parse_version(chart, "chart"))
     assert (cv.show(version), exact) == (plugin, True)
 
 
+def test_the_table_lists_exactly_the_released_charts():
+    assert [cv.show(chart) for chart, _plugin in cv.CHART_DEVICE_PLUGIN] == sorted(
+        RELEASED, key=lambda text: cv.parse_version(text, "chart"))
+    assert cv.NEWEST.name == "v0.20.0"  # no chart ships v0.20.1 (no such tag)
+
+
 def test_a_chart_between_rows_takes_the_nearest_older_row():
-    assert cv.device_plugin_for_chart((24, 9, 2)) == ((0, 17, 0), False)  # 24.9.1/.2 list no plugin change
-    assert cv.device_plugin_for_chart((26, 3, 0)) == ((0, 18, 1), False)
-    assert cv.device_plugin_for_chart((27, 1, 0)) == ((0, 20, 1), False)
-    assert cv.device_plugin_for_chart((23, 9, 0)) == ((0, 17, 0), False)  # upper bound: older than every rule
+    assert cv.device_plugin_for_chart((25, 3, 5)) == ((0, 17, 4), False)  # not released: v25.3.4's row
+    assert cv.device_plugin_for_chart((27, 1, 0)) == ((0, 20, 0), False)
+    assert cv.device_plugin_for_chart((22, 3, 0)) == ((0, 12, 3), False)  # older than every row
+
+
+@pytest.mark.parametrize("chart, row, plugin", [
+    ("v26.7.1", "v26.7.0", "v0.20.0"), ("27.1.0", "v26.7.0", "v0.20.0"), ("v25.3.5", "v25.3.4", "v0.17.4"),
+    ("v1.11.0", "v22.9.0", "v0.12.3"),
+])
+def test_an_unknown_chart_says_what_it_assumes(chart, row, plugin):
+    found = cv.resolve_device_plugin(None, None, chart)
+    assert found.name == plugin
+    assert found.assumed and "is not a released GPU Operator chart" in found.assumed
+    assert "assuming device plugin %s, as chart %s deploys" % (plugin, row) in found.assumed
+    assert found.as_dict()["assumed"] == found.assumed
+    assert cv.resolve_device_plugin(None, None, "v26.3.3").assumed is None
+    assert "assumed" not in cv.resolve_device_plugin(None, None, "v26.3.3").as_dict()
 
 
 def test_the_default_chart_is_the_gpu_operator_role_default():
@@ -147,3 +177,17 @@ def test_allocation_policy_needs_v0_20():
     problems = s.release_problems({"c": packed}, OLD)
     assert len(problems) == 1 and "needs device plugin v0.20.0" in problems[0] and "v0.19.3" in problems[0]
     assert s.release_problems({"c": packed}, NEW) == []
+
+
+def test_the_sharing_modules_warn_what_they_assume():
+    """gpu_sharing and gpu_verify resolve the release through _fleet_plan.device_plugin_of, which hands
+    the assumption to the module's warn (and the result's device_plugin carries it)."""
+    from ansible_collections.gpufleet.sharing.plugins.module_utils import _fleet_plan as fp
+    warned = []
+    plugin = fp.device_plugin_of({"operator_version": "v26.7.1"}, None, warned.append)
+    assert warned == [plugin.assumed] and plugin.name == "v0.20.0"
+    assert plugin.source == "option operator_version: chart v26.7.1, assumed as chart v26.7.0"
+    fp.device_plugin_of({"operator_version": "v25.3.3"}, None, warned.append)
+    assert len(warned) == 1
+    with pytest.raises(s.SharingError, match=r"option operator_version: chart\) 'v26\.7' does not parse"):
+        fp.device_plugin_of({"operator_version": "v26.7"}, None, warned.append)
