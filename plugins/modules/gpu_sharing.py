@@ -261,8 +261,8 @@ expected:
 device_plugin:
   description:
     - The device-plugin release the plan was made for and where its version came from.
-    - C(assumed) (also a warning) when O(operator_version) is not a released chart the collection knows: which
-      released chart's device plugin was assumed.
+    - C(assumed) (also a warning) when O(operator_version) is not a released chart the collection knows, naming the
+      released chart whose device plugin was assumed.
   returned: when the nodes were planned
   type: dict
   sample: {version: v0.20.0, source: ClusterPolicy spec.devicePlugin.version}

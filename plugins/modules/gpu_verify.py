@@ -294,8 +294,8 @@ device_plugin:
   description:
     - The device-plugin release the expectation was computed for and where its version came from
       (O(device_plugin_version), the ClusterPolicy's C(spec.devicePlugin.version), O(operator_version) or the default chart).
-    - C(assumed) (also a warning) when O(operator_version) is not a released chart the collection knows: which
-      released chart's device plugin was assumed.
+    - C(assumed) (also a warning) when O(operator_version) is not a released chart the collection knows, naming the
+      released chart whose device plugin was assumed.
   returned: always
   type: dict
   sample: {version: v0.20.0, source: ClusterPolicy spec.devicePlugin.version}
