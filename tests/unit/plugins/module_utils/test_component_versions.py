@@ -191,3 +191,9 @@ def test_the_sharing_modules_warn_what_they_assume():
     assert len(warned) == 1
     with pytest.raises(s.SharingError, match=r"option operator_version: chart\) 'v26\.7' does not parse"):
         fp.device_plugin_of({"operator_version": "v26.7"}, None, warned.append)
+
+
+def test_the_release_lines_of_the_upgrade_guard_are_the_tables():
+    """_operator_release.RELEASE_LINES (the upgrade-path guard) and this table name the same lines."""
+    from ansible_collections.gpufleet.sharing.plugins.module_utils._operator_release import RELEASE_LINES
+    assert sorted(set(chart[:2] for chart, _plugin in cv.CHART_DEVICE_PLUGIN)) == list(RELEASE_LINES)
