@@ -75,6 +75,9 @@ notes:
     GH200-144GB, B200, GB200, B300, GB300) follow the common 8-slice geometry, those of the
     RTX-PRO-6000 the A30's 4-slice pattern; no real C(nvidia-smi mig -lgipp) capture was available
     for them. RV(model.verified_placements) says which.
+  - GB200 boards print one of two sets of profile names for the same geometry (V(1g.23gb), V(3g.93gb),
+    V(4g.93gb), V(7g.186gb) or V(1g.24gb), V(3g.95gb), V(4g.95gb), V(7g.189gb); NVIDIA's default MIG
+    config lists both). Both are accepted, a layout mixing them is refused; RV(model.namings) lists the sets.
 seealso:
   - module: gpufleet.sharing.mig_config
   - module: gpufleet.sharing.gpu_facts
@@ -149,6 +152,13 @@ model:
     verified_placements:
       description: Whether the placements come from a real capture rather than derivation.
       type: bool
+    namings:
+      description:
+        - Sets of profile names of which one board prints only one (the same geometry named otherwise);
+          a layout may use names of one set only. Empty for every model but GB200.
+      type: list
+      elements: list
+      sample: [["1g.23gb", "1g.23gb+me", "3g.93gb", "4g.93gb", "7g.186gb"], ["1g.24gb", "1g.24gb+me", "3g.95gb", "4g.95gb", "7g.189gb"]]
 plan:
   description: The plan for one GPU (with O(layout)).
   returned: success and O(layout) given
