@@ -26,7 +26,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted impor
     merged_configs,
     select_config,
 )
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import LayoutError, plan_layout
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import LayoutError, board_naming_problems, plan_layout
 
 FILE_MODE = 0o644
 DIR_MODE = 0o755
@@ -124,11 +124,15 @@ def _gpu_change(gpu: Mapping[str, Any], name: str, before: Layout, after: Layout
             problems.append("GPU %d (%s): %s" % (index, product, exc))
             return None
     if wanted.mig_enabled and model is not None:
+        where = "GPU %d (%s, model %s)" % (index, product, model.key)
         try:
             order = plan_layout(model, wanted.mig_devices).creation_order
         except LayoutError as exc:
-            where = "GPU %d (%s, model %s)" % (index, product, model.key)
             problems.extend("%s, config %s: %s" % (where, name, problem) for problem in exc.problems)
+            return None
+        naming = board_naming_problems(model, before["mig_devices"], wanted.mig_devices)
+        if naming:
+            problems.extend("%s, config %s: %s" % (where, name, problem) for problem in naming)
             return None
     change = needs_change(before, wanted)
     return GpuChange(

@@ -231,6 +231,22 @@ def _capacity_problems(model: GpuModel, counts: Dict[str, int]) -> List[str]:
     return problems + _engine_problems(model, counts) + _naming_problems(model, counts)
 
 
+def board_naming_problems(model: GpuModel, current: Mapping[str, int], wanted: Mapping[str, int]) -> List[str]:
+    """Profiles of another naming than the one a board's GPU instances show (``current``, as nvidia-smi
+    lists them): a board prints one of the model's name sets (GB200, docs/reference/specs.md §2.13)."""
+    shown = [names for names in model.namings if any(current.get(n) for n in names)]
+    if len(shown) != 1:
+        return []
+    own = shown[0]
+    problems = []
+    for names in model.namings:
+        for name in (n for n in names if names is not own and wanted.get(n)):
+            problems.append('this board prints the %s profile names %s (its GPU instances are %s), so %s does not '
+                            'exist on it: use %s' % (model.key, ', '.join(own), ', '.join(
+                                sorted(n for n in current if current.get(n))), name, own[names.index(name)]))
+    return problems
+
+
 def _naming_problems(model: GpuModel, counts: Dict[str, int]) -> List[str]:
     """A board prints one of the model's name sets (GB200, docs/reference/specs.md §2.13), never both."""
     used = [[n for n in names if counts.get(n)] for names in model.namings]

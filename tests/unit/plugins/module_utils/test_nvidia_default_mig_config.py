@@ -181,3 +181,20 @@ def test_the_two_devices_beyond_nvidia_file_are_the_generators():
     assert h200_nvl[0].mig_devices == {"1g.35gb": resolve_model("0x233B10DE").profile("1g.35gb").max_instances} == {"1g.35gb": 4}
     workstation = mp.desired_state(defaults.items("all-balanced"), [_gpu_of("0x2BB110DE")])
     assert workstation[0].mig_devices == _generated_balanced(resolve_model("0x2BB110DE")) == {"1g.24gb": 2, "2g.48gb": 1}
+
+
+def test_a_gb200_whose_instances_show_its_naming_is_held_to_it():
+    """A GB200 with GPU instances already prints its naming (nvidia-smi mig -lgi shows the names the board
+    has): the other naming's profiles do not exist on it, as nvidia-mig-parted would find when applying."""
+    config = mp.parse_config(nvidia_default())
+    board = gpu(0, "0x294110DE", name="NVIDIA GB200", current=True, instances=["3g.93gb", "3g.93gb"])
+    with pytest.raises(mp.MigPartedError) as caught:
+        ma.plan_host(config, "all-3g.95gb", [board])
+    assert caught.value.problems == [
+        "GPU 0 (NVIDIA GB200, model GB200), config all-3g.95gb: this board prints the GB200 profile names "
+        "1g.23gb, 1g.23gb+me, 3g.93gb, 4g.93gb, 7g.186gb (its GPU instances are 3g.93gb), so 3g.95gb does not "
+        "exist on it: use 3g.93gb"]
+    assert ma.plan_host(config, "all-3g.93gb", [board]).changes == ()
+    assert ma.plan_host(config, "all-1g.47gb", [board]).changes  # common to both namings
+    fresh = gpu(0, "0x294110DE", name="NVIDIA GB200")  # no instances: its naming is not known here
+    assert ma.plan_host(config, "all-3g.95gb", [fresh]).changes
