@@ -97,17 +97,22 @@ def test_probe_section_for_time_sliced_mps_and_mig(lab):
 def test_mps_is_judged_against_a_share_of_the_whole_gpu(lab):
     """Issue 25: the control daemon caps a lone MPS client too (thread percentage 100/N), so the
     exclusive run of an MPS resource is already about 1/N of the GPU. Judged against that run / N,
-    two sharers that each get their half looked like 2x their fair share; judged against the whole
-    H200 next door (gpu-1, unshared) / N they get about their half."""
-    result = run_module("gpu_verify", probe_args(lab, nodes=["mps-1", "gpu-1"], probe_seconds=2, probe_min_share=0.5),
-                        lab.tmp)
+    two sharers that each got their half looked like 2x their fair share (2.65 in the lab before
+    the fix); judged against the whole H200 next door (gpu-1, unshared) / N, they get about their
+    half. The lab's figures come from this machine's busy CPU, phases seconds apart: the share is
+    checked as the formula on the row's own figures, not as a number."""
+    result = run_module("gpu_verify", probe_args(lab, nodes=["mps-1", "gpu-1"], probe_seconds=2), lab.tmp)
     assert not result.get("failed"), result.get("msg")
     rows = {r["node"]: r for r in result["report"]["probe"]}
     mps, whole = rows["mps-1"], rows["gpu-1"]
     assert (mps["sharing"], mps["replicas"], whole["sharing"]) == ("mps", 2, "none")
-    assert mps["exclusive_tflops"] < 0.8 * whole["exclusive_tflops"]  # the lone client is capped at 50 % of the threads
-    assert 0.3 < mps["share"] < 1.5, mps  # each sharer got about half the whole GPU (the capped run / 2 made it about 2)
+    # measured side by side in the exclusive phase: the lone client computes half the time only
+    assert mps["exclusive_tflops"] < 0.8 * whole["exclusive_tflops"], (mps, whole)
     assert mps["baseline"] == "whole GPU on node gpu-1" and mps["baseline_tflops"] == whole["exclusive_tflops"]
+    share = min(mps["shared_tflops"] / (whole["exclusive_tflops"] / 2),
+                mps["shared_small_tflops"] / (whole["exclusive_small_tflops"] / 2))
+    assert mps["share"] == pytest.approx(share, abs=0.011), mps
+    assert "(of %.4g/2)" % whole["exclusive_tflops"] in result["report_table"]
 
 
 def test_thresholds_fail_verification(lab):
