@@ -192,8 +192,8 @@ def test_the_whole_gpu_baseline_prefers_the_node_and_needs_the_same_model():
 
 
 def test_time_slicing_is_judged_against_its_exclusive_run():
-    runs = {("gpu-a", "nvidia.com/gpu"): p.TargetRuns(out("x", line(large=666.0)), [out("a", line(large=320.3)),
-                                                                                   out("b", line(large=320.6))])}
+    sharers = [out("a", line(large=320.3)), out("b", line(large=320.6))]
+    runs = {("gpu-a", "nvidia.com/gpu"): p.TargetRuns(out("x", line(large=666.0)), sharers)}
     rows, _checks = p.probe_rows([TS], runs, p.Thresholds())
     assert (rows[0]["baseline"], rows[0]["baseline_tflops"]) == ("the lone pod (a whole GPU)", 666.0)
 
