@@ -8,12 +8,23 @@ line; ``parse_probe_output`` turns a pod log into a ``ProbeResult`` or a clear `
 (no output, truncated JSON, no GPU). ``probe_rows`` turns the exclusive and contended runs of one
 node into report rows and ``Check`` objects: fair share, latency inflation, memory isolation and
 the user's thresholds.
+
+What a sharer's fair share is measured against (issue 25; docs/sharing.md, "How each sharing kind
+is judged"): 1/N of the whole GPU. Under time-slicing the lone pod of the exclusive run holds the
+whole GPU. Under MPS it does not: NVIDIA's control daemon caps every client, a lone one too, at
+100/N of the threads and 1/N of the memory, and puts the GPU in EXCLUSIVE_PROCESS compute mode
+(k8s-device-plugin v0.20.0, ``cmd/mps-control-daemon/mps/daemon.go``), so no pod can measure the
+uncapped GPU and the capped figure is not proportional to the thread share (a real H200: 25 % of
+the threads gave 228 of 659 TFLOP/s). An MPS share is therefore judged against a whole GPU of the
+same model probed in the same run (this node first, else the median of the other nodes), else
+against the sharers' sum.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from statistics import median
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import find_model
@@ -26,6 +37,9 @@ LAB_BACKEND = "lab CPU backend"
 # A sharer that can allocate more than its 1/N of the memory by this factor is not memory-isolated.
 ISOLATION_SLACK = 1.1
 SHARINGS = ("time-slicing", "mps", "mig", "none")
+# What a contended resource's fair share is 1/N of (row "baseline"), besides "whole GPU on node X".
+LONE_POD = "the lone pod (a whole GPU)"
+SHARERS_TOGETHER = "the sharers together"
 PROGRAM_KEY = "gpufleet_probe.py"
 PROBE_CONFIGMAP = "gpufleet-probe"  # in the verification namespace; created or updated, left in place
 PROGRAM_DIR = "/opt/gpufleet-probe"
@@ -165,16 +179,16 @@ def parse_probe_output(log: Optional[str]) -> ProbeResult:
 # Arithmetic
 
 
-def fair_share(exclusive: float, replicas: int) -> float:
-    """What each of ``replicas`` sharers would get of the exclusive figure if nothing were lost."""
+def fair_share(whole: float, replicas: int) -> float:
+    """What each of ``replicas`` sharers would get of the whole GPU's figure if nothing were lost."""
     if replicas < 1:
         raise ValueError("replicas must be at least 1, not %d" % replicas)
-    return exclusive / replicas
+    return whole / replicas
 
 
-def share_of_fair(value: float, exclusive: float, replicas: int) -> Optional[float]:
-    """``value`` as a fraction of the fair share (1.0 = no loss); None without an exclusive figure."""
-    fair = fair_share(exclusive, replicas)
+def share_of_fair(value: float, whole: float, replicas: int) -> Optional[float]:
+    """``value`` as a fraction of the fair share (1.0 = no loss); None without a whole-GPU figure."""
+    fair = fair_share(whole, replicas)
     return None if fair <= 0 else value / fair
 
 
@@ -241,22 +255,36 @@ def _base_row(target: ProbeTarget, exclusive: ProbeResult) -> Dict[str, Any]:
         "memory_total_mib": exclusive.memory_total_mib, "memory_allocatable_mib": exclusive.memory_allocatable_mib,
         "shared_tflops": None, "shared_small_tflops": None, "aggregate_tflops": None, "aggregate_small_tflops": None,
         "shared_ms": None, "share": None, "inflation": None, "expected_fraction": None, "sharer_devices": None,
+        "baseline": None, "baseline_tflops": None,
         "isolation": "hardware (MIG)" if target.sharing == "mig" else (
             "exclusive" if not target.contended else
             "yes" if memory_isolated(exclusive.memory_allocatable_mib, exclusive.memory_total_mib, target.replicas) else "no"),
     }
 
 
-def contended_row(target: ProbeTarget, exclusive: ProbeResult, shared: Sequence[ProbeResult]) -> Dict[str, Any]:
-    """Per-replica (the worst sharer), aggregate and latency next to the exclusive run."""
+@dataclass(frozen=True)
+class Baseline:
+    """The whole GPU's large and small figures a fair share is 1/N of, and where they come from."""
+
+    large: float
+    small: float
+    source: str
+
+
+def contended_row(target: ProbeTarget, exclusive: ProbeResult, shared: Sequence[ProbeResult],
+                  baseline: Optional[Baseline] = None) -> Dict[str, Any]:
+    """Per-replica (the worst sharer), aggregate and latency next to the exclusive run; the share
+    against 1/N of ``baseline`` (default: the exclusive run, a whole GPU under time-slicing)."""
     row = _base_row(target, exclusive)
+    whole = baseline or Baseline(exclusive.large.tflops, exclusive.small.tflops, LONE_POD)
     worst_large = min(r.large.tflops for r in shared)
     worst_small = min(r.small.tflops for r in shared)
-    shares = [s for s in (share_of_fair(worst_large, exclusive.large.tflops, target.replicas),
-                          share_of_fair(worst_small, exclusive.small.tflops, target.replicas)) if s is not None]
+    shares = [s for s in (share_of_fair(worst_large, whole.large, target.replicas),
+                          share_of_fair(worst_small, whole.small, target.replicas)) if s is not None]
     row.update(shared_tflops=_sig(worst_large), shared_small_tflops=_sig(worst_small),
                aggregate_tflops=_sig(sum(r.large.tflops for r in shared)),
                aggregate_small_tflops=_sig(sum(r.small.tflops for r in shared)),
+               baseline=whole.source, baseline_tflops=_sig(whole.large),
                shared_ms=_sig(max(r.small.ms for r in shared)), sharer_devices=len({r.smi for r in shared}),
                share=_round(min(shares) if shares else None),
                inflation=_round(inflation(max(r.small.ms for r in shared), exclusive.small.ms)))
@@ -292,6 +320,39 @@ def whole_gpu_tflops(targets: Sequence[TargetResult]) -> Optional[float]:
     return tflops / fraction if fraction else None
 
 
+def _holds_a_whole_gpu(item: TargetResult) -> bool:
+    """An unshared GPU, or the lone pod of a time-sliced one (time-slicing caps nothing); not a MIG slice."""
+    return item.target.sharing in ("none", "time-slicing") and item.target.compute_slices is None and not item.result.mig
+
+
+def mps_baseline(item: TargetResult, done: Sequence[TargetResult]) -> Baseline:
+    """What an MPS resource's fair share is 1/N of: a whole GPU of the same model (device name and
+    backend) probed in this run, on this node if there is one, else the median of the other nodes';
+    else the sharers' sum (they hold all the threads together: a lower bound that still shows a
+    sharer starved by the others). Never the exclusive run: the control daemon capped it at 1/N."""
+    same = [t for t in done if t is not item and _holds_a_whole_gpu(t) and t.result.device == item.result.device
+            and t.result.backend == item.result.backend]
+    whole = [t for t in same if t.target.node == item.target.node] or same
+    if not whole:
+        return Baseline(sum(r.large.tflops for r in item.shared), sum(r.small.tflops for r in item.shared),
+                        SHARERS_TOGETHER)
+    nodes = sorted({t.target.node for t in whole})
+    source = "whole GPU on node %s" % nodes[0] if len(nodes) == 1 else "whole GPU, median of nodes %s" % ", ".join(
+        nodes[:3] + (["and %d more" % (len(nodes) - 3)] if len(nodes) > 3 else []))
+    return Baseline(median(t.result.large.tflops for t in whole), median(t.result.small.tflops for t in whole), source)
+
+
+def _share_message(row: Mapping[str, Any], min_share: float) -> str:
+    if row["sharing"] == "mig":
+        got = "the slice delivered %.2f of what its compute slices promise" % row["share"]
+    else:
+        got = "the worst sharer got %.2f of its fair share" % row["share"]
+        if row["sharing"] == "mps":
+            got += " (1/%d of %s)" % (row["replicas"], "the " + row["baseline"] if row["baseline"].startswith("whole")
+                                      else row["baseline"])
+    return "probe %s on node %s: %s, the minimum is %.2f" % (row["resource"], row["node"], got, min_share)
+
+
 def threshold_checks(row: Mapping[str, Any], thresholds: Thresholds) -> List[Check]:
     """The measured row against the user's thresholds (one passing 'measured' check otherwise)."""
     node, resource = row["node"], row["resource"]
@@ -300,10 +361,7 @@ def threshold_checks(row: Mapping[str, Any], thresholds: Thresholds) -> List[Che
     if thresholds.min_share > 0 and share is not None:
         ok = share >= thresholds.min_share
         checks.append(Check(node, "probe", resource + " share", ">= %.2f" % thresholds.min_share, "%.2f" % share, ok,
-                            "" if ok else "probe %s on node %s: %s %.2f of %s, the minimum is %.2f" % (
-                                resource, node, "the slice delivered" if row["sharing"] == "mig" else "the worst sharer got",
-                                share, "what its compute slices promise" if row["sharing"] == "mig" else "its fair share",
-                                thresholds.min_share)))
+                            "" if ok else _share_message(row, thresholds.min_share)))
     if thresholds.max_inflation > 0 and factor is not None:
         ok = factor <= thresholds.max_inflation
         checks.append(Check(node, "probe", resource + " latency", "<= %.1fx" % thresholds.max_inflation, "%.1fx" % factor, ok,
@@ -337,7 +395,8 @@ def probe_rows(targets: Sequence[ProbeTarget], runs: Mapping[Tuple[str, str], Ta
     rows = []
     for item in done:
         if item.target.contended:
-            row = contended_row(item.target, item.result, item.shared)
+            row = contended_row(item.target, item.result, item.shared,
+                                mps_baseline(item, done) if item.target.sharing == "mps" else None)
         elif item.target.sharing == "mig":
             row = mig_row(item.target, item.result, whole_gpu_tflops([t for t in done if t.target.node == item.target.node]))
         else:
@@ -388,6 +447,9 @@ def probe_table_rows(rows: Sequence[Mapping[str, Any]]) -> List[List[str]]:
     for row in rows:
         latency = _cell(row["exclusive_ms"], "%.4g") + ("" if row["shared_ms"] is None else " -> %.4g" % row["shared_ms"])
         share = _cell(row["share"], "%.2f") + ("" if row["expected_fraction"] is None else " (of %.3f)" % row["expected_fraction"])
+        if row["sharing"] == "mps" and row["share"] is not None:  # what the share is 1/N of
+            share += " (of %s/%d)" % ("sum" if row["baseline"] == SHARERS_TOGETHER else "%.4g" % row["baseline_tflops"],
+                                      row["replicas"])
         spread = row["sharer_devices"] or 1  # sharers the device plugin put on different devices contend less
         count = str(row["replicas"]) + (" on %d devices" % spread if spread > 1 else "")
         cells.append([row["node"], row["resource"].replace("nvidia.com/", ""), row["sharing"], count,
@@ -412,7 +474,8 @@ def render_probe_table(rows: Sequence[Mapping[str, Any]]) -> str:
 def junit_properties(rows: Sequence[Mapping[str, Any]]) -> List[Tuple[str, str]]:
     """JUnit <property> name/value pairs: probe.<node>.<resource>.<figure>."""
     keys = ("backend", "replicas", "sharer_devices", "exclusive_tflops", "shared_tflops", "aggregate_tflops", "share", "exclusive_ms",
-            "shared_ms", "inflation", "memory_allocatable_mib", "memory_total_mib", "isolation", "expected_fraction")
+            "shared_ms", "inflation", "memory_allocatable_mib", "memory_total_mib", "isolation", "expected_fraction",
+            "baseline", "baseline_tflops")
     return [("probe.%s.%s.%s" % (row["node"], row["resource"], key), str(row[key]))
             for row in rows for key in keys if row.get(key) is not None]
 

@@ -222,8 +222,11 @@ options:
   probe_min_share:
     description:
       - Fail when the worst sharer of a contended resource gets less than this fraction of its fair share
-        (exclusive figure / replicas), for the small or the large matrix multiply; for a MIG slice, less than this
+        (the whole GPU's figure / replicas), for the small or the large matrix multiply; for a MIG slice, less than this
         fraction of what its compute slices promise of the whole GPU. V(0) only reports.
+      - The whole GPU's figure is the exclusive run under time-slicing. Under MPS the exclusive run is capped at
+        1/replicas by the control daemon, so it is a whole GPU of the same model probed in the same run (this node
+        first, else the median of the other nodes), else the sharers' sum; RV(report) says which (C(baseline)).
     type: float
     default: 0.0
   probe_max_inflation:

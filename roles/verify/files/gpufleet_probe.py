@@ -195,8 +195,11 @@ class CupyBackend(Backend):
 
 class LabCpuBackend(Backend):
     """The GPU lab's stand-in (tests only): pure Python on the CPU, tiny sizes, memory as the lab
-    models the device (GPUFLEET_PROBE_LAB_MEMORY_MIB / _LIMIT_MIB). Refuses to run where an NVIDIA
-    device exists, so it can never stand in for a real GPU's figures."""
+    models the device (GPUFLEET_PROBE_LAB_MEMORY_MIB / _LIMIT_MIB) and, under MPS, the control
+    daemon's active thread percentage (GPUFLEET_PROBE_LAB_THREAD_PERCENTAGE): each call then idles
+    so that it computes that share of the time only, as an MPS client held to that share of the
+    SMs does. Refuses to run where an NVIDIA device exists, so it can never stand in for a real
+    GPU's figures."""
 
     name = LAB_BACKEND
     small_n, large_n = 24, 48
@@ -211,6 +214,7 @@ class LabCpuBackend(Backend):
         total = int(os.environ.get("GPUFLEET_PROBE_LAB_MEMORY_MIB", "1024"))
         self.total = total * MIB
         self.limit = int(os.environ.get("GPUFLEET_PROBE_LAB_LIMIT_MIB", str(total))) * MIB
+        self.threads = min(100, max(1, int(os.environ.get("GPUFLEET_PROBE_LAB_THREAD_PERCENTAGE", "100"))))
 
     def device(self) -> Dict[str, Any]:
         return {"name": os.environ.get("GPUFLEET_PROBE_LAB_DEVICE", "lab device"), "cuda_version": None,
@@ -222,7 +226,17 @@ class LabCpuBackend(Backend):
     def matmul(self, n: int) -> Callable[[], None]:
         a = [[float((i * j) % 7) for j in range(n)] for i in range(n)]
         cols = [list(col) for col in zip(*a)]
-        return lambda: [[sum(x * y for x, y in zip(row, col)) for col in cols] for row in a]
+
+        def product() -> List[List[float]]:
+            return [[sum(x * y for x, y in zip(row, col)) for col in cols] for row in a]
+        if self.threads >= 100:
+            return product
+
+        def capped() -> None:  # computes self.threads % of the time, idles the rest
+            start = time.perf_counter()
+            product()
+            time.sleep((time.perf_counter() - start) * (100.0 / self.threads - 1.0))
+        return capped
 
     def copy(self, nbytes: int) -> Callable[[], None]:
         src = bytearray(min(nbytes, 4 * MIB))
@@ -253,7 +267,8 @@ def load_backend(choice: str) -> Backend:
 
 def kernel(backend: Backend, n: int, budget: float) -> Dict[str, float]:
     seconds = timed(backend.matmul(n), backend.sync, budget)
-    return {"n": n, "tflops": round(2.0 * n ** 3 / seconds / 1e12, 6), "ms": round(seconds * 1000.0, 6)}
+    # six significant digits: the lab CPU backend delivers about 1e-5 TFLOP/s
+    return {"n": n, "tflops": float("%.6g" % (2.0 * n ** 3 / seconds / 1e12)), "ms": round(seconds * 1000.0, 6)}
 
 
 def large_size(backend: Backend, free: int) -> int:

@@ -25,6 +25,7 @@ MPS2 = {"name": "mps2", "strategy": "mps", "resources": [{"name": "nvidia.com/gp
 NODE_GPUS = {
     "ts-1": [{"model": "H100-80GB", "count": 1, "product": "NVIDIA H100 80GB HBM3"}],
     "mps-1": [{"model": "H200", "count": 1, "product": "NVIDIA H200"}],
+    "gpu-1": [{"model": "H200", "count": 1, "product": "NVIDIA H200"}],
     "mig-1": [{"model": "A100-40GB", "count": 1, "mig": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}}],
 }
 
@@ -37,7 +38,8 @@ def program():
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     lab_dir = str(tmp_path_factory.mktemp("probe"))
-    running = start_lab(lab_dir, [("ts-1", "H100-80GB", 1), ("mps-1", "H200", 1), ("mig-1", "A100-40GB", 1)])
+    running = start_lab(lab_dir, [("ts-1", "H100-80GB", 1), ("mps-1", "H200", 1), ("gpu-1", "H200", 1),
+                                  ("mig-1", "A100-40GB", 1)])
     running.tmp = lab_dir
     try:
         install_operator(running)
@@ -69,7 +71,7 @@ def test_probe_section_for_time_sliced_mps_and_mig(lab):
     result = run_module("gpu_verify", probe_args(lab), lab.tmp)
     assert not result.get("failed"), result.get("msg")
     rows = {(r["node"], r["resource"]): r for r in result["report"]["probe"]}
-    assert sorted(rows) == [("mig-1", "nvidia.com/mig-1g.5gb"), ("mig-1", "nvidia.com/mig-2g.10gb"),
+    assert sorted(rows) == [("gpu-1", "nvidia.com/gpu"), ("mig-1", "nvidia.com/mig-1g.5gb"), ("mig-1", "nvidia.com/mig-2g.10gb"),
                             ("mig-1", "nvidia.com/mig-3g.20gb"), ("mps-1", "nvidia.com/gpu"), ("ts-1", "nvidia.com/gpu")]
     assert {r["backend"] for r in rows.values()} == {"lab CPU backend"}
     ts, mps = rows[("ts-1", "nvidia.com/gpu")], rows[("mps-1", "nvidia.com/gpu")]
@@ -90,6 +92,27 @@ def test_probe_section_for_time_sliced_mps_and_mig(lab):
     wait_until("probe pods removed", lambda: not leftovers(lab), timeout=20)
     configmap = lab.store.get("v1/configmaps", "gpufleet-verify", "gpufleet-probe")
     assert configmap["data"] == {"gpufleet_probe.py": program()}  # left in place, like the namespace
+
+
+def test_mps_is_judged_against_a_share_of_the_whole_gpu(lab):
+    """Issue 25: the control daemon caps a lone MPS client too (thread percentage 100/N), so the
+    exclusive run of an MPS resource is already about 1/N of the GPU. Judged against that run / N,
+    two sharers that each got their half looked like 2x their fair share (2.65 in the lab before
+    the fix); judged against the whole H200 next door (gpu-1, unshared) / N, they get about their
+    half. The lab's figures come from this machine's busy CPU, phases seconds apart: the share is
+    checked as the formula on the row's own figures, not as a number."""
+    result = run_module("gpu_verify", probe_args(lab, nodes=["mps-1", "gpu-1"], probe_seconds=2), lab.tmp)
+    assert not result.get("failed"), result.get("msg")
+    rows = {r["node"]: r for r in result["report"]["probe"]}
+    mps, whole = rows["mps-1"], rows["gpu-1"]
+    assert (mps["sharing"], mps["replicas"], whole["sharing"]) == ("mps", 2, "none")
+    # measured side by side in the exclusive phase: the lone client computes half the time only
+    assert mps["exclusive_tflops"] < 0.8 * whole["exclusive_tflops"], (mps, whole)
+    assert mps["baseline"] == "whole GPU on node gpu-1" and mps["baseline_tflops"] == whole["exclusive_tflops"]
+    share = min(mps["shared_tflops"] / (whole["exclusive_tflops"] / 2),
+                mps["shared_small_tflops"] / (whole["exclusive_small_tflops"] / 2))
+    assert mps["share"] == pytest.approx(share, abs=0.011), mps
+    assert "(of %.4g/2)" % whole["exclusive_tflops"] in result["report_table"]
 
 
 def test_thresholds_fail_verification(lab):

@@ -11,6 +11,15 @@ choices, README.md): the device it was allocated (the ``nvidia-smi -L`` lines, t
 the device memory (the GPU's, or the MIG profile's) and the memory one sharer can allocate: all of
 it with time-slicing, 1/replicas with MPS (the MPS daemon's per-client limit, specs.md §9.6), the
 slice's with MIG. A container that was allocated no device gets "no GPU" from the program.
+
+MPS caps every client, a lone one too (issue 25): NVIDIA's control daemon sets the default active
+thread percentage to 100 / replicas and the pinned device memory limit to memory / replicas for
+every client (k8s-device-plugin v0.20.0, ``cmd/mps-control-daemon/mps/daemon.go``: ``Start``,
+``activeThreadPercentage``, ``perDevicePinnedDeviceMemoryLimits``; the same since v0.17.0), and a
+client can only lower them (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE). The daemon also puts the GPU in
+EXCLUSIVE_PROCESS compute mode, so no pod gets round the cap. The lab hands that percentage to the
+program (GPUFLEET_PROBE_LAB_THREAD_PERCENTAGE): its CPU backend then computes for that share of the
+time only, so a probe pod alone under MPS gets about 1/replicas of what an unshared device gives.
 """
 
 from __future__ import annotations
@@ -75,7 +84,9 @@ def lab_environment(allocated: List[devmod.Device], node: Optional[Obj]) -> Dict
     base = device.resource[: -len(".shared")] if device.resource.endswith(".shared") else device.resource
     limit = total
     if device.replica is not None and labels.get(base + ".sharing-strategy") == "mps":
-        limit = total // max(1, int(labels.get(base + ".replicas", "1") or 1))
+        replicas = max(1, int(labels.get(base + ".replicas", "1") or 1))
+        limit = total // replicas
+        env["GPUFLEET_PROBE_LAB_THREAD_PERCENTAGE"] = str(100 // replicas)
     env.update(GPUFLEET_PROBE_LAB_MEMORY_MIB=str(total), GPUFLEET_PROBE_LAB_LIMIT_MIB=str(limit),
                GPUFLEET_PROBE_LAB_DEVICE=device.gpu_name,
                GPUFLEET_PROBE_LAB_SMI=" | ".join(line.strip() for line in devmod.render_smi_list(allocated).splitlines()))
