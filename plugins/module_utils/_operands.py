@@ -9,6 +9,14 @@ pod go, so it no longer holds the GPU. Unlike the MIG manager, the previous valu
 is recorded in the node annotation ``gpufleet.sharing/paused-operands`` (JSON, label -> value or
 null when absent) before anything is paused, and restored from there, so a ``false`` stays
 ``false`` and an interrupted run can be finished by a re-run.
+
+Third-party GPU clients (node agents such as monitoring or health checkers) select
+``nvidia.com/gpu.deploy.client``, which the operator sets to ``true`` on GPU nodes from v26.7.0
+(controllers/state_manager.go, gpu-operator #2607). As the MIG manager of mig-parted v0.15.0 does
+(pkg/mig/reconfigure/reconfigure.go, mig-parted #426), that label is paused only when the node
+carries it with a value other than ``false``, and the pause waits until every DaemonSet pod on the
+node whose nodeSelector uses the key is gone, in any namespace. Its previous value is recorded and
+restored like the operands' (the MIG manager writes back ``true``).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 DEPLOY_PREFIX = "nvidia.com/gpu.deploy."
 PAUSED = "paused-for-mig-change"
 PAUSED_ANNOTATION = "gpufleet.sharing/paused-operands"
+CLIENT_LABEL = DEPLOY_PREFIX + "client"
 
 # Operand key -> the ``app`` label values of its pods (waited for); NVIDIA's list and order.
 # The MPS control daemon also selects nvidia.com/gpu.deploy.device-plugin=true, so it goes with it.
@@ -97,6 +106,36 @@ def plan_pause(labels: Mapping[str, str], operands: Sequence[str], earlier: Opti
         if current == "true":
             changes[key] = PAUSED
     return record, changes
+
+
+def plan_client_pause(labels: Mapping[str, str], record: Record) -> Tuple[Record, Dict[str, str]]:
+    """(record, label changes) for the third-party clients' label: nothing when the node does not
+    carry it (or carries it empty); recorded once; paused unless ``false`` or already paused."""
+    current = labels.get(CLIENT_LABEL)
+    if not current:
+        return dict(record), {}
+    updated: Record = dict(record)
+    updated.setdefault(CLIENT_LABEL, current)
+    return updated, ({CLIENT_LABEL: PAUSED} if current not in ("false", PAUSED) else {})
+
+
+def controller_kind(obj: Mapping[str, Any]) -> Optional[str]:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref.get("kind")
+    return None
+
+
+def client_pods(pods: Sequence[Mapping[str, Any]]) -> List[str]:
+    """``namespace/name`` of the DaemonSet pods whose nodeSelector uses the client label (also
+    terminating ones: a pod holds the GPU until it is gone)."""
+    found = []
+    for pod in pods:
+        selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+        if CLIENT_LABEL in selector and controller_kind(pod) == "DaemonSet":
+            meta = pod.get("metadata") or {}
+            found.append("%s/%s" % (meta.get("namespace", ""), meta.get("name", "")))
+    return sorted(found)
 
 
 def plan_restore(labels: Mapping[str, str], record: Record) -> Dict[str, Optional[str]]:

@@ -18,6 +18,14 @@ description:
     C(nvidia.com/gpu.deploy.<operand>) label of O(operands) in the node annotation
     C(gpufleet.sharing/paused-operands) (JSON), sets the labels that are C(true) to
     C(paused-for-mig-change), and waits until the operands' pods are gone from the node.
+  - With O(gpu_clients=true), V(paused) also does what the MIG manager of mig-parted v0.15.0 does
+    for third-party GPU clients (node agents that hold the GPUs, e.g. monitoring agents and health
+    checkers, whose DaemonSets select C(nvidia.com/gpu.deploy.client), a label the GPU Operator
+    v26.7.0 sets to C(true) on GPU nodes). When the node carries that label with a value other
+    than C(false), its value is recorded in the same annotation and the label set to
+    C(paused-for-mig-change); then the module waits until every DaemonSet pod on the node whose
+    nodeSelector uses that key is gone, in any namespace. V(restored) sets it back to its
+    recorded value.
   - V(paused) also deletes the node's finished pods of the CUDA and plugin validations
     (C(app=nvidia-cuda-validator), C(app=nvidia-device-plugin-validator)), as the MIG manager does.
   - V(restored) sets each paused label back to B(its recorded value) (a label that was C(false)
@@ -56,6 +64,14 @@ options:
     type: list
     elements: str
     default: [device-plugin, gpu-feature-discovery, dcgm-exporter, dcgm, nvsm]
+  gpu_clients:
+    description:
+      - Also pause C(nvidia.com/gpu.deploy.client) when the node carries it and wait for the
+        third-party DaemonSet pods that select it to go (see the description). Only used with
+        O(state=paused); nothing is done for it on a node without that label.
+    type: bool
+    default: true
+    version_added: 0.3.0
   namespace:
     description: Namespace of the operator's pods.
     type: str
@@ -112,7 +128,9 @@ restarted:
   elements: str
   sample: [gpu-operator/nvidia-operator-validator-7xk2p]
 waited_for:
-  description: C(app) labels of the pods waited for (gone, or back and Ready).
+  description: >-
+    C(app) labels of the pods waited for (gone, or back and Ready); with V(paused) and
+    O(gpu_clients=true) also C(nvidia.com/gpu.deploy.client), for the third-party client pods.
   returned: always
   type: list
   elements: str
@@ -124,13 +142,15 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module i
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sTimeout
 from ansible_collections.gpufleet.sharing.plugins.module_utils._node_drain import pod_key, pod_ready
 from ansible_collections.gpufleet.sharing.plugins.module_utils._operands import (
-    DEFAULT_OPERANDS, OPERAND_APPS, PAUSED_ANNOTATION, READY_APPS, VALIDATION_APPS, VALIDATOR_APP, app_of, apps_to_wait,
-    encode_record, node_labels, node_record, plan_pause, plan_restore, pods_by_app, unknown_operands)
+    CLIENT_LABEL, DEFAULT_OPERANDS, OPERAND_APPS, PAUSED_ANNOTATION, READY_APPS, VALIDATION_APPS, VALIDATOR_APP, app_of,
+    apps_to_wait, client_pods, encode_record, node_labels, node_record, plan_client_pause, plan_pause, plan_restore,
+    pods_by_app, unknown_operands)
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     node=dict(type="str", required=True),
     state=dict(type="str", required=True, choices=["paused", "restored"]),
     operands=dict(type="list", elements="str", default=list(DEFAULT_OPERANDS)),
+    gpu_clients=dict(type="bool", default=True),
     namespace=dict(type="str", default="gpu-operator"),
     timeout=dict(type="int", default=300),
     poll_interval=dict(type="float", default=2),
@@ -166,6 +186,10 @@ def run(mod: ClusterModule) -> None:
 def pause(mod: ClusterModule, labels: Dict[str, str], earlier: Any) -> None:
     name = mod.params["node"]
     record, changes = plan_pause(labels, mod.params["operands"], earlier)
+    clients = mod.params["gpu_clients"]
+    if clients:
+        record, client_changes = plan_client_pause(labels, record)
+        changes.update(client_changes)
     mod.result.update(previous=record, labels=changes)
     if earlier != record:  # first the record, so that an interruption leaves it behind
         mod.changes.record("node %s annotation %s" % (name, PAUSED_ANNOTATION), earlier, record)
@@ -174,9 +198,9 @@ def pause(mod: ClusterModule, labels: Dict[str, str], earlier: Any) -> None:
         mod.changes.record("node %s deploy labels" % name, dict((k, labels.get(k)) for k in changes), changes)
         mod.k8s.set_node_labels(name, dict(changes))
     apps = apps_to_wait(record, record, OPERAND_APPS)
-    mod.result["waited_for"] = apps
+    mod.result["waited_for"] = apps + ([CLIENT_LABEL] if clients else [])
     if not mod.check_mode:
-        wait(mod, apps, gone=True)
+        wait(mod, apps, gone=True, clients=clients)
     delete_pods(mod, VALIDATION_APPS)
 
 
@@ -217,10 +241,11 @@ def delete_pods(mod: ClusterModule, apps: Sequence[str]) -> List[str]:
     return [p["metadata"].get("uid", "") for p in pods]
 
 
-def wait(mod: ClusterModule, apps: List[str], gone: bool, old: Sequence[str] = ()) -> None:
-    """Until no pod of ``apps`` is left on the node (gone) or each runs Ready there (a pod of
-    ``old`` does not count)."""
-    if not apps:
+def wait(mod: ClusterModule, apps: List[str], gone: bool, old: Sequence[str] = (), clients: bool = False) -> None:
+    """Until no pod of ``apps`` (nor, with ``clients``, a DaemonSet pod of any namespace whose
+    nodeSelector uses the client label) is left on the node (gone) or each runs Ready there (a
+    pod of ``old`` does not count)."""
+    if not apps and not clients:
         return
     params = mod.params
     field = "spec.nodeName=%s" % params["node"]
@@ -229,6 +254,9 @@ def wait(mod: ClusterModule, apps: List[str], gone: bool, old: Sequence[str] = (
         found = pods_by_app(mod.k8s.list("Pod", namespace=params["namespace"], field_selector=field), apps)
         if gone:
             waiting = ["%s still on the node" % app for app, pods in found.items() if pods]
+            if clients:
+                waiting += ["third-party GPU client %s (nodeSelector %s) still on the node" % (pod, CLIENT_LABEL)
+                            for pod in client_pods(mod.k8s.list("Pod", field_selector=field))]
         else:
             waiting = ["%s not Ready yet" % app for app, pods in found.items()
                        if not any(pod_ready(p) and p["metadata"].get("uid") not in old for p in pods)]

@@ -6,6 +6,12 @@ in the real ``-L`` format (docs/reference/specs.md §4.7); with no device it log
 exits 6; other workloads log nothing. ``sleep N`` words in the command add N seconds to its runtime. Annotations (prefix ``lab.gpufleet.io/``):
 ``runtime-seconds`` (how long it runs), ``exit-code``, ``gpu-process`` ("false": hold no GPU
 process), ``allocated-devices`` (written by the kubelet: ``container=id,id;container=...``).
+
+A long-running container with ``NVIDIA_VISIBLE_DEVICES=all`` in its env is a node agent that opens every GPU of its host without being allocated one (monitoring agents, health
+checkers: the NVIDIA container runtime hands such a container all the host's device files, and an
+NVML client keeps them open): the kubelet attaches it to the host as a non-compute GPU client
+(``opens_all_gpus``), the way mig-parted v0.15.0 expects third-party GPU clients selected by
+``nvidia.com/gpu.deploy.client`` to hold the GPUs (``pkg/mig/reconfigure/reconfigure.go``).
 """
 
 from __future__ import annotations
@@ -66,6 +72,14 @@ def runs_nvidia_smi_list(container: Mapping[str, Any]) -> bool:
     return False
 
 
+def opens_all_gpus(container: Mapping[str, Any]) -> bool:
+    """The container asks the NVIDIA runtime for every GPU of the host through its env."""
+    for item in container.get("env") or []:
+        if isinstance(item, Mapping) and item.get("name") == "NVIDIA_VISIBLE_DEVICES":
+            return str(item.get("value", "")).strip().lower() == "all"
+    return False
+
+
 def sleep_seconds(container: Mapping[str, Any]) -> float:
     """Seconds of the ``sleep N`` words of the command (a shell script's pause), 0 without."""
     words = [word.strip(";&|") for word in container_command(container)]
@@ -115,5 +129,5 @@ class Workload:
 
 
 __all__ = ["ALLOCATED_ANNOTATION", "ANNOTATION_PREFIX", "EXIT_CODE_ANNOTATION", "GPU_PROCESS_ANNOTATION",
-           "Outcome", "Program", "RUNTIME_ANNOTATION", "Workload", "container_command", "sleep_seconds",
+           "Outcome", "Program", "RUNTIME_ANNOTATION", "Workload", "container_command", "opens_all_gpus", "sleep_seconds",
            "runs_nvidia_smi_list"]

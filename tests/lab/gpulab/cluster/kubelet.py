@@ -9,8 +9,9 @@ What it models (and what it does not):
 * what a container does and prints (containers.py: ``Workload``, or the operator's programs);
 * long-running pods holding GPUs show up as compute processes on the simulated GPUs, so that the
   MIG manager and mig-parted see busy GPUs like on real hosts (opt out per pod with an annotation);
-  running operand pods whose program is a GPU client (``gpu_client``) attach to the host as
-  non-compute clients (gpuprocesses.attach_client);
+  running operand pods whose program is a GPU client (``gpu_client``), and long-running pods of
+  node agents that open every GPU (``NVIDIA_VISIBLE_DEVICES=all``, containers.opens_all_gpus),
+  attach to the host as non-compute clients (gpuprocesses.attach_client);
 * graceful deletion: terminating pods are stopped and removed (``delete(..., grace 0)``).
 
 Not modelled: images, volumes (except the ConfigMap that holds the collection's sharing probe,
@@ -28,7 +29,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from gpulab.cluster import allocation, gpuprocesses
 from gpulab.cluster import devices as devmod
-from gpulab.cluster.containers import ALLOCATED_ANNOTATION, Outcome, Program, Workload
+from gpulab.cluster.containers import ALLOCATED_ANNOTATION, Outcome, Program, Workload, opens_all_gpus
 from gpulab.cluster.imagepull import private_hosts, pull_problems
 from gpulab.cluster.objects import Obj, now_rfc3339
 from gpulab.cluster.podstatus import conditions, container_status
@@ -398,7 +399,9 @@ class Kubelet:
                 run.client_of = path
 
     def _is_gpu_client(self, pod: Obj) -> bool:
+        long_running = pod["spec"].get("restartPolicy", "Always") == "Always"
         return any(getattr(self.program_for(pod, container), "gpu_client", False)
+                   or (long_running and opens_all_gpus(container))
                    for container in pod["spec"].get("containers") or [])
 
     def _release(self, run: PodRun) -> None:

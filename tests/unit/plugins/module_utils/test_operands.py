@@ -52,3 +52,35 @@ def test_unknown_operands_and_a_bad_record():
     for text in ("{", json.dumps(["x"]), json.dumps({"other": "true"}), json.dumps({DP: 1})):
         with pytest.raises(ValueError, match=ops.PAUSED_ANNOTATION):
             ops.node_record({"metadata": {"annotations": {ops.PAUSED_ANNOTATION: text}}})
+
+
+CLIENT = "nvidia.com/gpu.deploy.client"
+
+
+def test_client_label_paused_only_when_the_node_carries_it():
+    """mig-parted v0.15.0 pauses nvidia.com/gpu.deploy.client only when present; false stays false."""
+    record = {DP: "true"}
+    assert ops.plan_client_pause({DP: "true"}, record) == ({DP: "true"}, {})
+    assert ops.plan_client_pause({CLIENT: ""}, record) == ({DP: "true"}, {})
+    assert ops.plan_client_pause({CLIENT: "true"}, record) == ({DP: "true", CLIENT: "true"}, {CLIENT: ops.PAUSED})
+    assert ops.plan_client_pause({CLIENT: "false"}, {}) == ({CLIENT: "false"}, {})
+    assert ops.plan_client_pause({CLIENT: "agents"}, {}) == ({CLIENT: "agents"}, {CLIENT: ops.PAUSED})
+    # A re-run after an interrupted pause keeps the first record and changes nothing.
+    assert ops.plan_client_pause({CLIENT: ops.PAUSED}, {CLIENT: "true"}) == ({CLIENT: "true"}, {})
+    assert ops.plan_restore({CLIENT: ops.PAUSED}, {CLIENT: "agents"}) == {CLIENT: "agents"}
+
+
+def _pod(name, namespace, selector, kind="DaemonSet", controller=True):
+    return {"metadata": {"name": name, "namespace": namespace,
+                         "ownerReferences": [{"kind": kind, "name": "x", "controller": controller}]},
+            "spec": {"nodeName": "n1", "nodeSelector": selector}}
+
+
+def test_client_pods_are_daemonset_pods_whose_node_selector_uses_the_key():
+    pods = [_pod("agent-1", "monitoring", {CLIENT: "true"}),
+            _pod("agent-2", "health", {CLIENT: "paused-for-mig-change", "x": "y"}),
+            _pod("rs-1", "monitoring", {CLIENT: "true"}, kind="ReplicaSet"),
+            _pod("loose", "monitoring", {CLIENT: "true"}, controller=False),
+            _pod("plugin", "gpu-operator", {DP: "true"}),
+            {"metadata": {"name": "bare", "namespace": "default"}, "spec": {}}]
+    assert ops.client_pods(pods) == ["health/agent-2", "monitoring/agent-1"]

@@ -113,3 +113,65 @@ def test_restore_restarts_the_operator_validator_and_waits_for_its_replacement(m
     result, failed = run(gpu_operands, {"node": "n1", "state": "restored", "timeout": 4}, fake, monkeypatch)
     assert not failed and result["restarted"] == [NS + "/nvidia-operator-validator-y4"]
     assert PAUSED_ANNOTATION not in _node(fake)["annotations"]
+
+
+CLIENT = "nvidia.com/gpu.deploy.client"
+
+
+def _client_node(fake, value="true"):
+    _node(fake)["labels"][CLIENT] = value
+
+
+def _agent(fake, name="agent-abcde", namespace="monitoring"):
+    fake.add("Pod", name, namespace, metadata={
+        "name": name, "namespace": namespace,
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "controller": True}]},
+        spec={"nodeName": "n1", "nodeSelector": {CLIENT: "true"}}, status={"phase": "Running"})
+
+
+def test_pause_pauses_the_client_label_and_restore_puts_it_back(monkeypatch):
+    fake = _fake()
+    _client_node(fake)
+    result, failed = run(gpu_operands, {"node": "n1", "state": "paused"}, fake, monkeypatch)
+    assert not failed and result["labels"] == {DP: PAUSED, CLIENT: PAUSED}
+    assert _node(fake)["labels"][CLIENT] == PAUSED
+    assert json.loads(_node(fake)["annotations"][PAUSED_ANNOTATION])[CLIENT] == "true"
+    assert CLIENT in result["waited_for"]
+    again, failed = run(gpu_operands, {"node": "n1", "state": "paused"}, fake, monkeypatch)
+    assert not failed and not again["changed"]
+    _pod(fake, "nvidia-device-plugin-daemonset")
+    result, failed = run(gpu_operands, {"node": "n1", "state": "restored"}, fake, monkeypatch)
+    assert not failed and result["labels"][CLIENT] == "true" and _node(fake)["labels"][CLIENT] == "true"
+
+
+def test_pause_leaves_a_node_without_the_client_label_or_with_false_alone(monkeypatch):
+    fake = _fake()
+    result, failed = run(gpu_operands, {"node": "n1", "state": "paused"}, fake, monkeypatch)
+    assert not failed and CLIENT not in result["labels"] and CLIENT not in _node(fake)["labels"]
+    assert CLIENT not in json.loads(_node(fake)["annotations"][PAUSED_ANNOTATION])
+    fake = _fake()
+    _client_node(fake, "false")
+    result, failed = run(gpu_operands, {"node": "n1", "state": "paused"}, fake, monkeypatch)
+    assert not failed and CLIENT not in result["labels"] and _node(fake)["labels"][CLIENT] == "false"
+
+
+def test_pause_waits_for_the_third_party_client_pods_and_names_them(monkeypatch):
+    fake = _fake()
+    _client_node(fake)
+    _agent(fake)  # nothing deletes it in the fake
+    result, failed = run(gpu_operands, {"node": "n1", "state": "paused", "timeout": 4}, fake, monkeypatch)
+    assert failed and "monitoring/agent-abcde" in result["msg"] and CLIENT in result["msg"], result
+    assert _node(fake)["labels"][CLIENT] == PAUSED
+    assert json.loads(_node(fake)["annotations"][PAUSED_ANNOTATION])[CLIENT] == "true"  # a re-run restores it
+
+
+def test_client_label_check_mode_and_opt_out(monkeypatch):
+    fake = _fake()
+    _client_node(fake)
+    _agent(fake)
+    result, failed = run(gpu_operands, {"node": "n1", "state": "paused"}, fake, monkeypatch, check_mode=True)
+    assert not failed and result["labels"][CLIENT] == PAUSED and fake.writes == []
+    assert _node(fake)["labels"][CLIENT] == "true"
+    result, failed = run(gpu_operands, {"node": "n1", "state": "paused", "gpu_clients": False, "timeout": 4},
+                         fake, monkeypatch)
+    assert not failed and CLIENT not in result["labels"] and _node(fake)["labels"][CLIENT] == "true"

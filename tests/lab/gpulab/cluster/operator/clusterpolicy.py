@@ -105,8 +105,8 @@ class ClusterPolicyController:
         if labels.get("nvidia.com/gpu.deploy.operands") == "false":
             return
         wanted: Dict[str, Optional[str]] = {"nvidia.com/gpu.present": "true", "nvidia.com/mig.capable": "true" if mig_capable else "false"}
-        for key in DEPLOY_LABELS:
-            if f"nvidia.com/gpu.deploy.{key}" not in labels:
+        for key in DEPLOY_LABELS:  # absent or "" (addGPUStateLabels, state_manager.go v26.7.0): a paused value stays
+            if not labels.get(f"nvidia.com/gpu.deploy.{key}"):
                 wanted[f"nvidia.com/gpu.deploy.{key}"] = "true"
         mig_key = "nvidia.com/gpu.deploy.mig-manager"
         if mig_capable and mig_key not in labels:

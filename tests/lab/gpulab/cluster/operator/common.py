@@ -23,6 +23,8 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 
 # Operand pods the MIG manager pauses (docs/reference/specs.md §7.4); absent ones are ignored.
 PAUSABLE = ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm", "nvsm")
+# The label third-party GPU clients' DaemonSets select (gpu-operator v26.7.0 #2607, mig-parted v0.15.0 #426).
+CLIENT_LABEL = "nvidia.com/gpu.deploy.client"
 # Operands whose running pods hold the GPUs' device files (docs/reference/specs.md §7.6); the MPS
 # control daemon too (it runs beside the device plugin and shares its deploy label).
 GPU_CLIENTS = ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm", "mps-control-daemon")
@@ -67,7 +69,11 @@ OPERANDS = (
 OPERANDS_BY_DS = {operand.ds_name: operand for operand in OPERANDS}
 OPERANDS_BY_KEY = {operand.key: operand for operand in OPERANDS}
 
-DEPLOY_LABELS = ("driver",) + tuple(o.key for o in OPERANDS if not o.mig_only and o.key != "mps-control-daemon") + ("dcgm", "node-status-exporter")
+# ``client``: the operator v26.7.0 also labels every GPU node nvidia.com/gpu.deploy.client=true, for
+# third-party GPU clients' DaemonSets to select, so that the MIG manager can pause them
+# (controllers/state_manager.go gpuStateLabels, gpu-operator v26.7.0, #2607).
+DEPLOY_LABELS = (("driver",) + tuple(o.key for o in OPERANDS if not o.mig_only and o.key != "mps-control-daemon")
+                 + ("dcgm", "node-status-exporter", "client"))
 
 
 def log_line(message: str, level: str = "info") -> str:

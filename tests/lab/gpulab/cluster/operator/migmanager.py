@@ -1,7 +1,9 @@
 """The MIG manager (docs/reference/specs.md §7.4), per MIG-capable node, when its pod starts and whenever
 ``nvidia.com/mig.config`` changes: validate the name against the mig-parted ConfigMap,
 ``success`` at once when already applied, else ``pending``, operands paused
-(``paused-for-mig-change``; ``false`` stays), wait for their pods to go, apply with
+(``paused-for-mig-change``; ``false`` stays) and, as mig-parted v0.15.0 does, the third-party
+clients' ``nvidia.com/gpu.deploy.client`` when the node carries it; wait for their pods to go
+(the DaemonSet pods of any namespace whose nodeSelector uses that key), apply with
 ``gpulab.migparted`` on the host's state file (busy GPUs make it fail), restore the labels,
 ``success`` or ``failed``. A failure also goes to the node annotation
 ``lab.gpufleet.io/mig-config-failure``, a Warning event ``MigConfigFailed`` and the pod's log.
@@ -19,7 +21,7 @@ import yaml
 
 from gpulab import migparted
 from gpulab.cluster.objects import Obj
-from gpulab.cluster.operator.common import (DEFAULT_MIG_CONFIGMAP, MIG_CONFIG_LABEL,
+from gpulab.cluster.operator.common import (CLIENT_LABEL, DEFAULT_MIG_CONFIGMAP, MIG_CONFIG_LABEL,
                                             MIG_FAILURE_ANNOTATION, MIG_STATE_LABEL,
                                             OPERANDS_BY_KEY, PAUSABLE, PAUSED, configmap_volume,
                                             log_line)
@@ -146,12 +148,16 @@ class MigManager:
         # Values "false" stay "false"; absent operands are not touched (docs/reference/specs.md §7.4).
         paused = {f"nvidia.com/gpu.deploy.{key}": PAUSED for key in PAUSABLE
                   if labels.get(f"nvidia.com/gpu.deploy.{key}") not in (None, "false")}
+        # mig-parted v0.15.0 (pkg/mig/reconfigure/reconfigure.go, shutdownKubernetesGPUClients):
+        # the third-party clients' label only when the node carries it with a value.
+        if labels.get(CLIENT_LABEL) not in (None, "", "false"):
+            paused[CLIENT_LABEL] = PAUSED
         self._state(node, "pending", extra=paused)
         self._log(pod, "Shutting down all GPU clients in Kubernetes by disabling their component-specific nodeSelector labels")
         deadline = time.time() + self.context.settings.mig_pause_timeout
         watched = [OPERANDS_BY_KEY[key.rsplit(".", 1)[-1]].ds_name for key in paused if key.rsplit(".", 1)[-1] in OPERANDS_BY_KEY]
         while time.time() < deadline and not self.context.stop_event.is_set():
-            if not self._operand_pods_on(node, watched):
+            if not self._operand_pods_on(node, watched) and not self._client_pods_on(node):
                 return paused
             time.sleep(0.05)
         self._finish(node, pod, paused, False, "timed out waiting for the operands to shut down")
@@ -172,6 +178,16 @@ class MigManager:
         for other in self.store.items("v1/pods", self.context.namespace, field_selector=f"spec.nodeName={node}"):
             refs = other["metadata"].get("ownerReferences") or []
             if any(ref.get("name") in ds_names for ref in refs):
+                return True
+        return False
+
+    def _client_pods_on(self, node: str) -> bool:
+        """A DaemonSet pod of any namespace on the node whose nodeSelector uses the client label
+        (waitForPodsWithNodeSelector, reconfigure.go, mig-parted v0.15.0)."""
+        for other in self.store.items("v1/pods", None, field_selector=f"spec.nodeName={node}"):
+            owners = [ref for ref in other["metadata"].get("ownerReferences") or [] if ref.get("controller")]
+            if (owners and owners[0].get("kind") == "DaemonSet"
+                    and CLIENT_LABEL in ((other.get("spec") or {}).get("nodeSelector") or {})):
                 return True
         return False
 
