@@ -100,6 +100,9 @@ options:
         description:
           - Rendered as C(flags.migStrategy). The ClusterPolicy's MIG strategy takes precedence, so if set
             it must be equal to it.
+          - When the ClusterPolicy leaves the strategy empty (C(gpu_operator_mig_strategy="")), each node's
+            plugin runs with this value; left out, V(none) is rendered for an MPS config and V(mixed) for the
+            others. MPS with V(mixed) is refused (the device plugin does not start then).
         type: str
         choices: [none, single, mixed]
       shared_devices_allocation_policy:
