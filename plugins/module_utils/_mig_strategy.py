@@ -94,6 +94,6 @@ def preflight_problem(policy_strategy: Any, config: Any, groups: Sequence[str]) 
     node_strategy = plugin_strategy(policy_strategy or None, rendered_strategy(policy_strategy or None, flags, sharing))
     if not start_refusal(node_strategy, sharing, _replicated(config)):
         return None
-    where = "group %s, sharing config %r" % ("/".join(g for g in groups if g not in ("all", "ungrouped")) or "ungrouped",
-                                            config.get("name"))
+    named = "/".join(g for g in groups if g not in ("all", "ungrouped")) or "ungrouped"
+    where = "group %s, sharing config %r" % (named, config.get("name"))
     return refusal_problem(where, policy_strategy or None, node_strategy)

@@ -206,7 +206,7 @@ options:
         sets no C(MIG_STRATEGY) on the device plugin and GFD, and each node's plugin takes the
         C(flags.migStrategy) of its device-plugin config (M(gpufleet.sharing.gpu_sharing) renders V(none) for
         MPS configs and V(mixed) for the others). Needed when some nodes share with MPS and others time-slice
-        MIG devices: the plugin refuses MPS under V(mixed).
+        MIG devices, because the plugin refuses MPS under V(mixed).
     type: str
     choices: ["", none, single, mixed]
   mig_manager_enabled:

@@ -21,8 +21,8 @@ TS4 = MPS4.replace("mps:", "timeSlicing:")
 
 
 def cfg(kind: str, strategy: str = "", rename: bool = False) -> pluginconfig.SharingConfig:
-    text = {"mps": MPS4, "ts": TS4}[kind].format(flags=f"flags:\n  migStrategy: {strategy}\n" if strategy else "",
-                                                rename="    renameByDefault: true\n" if rename else "")
+    flags = f"flags:\n  migStrategy: {strategy}\n" if strategy else ""
+    text = {"mps": MPS4, "ts": TS4}[kind].format(flags=flags, rename="    renameByDefault: true\n" if rename else "")
     return pluginconfig.parse_plugin_config(text)
 
 
