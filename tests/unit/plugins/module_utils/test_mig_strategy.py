@@ -11,6 +11,7 @@ import itertools
 
 import pytest
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils import _gpu_operator as gop
 from ansible_collections.gpufleet.sharing.plugins.module_utils import _mig_strategy as ms
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
     SharingError,
@@ -136,3 +137,12 @@ def test_strategy_x_sharing_table(strategy, kind, gpus, expected, rename, per_no
         shared = {name for name, count in expected.items() if count and name == resource}
         expected = dict(expected, **{name: 0 for name in shared}, **{name + ".shared": expected[name] for name in shared})
     assert got == expected
+
+
+def test_gpu_operator_values_leave_the_strategy_to_the_nodes():
+    # "" is written as the chart value, which the chart renders as no spec.mig.strategy at all
+    assert gop.build_values(mig_strategy="") == {"mig": {"strategy": ""}}
+    assert gop.build_values(mig_strategy="mixed") == {"mig": {"strategy": "mixed"}}
+    with pytest.raises(gop.ValuesError) as err:
+        gop.build_values(mig_strategy="both")
+    assert "per node" in str(err.value.problems)
