@@ -7,8 +7,9 @@ Pure logic, no I/O. ``gpu_sharing`` and ``gpu_verify`` (and through ``gpu_verify
 read the cluster into a :class:`ClusterView`, turn their options into an :class:`Intent` and call
 :func:`plan_fleet`, which answers for the whole fleet at once:
 
-- the MIG strategy (the one rule: the intent's, else the ClusterPolicy's ``spec.mig.strategy``, else the
-  chart default ``single`` when there is a ClusterPolicy, else ``none``);
+- the MIG strategy (the one rule: the intent's, else the ClusterPolicy's ``spec.mig.strategy``; when
+  neither sets one, each node's plugin takes its config's ``flags.migStrategy``, else ``none``:
+  ``_mig_strategy.plugin_strategy``);
 - the nodes in scope (:data:`SCOPE_GOVERNED`: the nodes whose device-plugin config the plan sets;
   :data:`SCOPE_FLEET`: every GPU node and every planned node; or an explicit list/selector);
 - per node: the sharing config in force before and after the plan, whether the node selects it by
@@ -43,12 +44,12 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
     plan_from_host,
     release_problems,
     selector_matches,
+    with_rendered_strategies,
 )
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_strategy import plugin_strategy
 
 # What "no MIG config given" means, everywhere: MIG off (the mig role's default, what it would apply).
 DEFAULT_MIG_CONFIG = "all-disabled"
-# The chart default when the ClusterPolicy does not set spec.mig.strategy (docs/reference/specs.md §7.2).
-CHART_MIG_STRATEGY = "single"
 # A node carrying one of these labels (GPU Feature Discovery) is a GPU node.
 GPU_NODE_LABELS = ("nvidia.com/gpu.present", "nvidia.com/gpu.count")
 
@@ -179,13 +180,14 @@ def device_plugin_of(params: Mapping[str, Any], policy: Optional[Mapping[str, An
 
 
 def checked_configs(raw_configs: Sequence[Mapping[str, Any]], default: Optional[str],
-                    plugin: Optional[DevicePlugin]) -> Dict[str, SharingConfig]:
-    """The configs validated, and checked against what the device-plugin release can do."""
+                    plugin: Optional[DevicePlugin], policy_strategy: Optional[str] = None) -> Dict[str, SharingConfig]:
+    """The configs validated, checked against what the device-plugin release can do, and with the
+    flags.migStrategy gpu_sharing renders under the ClusterPolicy strategy ``policy_strategy``."""
     configs = parse_configs(raw_configs, default)
     problems = release_problems(configs, plugin)
     if problems:
         raise SharingError(problems)
-    return configs
+    return with_rendered_strategies(configs, policy_strategy)
 
 
 # --------------------------------------------------------------------------------------------
@@ -263,7 +265,7 @@ class NodePlan:
 
 @dataclass(frozen=True)
 class FleetPlan:
-    mig_strategy: str
+    mig_strategy: Optional[str]  # the ClusterPolicy's; None: each node's config decides
     default_config: Optional[str]
     assignments: Dict[str, str]
     nodes: Dict[str, NodePlan]
@@ -282,9 +284,18 @@ class FleetPlan:
 # The plan
 
 
-def mig_strategy_of(intent: Intent, cluster: ClusterView) -> str:
-    """The intent's strategy, else the ClusterPolicy's, else the chart default (``none`` without a policy)."""
-    return intent.mig_strategy or cluster.mig_strategy or (CHART_MIG_STRATEGY if cluster.has_policy else "none")
+def mig_strategy_of(intent: Intent, cluster: ClusterView) -> Optional[str]:
+    """The intent's strategy, else the ClusterPolicy's; None: the ClusterPolicy leaves it empty (or there is
+    none), so the operator sets no MIG_STRATEGY and each node's plugin takes its config's flags.migStrategy.
+    (The chart's default value ``single`` is rendered into the ClusterPolicy; an absent field means the
+    value was empty: NVIDIA/gpu-operator deployments/gpu-operator/templates/clusterpolicy.yaml, v26.7.0.)"""
+    return intent.mig_strategy or cluster.mig_strategy or None
+
+
+def configs_as_rendered(configs: Mapping[str, SharingConfig], intent_strategy: Optional[str],
+                        cluster: ClusterView) -> Dict[str, SharingConfig]:
+    """The configs with the flags.migStrategy the collection writes for this cluster's strategy."""
+    return with_rendered_strategies(configs, intent_strategy or cluster.mig_strategy)
 
 
 def _gpu_nodes(intent: Intent, cluster: ClusterView) -> Set[str]:
@@ -318,16 +329,18 @@ def _scope(intent: Intent, cluster: ClusterView, candidates: Set[str], assignmen
 
 
 def _node_plan(name: str, intent: Intent, cluster: ClusterView, after: Mapping[str, str], default: Optional[str],
-               mig_strategy: str) -> NodePlan:
+               mig_strategy: Optional[str]) -> NodePlan:
     labels = cluster.nodes[name]
     config = effective_config_name(after, list(intent.configs), default)
     before = effective_config_name(labels, list(cluster.live_configs), cluster.default_config)
     labelled = config is not None and after.get(CONFIG_LABEL) == config
     host = intent.hosts.get(name)
+    cfg = intent.configs.get(config) if config else None
+    strategy = plugin_strategy(mig_strategy, cfg.mig_strategy if cfg else None)
     try:
-        gpus = node_gpus_for(name, host.planned_gpus() if host else None, labels, mig_strategy)
-        exp = expected_node(name, gpus, mig_strategy, intent.configs.get(config) if config else None, labelled=labelled,
-                            plugin=intent.plugin)
+        gpus = node_gpus_for(name, host.planned_gpus() if host else None, labels, strategy)
+        exp = expected_node(name, gpus, strategy, cfg, labelled=labelled, plugin=intent.plugin,
+                            per_node=mig_strategy is None)
     except SharingError as exc:
         return NodePlan(name, True, config, before, labelled, None, tuple(exc.problems))
     return NodePlan(name, True, config, before, labelled, exp)

@@ -55,8 +55,9 @@ def build_values(values: Optional[Dict[str, Any]] = None, mig_strategy: Optional
     problems: List[str] = []
     wanted: List[Tuple[Tuple[str, ...], Any, str]] = []
     if mig_strategy is not None:
-        if mig_strategy not in MIG_STRATEGIES:
-            problems.append("mig_strategy must be one of %s, got %r" % ("/".join(MIG_STRATEGIES), mig_strategy))
+        # "" renders no spec.mig.strategy: each node's device-plugin config decides (_mig_strategy)
+        if mig_strategy not in MIG_STRATEGIES + ("",):
+            problems.append("mig_strategy must be one of %s or \"\" (per node), got %r" % ("/".join(MIG_STRATEGIES), mig_strategy))
         wanted.append((("mig", "strategy"), mig_strategy, "mig_strategy"))
     if mig_manager_enabled is not None:
         wanted.append((("migManager", "enabled"), bool(mig_manager_enabled), "mig_manager_enabled"))

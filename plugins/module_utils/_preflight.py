@@ -13,6 +13,8 @@ import json
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_strategy import COLLECTION_DEFAULT, preflight_problem
+
 SERIAL_ITEM = re.compile(r"^([1-9][0-9]*|([1-9][0-9]?|100)%)$")
 PERCENT = re.compile(r"^([0-9]|[1-9][0-9]|100)$")
 BACKENDS = ("host", "operator")
@@ -69,4 +71,12 @@ def host_problems(values: Mapping[str, Any], mig_problems: Sequence[str]) -> Lis
     """One host's problems in the preflight's order: MIG selection, GPU read, variables."""
     declared = values.get("gpufleet_gpu_model")
     facts: Dict[str, Any] = dict(values.get("ansible_facts") or {})
-    return list(mig_problems) + read_problems(declared, facts) + variable_problems(values)
+    return list(mig_problems) + read_problems(declared, facts) + variable_problems(values) + sharing_problems(values)
+
+
+def sharing_problems(values: Mapping[str, Any]) -> List[str]:
+    """The host's sharing config against the MIG strategy its device plugin will run with (only what no
+    flag of the config can make work: MPS under a ClusterPolicy strategy mixed, or flags mixed)."""
+    problem = preflight_problem(values.get("gpu_operator_mig_strategy", COLLECTION_DEFAULT),
+                                values.get("gpu_sharing_config"), list(values.get("group_names") or []))
+    return [problem] if problem else []

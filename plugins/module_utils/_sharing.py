@@ -34,6 +34,11 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._component_versio
     show,
 )
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import CatalogError, find_model, resolve_model
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_strategy import (
+    refusal_problem,
+    rendered_strategy,
+    start_refusal,
+)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import (
     MigPartedError,
     current_layout,
@@ -365,6 +370,14 @@ def release_problems(configs: Mapping[str, SharingConfig], plugin: Optional[Devi
     return problems
 
 
+def with_rendered_strategies(configs: Mapping[str, SharingConfig], policy_strategy: Optional[str]) -> Dict[str, SharingConfig]:
+    """The configs with the ``flags.migStrategy`` the collection renders (``_mig_strategy.rendered_strategy``):
+    unchanged under a ClusterPolicy strategy; per node, each config without one gets ``none`` for MPS,
+    ``mixed`` otherwise."""
+    return {name: replace(cfg, mig_strategy=rendered_strategy(policy_strategy, cfg.mig_strategy, cfg.strategy))
+            for name, cfg in configs.items()}
+
+
 def render_configmap_data(configs: Mapping[str, SharingConfig]) -> Dict[str, str]:
     return {name: render_config(configs[name]) for name in sorted(configs)}
 
@@ -666,16 +679,23 @@ def node_gpus_for(node: str, gpus: Optional[Sequence[Mapping[str, Any]]], labels
 # Validation of a config against a node, and the expectation
 
 
-def config_problems(cfg: Optional[SharingConfig], gpus: NodeGpus, mig_strategy: str, node: str) -> List[str]:
-    """Why ``cfg`` cannot work on ``node`` (empty list = fine)."""
+def config_problems(cfg: Optional[SharingConfig], gpus: NodeGpus, mig_strategy: str, node: str,
+                    per_node: bool = False) -> List[str]:
+    """Why ``cfg`` cannot work on ``node`` (empty list = fine).
+
+    ``mig_strategy`` is the strategy the node's plugin runs with: the ClusterPolicy's, or with
+    ``per_node`` (the ClusterPolicy leaves it empty) the config's ``flags.migStrategy`` (``_mig_strategy``).
+    """
     problems: List[str] = []
     where = "node %r" % node
     if mig_strategy not in MIG_STRATEGIES:
         return ["%s: MIG strategy must be one of %s, got %r" % (where, ", ".join(MIG_STRATEGIES), mig_strategy)]
     if gpus.mig_enabled and mig_strategy == "none":
         problems.append(
-            "%s: has MIG-enabled GPUs but the ClusterPolicy MIG strategy is none, so its MIG devices are not "
-            "advertised; use single or mixed" % where
+            "%s: has MIG-enabled GPUs but %s, so its MIG devices are not advertised; use single or mixed"
+            % (where, "its device-plugin config gives the MIG strategy none (flags.migStrategy, or no config: "
+                      "the plugin's default) while the ClusterPolicy leaves it to the nodes"
+               if per_node else "the ClusterPolicy MIG strategy is none")
         )
     if mig_strategy == "single" and gpus.mig_enabled:
         if gpus.full_gpus:
@@ -688,9 +708,11 @@ def config_problems(cfg: Optional[SharingConfig], gpus: NodeGpus, mig_strategy: 
     if cfg is None:
         return problems
     cwhere = "sharing config %r on node %r" % (cfg.name, node)
+    if start_refusal(mig_strategy, cfg.strategy, any(item.replicas > 1 for item in cfg.resources)):
+        problems.append(refusal_problem(cwhere, None if per_node else mig_strategy, mig_strategy))
     if cfg.strategy == "mps" and gpus.mig_enabled:
         problems.append("%s: MPS is not supported on MIG-enabled GPUs; use time-slicing or disable MIG" % cwhere)
-    if cfg.mig_strategy and cfg.mig_strategy != mig_strategy:
+    if not per_node and cfg.mig_strategy and cfg.mig_strategy != mig_strategy:
         problems.append(
             "%s: flags.migStrategy %s differs from the ClusterPolicy MIG strategy %s, which takes precedence; "
             "set them equal or drop mig_strategy from the config" % (cwhere, cfg.mig_strategy, mig_strategy)
@@ -805,8 +827,11 @@ def suffix_problems(cfg: Optional[SharingConfig], mig_strategy: str, plugin: Opt
 
 
 def expected_node(node: str, gpus: NodeGpus, mig_strategy: str, cfg: Optional[SharingConfig],
-                  labelled: bool = False, plugin: Optional[DevicePlugin] = None) -> ExpectedNode:
-    """What ``node`` must advertise with ``gpus``, the ClusterPolicy ``mig_strategy`` and config ``cfg``.
+                  labelled: bool = False, plugin: Optional[DevicePlugin] = None, per_node: bool = False) -> ExpectedNode:
+    """What ``node`` must advertise with ``gpus``, the plugin's ``mig_strategy`` and config ``cfg``.
+
+    ``mig_strategy`` is the ClusterPolicy's, or with ``per_node`` the one the node's config gives
+    (``_mig_strategy.plugin_strategy``).
 
     ``labelled``: the node selects ``cfg`` by the label nvidia.com/device-plugin.config (rather
     than through the ClusterPolicy default), so that label is expected too. ``plugin``: the
@@ -815,7 +840,7 @@ def expected_node(node: str, gpus: NodeGpus, mig_strategy: str, cfg: Optional[Sh
     Raises SharingError when the combination cannot work (MPS on MIG, mig-* without mixed, ...).
     """
     gpus = advertised_gpus(gpus, mig_strategy, plugin)
-    problems = suffix_problems(cfg, mig_strategy, plugin, node) + config_problems(cfg, gpus, mig_strategy, node)
+    problems = suffix_problems(cfg, mig_strategy, plugin, node) + config_problems(cfg, gpus, mig_strategy, node, per_node)
     if problems:
         raise SharingError(problems)
     resources: Dict[str, int] = {}

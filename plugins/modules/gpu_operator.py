@@ -200,9 +200,15 @@ options:
     type: bool
     default: false
   mig_strategy:
-    description: Value C(mig.strategy). V(mixed) is needed to time-slice C(nvidia.com/mig-*) resources.
+    description:
+      - Value C(mig.strategy). V(mixed) is needed to time-slice C(nvidia.com/mig-*) resources.
+      - V("") leaves the strategy to each node - the chart then renders no C(spec.mig.strategy), the operator
+        sets no C(MIG_STRATEGY) on the device plugin and GFD, and each node's plugin takes the
+        C(flags.migStrategy) of its device-plugin config (M(gpufleet.sharing.gpu_sharing) renders V(none) for
+        MPS configs and V(mixed) for the others). Needed when some nodes share with MPS and others time-slice
+        MIG devices, because the plugin refuses MPS under V(mixed).
     type: str
-    choices: [none, single, mixed]
+    choices: ["", none, single, mixed]
   mig_manager_enabled:
     description:
       - Value C(migManager.enabled). Set it to V(false) when the hosts manage MIG themselves
@@ -411,7 +417,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     registry_credentials=dict(type="dict", no_log=False, options=dict(
         name=dict(type="str", required=True), server=dict(type="str"), username=dict(type="str", required=True),
         password=dict(type="str", required=True, no_log=True))),
-    mig_strategy=dict(type="str", choices=["none", "single", "mixed"]),
+    mig_strategy=dict(type="str", choices=["", "none", "single", "mixed"]),
     mig_manager_enabled=dict(type="bool"),
     mig_manager_config=dict(type="str"),
     mig_manager_default_config=dict(type="str", choices=["all-disabled", ""]),

@@ -100,6 +100,9 @@ options:
         description:
           - Rendered as C(flags.migStrategy). The ClusterPolicy's MIG strategy takes precedence, so if set
             it must be equal to it.
+          - When the ClusterPolicy leaves the strategy empty (C(gpu_operator_mig_strategy="")), each node's
+            plugin runs with this value; left out, V(none) is rendered for an MPS config and V(mixed) for the
+            others. MPS with V(mixed) is refused (the device plugin does not start then).
         type: str
         choices: [none, single, mixed]
       shared_devices_allocation_policy:
@@ -305,6 +308,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
     parse_configs,
     release_problems,
     render_configmap_data,
+    with_rendered_strategies,
 )
 
 ARGUMENT_SPEC = dict(
@@ -361,9 +365,11 @@ def apply_plan(mod: ClusterModule) -> None:
         configs = parse_configs(raw_configs, p["default_config"] or None)
     except SharingError as exc:
         mod.fail("invalid sharing configs: %s" % exc, problems=exc.problems)
+    policy, exists = read_policy(mod)
+    # per node (the ClusterPolicy leaves mig.strategy empty): each config carries its plugin's strategy
+    configs = with_rendered_strategies(configs, ((policy.get("spec") or {}).get("mig") or {}).get("strategy") or None)
     rendered = render_configmap_data(configs)
     mod.result["rendered"] = rendered
-    policy, exists = read_policy(mod)
     dp_config = ((policy.get("spec") or {}).get("devicePlugin") or {}).get("config") or {}
     if not configs and dp_config.get("name") != p["configmap_name"] and p["default_config"] is None:
         # Nothing declared and the ClusterPolicy does not use our ConfigMap: leave the cluster alone.

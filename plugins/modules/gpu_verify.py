@@ -406,7 +406,8 @@ def read(mod: ClusterModule) -> Tuple[Intent, ClusterView, NodeList, List[Check]
     try:
         selector, plugin = parse_selector(p["node_selector"], "node_selector"), device_plugin_of(p, policy, mod.warn)
         plans, raw_configs = read_intent(p)
-        configs = checked_configs(raw_configs, p["default_config"] or None, plugin) if raw_configs is not None else None
+        configs = (checked_configs(raw_configs, p["default_config"] or None, plugin, p["mig_strategy"] or cluster.mig_strategy)
+                   if raw_configs is not None else None)
     except SharingError as exc:
         mod.fail("invalid sharing plan: %s" % exc, problems=exc.problems)
     live, checks = read_cluster_configs(mod.k8s, cluster.configmap, p["operator_namespace"])

@@ -153,7 +153,7 @@ def make_lab(tmp_path):
 def test_clusterpolicy_deploys_operands_and_labels_nodes(make_lab):
     lab = make_lab({"gpu-a": [("H100-80GB", 2)], "gpu-b": [("A10", 1)]}, extra_nodes=["cpu-1"])
     lab.label("gpu-a", "nvidia.com/gpu.workload.config", "container")  # a user label GFD must keep
-    lab.policy()
+    lab.policy({"mig": {"strategy": "single"}})  # what the chart renders from its default value
     lab.wait_ready()
     names = {ds["metadata"]["name"] for ds in lab.store.items("apps/v1/daemonsets", NS)}
     assert {"nvidia-device-plugin-daemonset", "gpu-feature-discovery", "nvidia-mig-manager",
@@ -179,7 +179,7 @@ def test_clusterpolicy_deploys_operands_and_labels_nodes(make_lab):
     wait_for("allocatable gpu-b", lambda: lab.allocatable("gpu-b") == {"nvidia.com/gpu": "1"})
     gfd = wait_for("GFD labels", lambda: lab.labels("gpu-a").get("nvidia.com/gpu.product"))
     assert gfd == "NVIDIA-H100-80GB-HBM3"
-    assert lab.labels("gpu-a")["nvidia.com/mig.strategy"] == "single"  # chart default (docs/reference/specs.md §7.2)
+    assert lab.labels("gpu-a")["nvidia.com/mig.strategy"] == "single"  # the chart's default (docs/reference/specs.md §7.2)
     assert lab.labels("gpu-a")["nvidia.com/gpu.workload.config"] == "container"
     lab.store.create("nvidia.com/v1/clusterpolicies", {"metadata": {"name": "second"}, "spec": {}})
     wait_for("second ignored", lambda: (lab.store.get("nvidia.com/v1/clusterpolicies", None, "second").get("status") or {})
@@ -319,7 +319,7 @@ def test_mig_manager_all_balanced_mixed_and_a_pod_gets_its_mig_device(make_lab):
 
 def test_mig_manager_unknown_config_fails(make_lab):
     lab = make_lab({"gpu-a": [("A100-40GB", 1)]})
-    lab.policy()
+    lab.policy({"mig": {"strategy": "single"}})
     lab.wait_ready()
     wait_for("initial success", lambda: lab.labels("gpu-a").get("nvidia.com/mig.config.state") == "success")
     lab.label("gpu-a", "nvidia.com/mig.config", "all-wrong")

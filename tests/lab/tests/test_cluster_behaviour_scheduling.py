@@ -116,7 +116,7 @@ def test_operator_settings_from_env():
 
 
 def test_mig_strategy_and_default_config_defaults():
-    assert operands.mig_strategy({}) == "single"
+    assert operands.mig_strategy({}) is None  # no MIG_STRATEGY: each node's config decides (issue 25)
     assert operands.mig_strategy({"mig": {"strategy": "mixed"}}) == "mixed"
     assert operands.mig_default_config({}) == "all-disabled"
     assert operands.mig_default_config({"migManager": {"config": {"default": ""}}}) == ""

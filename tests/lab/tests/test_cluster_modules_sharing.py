@@ -54,15 +54,17 @@ def store_get(lab: Any, path: str) -> Optional[Dict[str, Any]]:
         raise
 
 
-def install_operator(lab: Any, mig_strategy: str = "mixed") -> None:
-    """The GPU Operator as the gpu_operator module would leave it: namespace + ClusterPolicy, ready."""
+def install_operator(lab: Any, mig_strategy: str = "") -> None:
+    """The GPU Operator as the gpu_operator module would leave it: namespace + ClusterPolicy, ready.
+    "" (the chart renders no spec.mig.strategy): each node's config gives its strategy, as the
+    MPS groups need (the device plugin refuses MPS under mixed; issue 25 part 2)."""
     from kubernetes import client, config  # pylint: disable=import-outside-toplevel
     api = config.new_client_from_config(config_file=lab.kubeconfig)
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     core.create_namespace({"metadata": {"name": "gpu-operator"}})
     custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", {
         "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
-        "spec": {"mig": {"strategy": mig_strategy}, "migManager": {"enabled": True}}})
+        "spec": {"mig": {"strategy": mig_strategy} if mig_strategy else {}, "migManager": {"enabled": True}}})
     wait_until("ClusterPolicy ready", lambda: (custom.get_cluster_custom_object(
         "nvidia.com", "v1", "clusterpolicies", "cluster-policy").get("status") or {}).get("state") == "ready", timeout=60)
 
@@ -87,9 +89,11 @@ def lab(tmp_path_factory):
         core = client.CoreV1Api(config.new_client_from_config(config_file=running.kubeconfig))
         core.patch_node("mps-1", {"metadata": {"labels": {"pool": "notebooks"}}})
         core.patch_node("mig-1", {"metadata": {"labels": {"nvidia.com/mig.config": "all-balanced"}}})
+        # per node and no config yet: mig-1's plugin runs with the default strategy none until its
+        # config (MIG_FINE, flags.migStrategy mixed) is written
         wait_until("MIG all-balanced on mig-1", lambda: core.read_node("mig-1").metadata.labels.get(
-            "nvidia.com/mig.config.state") == "success" and (core.read_node("mig-1").status.capacity or {}).get(
-            "nvidia.com/mig-3g.20gb") == "1", timeout=60)
+            "nvidia.com/mig.config.state") == "success" and core.read_node("mig-1").metadata.labels.get(
+            "nvidia.com/gpu.replicas") == "1", timeout=60)
         yield running
     finally:
         running.stop()

@@ -22,6 +22,9 @@ from test_cluster_modules_sharing import install_operator, start_lab
 PROBE = os.path.join(REPO, "roles", "verify", "files", "gpufleet_probe.py")
 TS3 = {"name": "ts3", "strategy": "time-slicing", "resources": [{"name": "nvidia.com/gpu", "replicas": 3}], "nodes": ["ts-1"]}
 MPS2 = {"name": "mps2", "strategy": "mps", "resources": [{"name": "nvidia.com/gpu", "replicas": 2}], "nodes": ["mps-1"]}
+# The ClusterPolicy leaves the MIG strategy to each node's config (MPS2 is refused under mixed, issue 25
+# part 2): mig-1 needs a config that says mixed for its MIG devices to be advertised.
+MIGX = {"name": "mig-mixed", "strategy": "none", "mig_strategy": "mixed", "nodes": ["mig-1"]}
 NODE_GPUS = {
     "ts-1": [{"model": "H100-80GB", "count": 1, "product": "NVIDIA H100 80GB HBM3"}],
     "mps-1": [{"model": "H200", "count": 1, "product": "NVIDIA H200"}],
@@ -46,18 +49,20 @@ def lab(tmp_path_factory):
         store = running.store
         store.patch("v1/nodes", None, "mig-1", {"metadata": {"labels": {"nvidia.com/mig.config": "all-balanced"}}},
                     "application/merge-patch+json")
-        wait_until("MIG all-balanced on mig-1", lambda: (store.get("v1/nodes", None, "mig-1").get("status") or {})
-                   .get("capacity", {}).get("nvidia.com/mig-3g.20gb") == "1", timeout=60)
-        result = run_module("gpu_sharing", {"kubeconfig": running.kubeconfig, "configs": [TS3, MPS2], "node_gpus": NODE_GPUS,
+        wait_until("MIG all-balanced on mig-1", lambda: (store.get("v1/nodes", None, "mig-1")["metadata"].get("labels") or {})
+                   .get("nvidia.com/mig.config.state") == "success", timeout=60)
+        result = run_module("gpu_sharing", {"kubeconfig": running.kubeconfig, "configs": [TS3, MPS2, MIGX], "node_gpus": NODE_GPUS,
                                             "wait_timeout": 60, "wait_interval": 0.5}, lab_dir)
         assert not result.get("failed"), result.get("msg")
+        wait_until("mig-1 advertises its MIG devices", lambda: (store.get("v1/nodes", None, "mig-1").get("status") or {})
+                   .get("capacity", {}).get("nvidia.com/mig-3g.20gb") == "1", timeout=60)
         yield running
     finally:
         running.stop()
 
 
 def probe_args(lab, **extra):
-    args = {"kubeconfig": lab.kubeconfig, "configs": [TS3, MPS2], "node_gpus": NODE_GPUS, "pods": False, "probe": True,
+    args = {"kubeconfig": lab.kubeconfig, "configs": [TS3, MPS2, MIGX], "node_gpus": NODE_GPUS, "pods": False, "probe": True,
             "probe_program": program(), "probe_seconds": 1, "pod_timeout": 60, "poll_interval": 0.3, "junit": True}
     args.update(extra)
     return args
@@ -166,7 +171,7 @@ def test_the_verify_role_with_verify_probe_writes_the_probe_section(lab, tmp_pat
         "name": "Verify with the probe", "hosts": "localhost", "gather_facts": False,
         "roles": [{"role": "gpufleet.sharing.verify", "vars": {
             "verify_kubeconfig": lab.kubeconfig, "verify_from_inventory": False, "verify_nodes": ["mps-1"],
-            "verify_node_gpus": NODE_GPUS, "verify_configs": [TS3, MPS2], "verify_pods": False,
+            "verify_node_gpus": NODE_GPUS, "verify_configs": [TS3, MPS2, MIGX], "verify_pods": False,
             "verify_probe": True, "verify_probe_seconds": 1, "verify_pod_timeout": 60, "verify_junit": True,
             "verify_report_dir": str(reports)}}]}]))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=BUILD, ANSIBLE_NOCOLOR="1")

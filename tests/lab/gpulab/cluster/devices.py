@@ -30,6 +30,34 @@ from gpulab.models import load_model
 # Replicated device IDs are "<device id>::<n>" (docs/reference/specs.md §9.2, AnnotatedID).
 REPLICA_SEPARATOR = "::"
 
+# What the device plugin exits with (klog's last line), as its errors are wrapped in
+# cmd/nvidia-device-plugin/main.go (startPlugins -> start) of NVIDIA/k8s-device-plugin v0.17.0-v0.20.0.
+MPS_MIXED_ERROR = "error starting plugins: unable to validate flags: using --mig-strategy=mixed is not supported with MPS"
+MPS_MIG_ERROR = ("error starting plugins: error getting plugins: unable to create plugins: failed to create plugin: "
+                 "sharing using MPS is not supported for MIG devices")
+
+
+def mps_refusal(mig_strategy: str, sharing: SharingConfig) -> bool:
+    """True when the plugin refuses to start: a config that shares with MPS (some MPS resource with
+    more than one replica: api/config/v1/sharing.go SharingStrategy) under the mixed strategy
+    (cmd/nvidia-device-plugin/main.go validateFlags, v0.17.0-v0.20.0). GFD and the MPS control
+    daemon do not check it (their validateFlags do not), so they run on."""
+    return mig_strategy == "mixed" and sharing.method == "mps" and any(r.replicas > 1 for r in sharing.resources)
+
+
+def effective_mig_strategy(env_strategy: Optional[str], sharing: SharingConfig) -> str:
+    """The strategy the plugin (and GFD) runs with: the environment's MIG_STRATEGY when the operator
+    set it, else the config file's flags.migStrategy, else the flag's default ``none``.
+
+    NVIDIA/k8s-device-plugin api/config/v1/config.go NewConfig (command line, then environment, then
+    config file; api/config/v1/flags.go updateFromCLIFlag takes the flag when urfave/cli reports it
+    set, which an environment variable does); NVIDIA/gpu-operator controllers/object_controls.go
+    applyMIGConfiguration (v26.7.0) sets MIG_STRATEGY only when ClusterPolicy spec.mig.strategy is
+    not empty."""
+    if env_strategy is not None:
+        return env_strategy
+    return sharing.flags_mig_strategy or "none"
+
 
 # --------------------------------------------------------------------------------------------
 # Inputs
@@ -361,17 +389,24 @@ def compute_node(
 ) -> NodeDevices:
     """Resources, labels and devices of one node for the current GPU state.
 
-    `mig_strategy` is the ClusterPolicy's `spec.mig.strategy`; it is passed to the plugin as an env
-    var and so overrides `flags.migStrategy` of the ConfigMap (docs/reference/specs.md §7.3, §10).
+    `mig_strategy` is the strategy the plugin runs with (`effective_mig_strategy`: the ClusterPolicy's
+    `spec.mig.strategy` through MIG_STRATEGY when set, else the config's `flags.migStrategy`).
     """
     if mig_strategy not in STRATEGIES:
         raise ValueError(f"unknown MIG strategy {mig_strategy!r}")
     base, error = _base_devices(gpus, mig_strategy)
     log: List[str] = list(sharing.warnings)
-    if error is None and sharing.method == "mps":
+    if mps_refusal(mig_strategy, sharing):
+        # Checked before any device is enumerated (NVIDIA/k8s-device-plugin
+        # cmd/nvidia-device-plugin/main.go validateFlags, v0.17.0 through v0.20.0): the strategy
+        # alone decides, whatever the node's GPUs are.
+        error = MPS_MIXED_ERROR
+    elif error is None and sharing.method == "mps":
         shared_mig = [d for d in base.get(GPU_RESOURCE, []) if d.mig_uuid]
         if shared_mig and sharing.replicas_for(GPU_RESOURCE) > 1:
-            error = "error creating MPS manager: sharing using MPS is not supported on devices with MIG enabled"
+            # internal/plugin/mps.go getMPSOptions, wrapped by internal/plugin/factory.go New and
+            # cmd/nvidia-device-plugin/{plugin-manager,main}.go (v0.20.0).
+            error = MPS_MIG_ERROR
     labels = _gfd_labels(gpus, mig_strategy, sharing, driver_version)
     if error is not None:
         log.append(error)

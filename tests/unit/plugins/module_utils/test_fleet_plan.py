@@ -73,8 +73,8 @@ def test_read_intent_merges_node_configs_from_plans():
 
 @pytest.mark.parametrize("intent, pol, expected", [
     (None, policy("mixed"), "mixed"),
-    (None, policy(None), "single"),   # unset: chart default
-    (None, None, "none"),             # no ClusterPolicy at all
+    (None, policy(None), None),       # unset: no MIG_STRATEGY, each node's config decides (issue 25)
+    (None, None, None),               # no ClusterPolicy at all: the same
     ("single", policy("mixed"), "single"),
 ])
 def test_one_mig_strategy_rule(intent, pol, expected):

@@ -18,9 +18,10 @@ CM = "gpufleet-device-plugin-config"
 NS = "gpu-operator"
 
 
-def cluster(mig_strategy="mixed"):
+def cluster(mig_strategy=None):
+    """None: the ClusterPolicy leaves the MIG strategy to each node's config (MPS8 is refused under mixed)."""
     fake = FakeK8s()
-    fake.add("ClusterPolicy", "cluster-policy", spec={"mig": {"strategy": mig_strategy}, "devicePlugin": {}})
+    fake.add("ClusterPolicy", "cluster-policy", spec={"mig": {"strategy": mig_strategy} if mig_strategy else {}, "devicePlugin": {}})
     for name, count in (("gpu-a", 8), ("gpu-b", 8), ("gpu-c", 2)):
         fake.add("Node", name, metadata={"name": name, "labels": {
             "nvidia.com/gpu.count": str(count), "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
@@ -62,6 +63,21 @@ def test_first_run_writes_everything_and_restarts_changed_nodes(monkeypatch):
     assert fake.obj("Pod", "nvidia-device-plugin-gpu-b", NS) is not None
     assert result["expected"]["gpu-a"]["resources"] == {"nvidia.com/gpu": 32}
     assert result["expected"]["gpu-c"]["resources"] == {"nvidia.com/gpu": 16}
+
+
+def test_mps_under_a_mixed_clusterpolicy_is_refused_and_per_node_renders_each_strategy(monkeypatch):
+    """The device plugin refuses MPS under mixed, and MIG_STRATEGY from the ClusterPolicy beats any
+    flags.migStrategy (issue 25 part 2): refused, naming the config, nothing written."""
+    fake = cluster(mig_strategy="mixed")
+    result, failed = run(gpu_sharing, args(), fake, monkeypatch)
+    assert failed and "sharing config 'mps8' on node 'gpu-c': shares with MPS" in result["msg"]
+    assert "using --mig-strategy=mixed is not supported with MPS" in result["msg"] and fake.writes == []
+    fake = cluster()  # the ClusterPolicy leaves the strategy to the nodes
+    result, failed = run(gpu_sharing, args(), fake, monkeypatch)
+    assert not failed, result
+    data = fake.obj("ConfigMap", CM, NS)["data"]
+    assert "  migStrategy: none\n" in data["mps8"] and "  migStrategy: mixed\n" in data["ts4"]
+    assert result["expected"]["gpu-c"]["mig_strategy"] == "none" and result["expected"]["gpu-a"]["mig_strategy"] == "mixed"
 
 
 def test_second_run_changes_nothing(monkeypatch):

@@ -147,7 +147,11 @@ class ClusterPolicyController:
         volumes: List[Obj] = []
         strategy = mig_strategy(spec)
         if operand.key in ("device-plugin", "gpu-feature-discovery", "mps-control-daemon"):
-            container["env"].append({"name": "MIG_STRATEGY", "value": strategy})
+            # as applyMIGConfiguration (controllers/object_controls.go, NVIDIA/gpu-operator v26.7.0):
+            # no MIG_STRATEGY when the ClusterPolicy leaves the strategy empty ("let the plugin decide
+            # per node"), so the config file's flags.migStrategy applies
+            if strategy:
+                container["env"].append({"name": "MIG_STRATEGY", "value": strategy})
             if strategy != "none":
                 container["env"].append({"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"})
             config = section(spec, "devicePlugin", "config")

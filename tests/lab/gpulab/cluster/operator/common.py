@@ -94,10 +94,14 @@ def enabled(spec: Mapping[str, Any], key: str) -> bool:
     return value is not False and str(value).lower() != "false"
 
 
-def mig_strategy(spec: Mapping[str, Any]) -> str:
-    """`spec.mig.strategy`; the chart's default is `single` (docs/reference/specs.md §7.2)."""
-    value = section(spec, "mig").get("strategy") or "single"
-    return value if value in devmod.STRATEGIES else "single"
+def mig_strategy(spec: Mapping[str, Any]) -> Optional[str]:
+    """`spec.mig.strategy`, None when empty or absent. The chart's default `single` is a value of the
+    chart (docs/reference/specs.md §7.2), which renders the field only when the value is not empty
+    (deployments/gpu-operator/templates/clusterpolicy.yaml, NVIDIA/gpu-operator v26.7.0); the CRD
+    has no default for it. An empty strategy leaves it to each node's device-plugin config
+    (controllers/object_controls.go applyMIGConfiguration, v26.7.0)."""
+    value = section(spec, "mig").get("strategy") or None
+    return value if value in devmod.STRATEGIES else None
 
 
 MIG_DISABLED = "all-disabled"

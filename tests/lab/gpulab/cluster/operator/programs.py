@@ -80,7 +80,7 @@ class PluginProgram(OperandProgram):
         node_name = pod["spec"]["nodeName"]
         node = self.context.node(node_name)
         label = ((node or {}).get("metadata", {}).get("labels") or {}).get(PLUGIN_CONFIG_LABEL)
-        strategy = container_env(container, "MIG_STRATEGY") or "none"
+        env_strategy = container_env(container, "MIG_STRATEGY")
         cm_name = configmap_volume(pod["spec"], "config")
         default_key = container_env(container, "DEFAULT_CONFIG") or None
         data = self.context.configmap_data(pod["metadata"]["namespace"], cm_name) if cm_name else None
@@ -97,6 +97,7 @@ class PluginProgram(OperandProgram):
         except pluginconfig.PluginConfigError as exc:
             message = f"unable to load config: {exc}"
             return None, Outcome(ok=False, message=message, log=log_line(message, "error"))
+        strategy = devmod.effective_mig_strategy(env_strategy, sharing)
         instance = PluginInstance(pod["metadata"]["uid"], node_name, strategy, choice.name, choice.text, sharing, label, started=time.time())
         lines = [f"Loading configuration {choice.name or '(none)'} with MIG strategy {strategy}"]
         if self.operand.key == "device-plugin":
