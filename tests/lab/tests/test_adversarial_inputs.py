@@ -315,9 +315,42 @@ def gpu_operator_cases() -> List[Case]:
     return [("gpu_operator-" + cid, "gpu_operator", args, words) for cid, args, words in cases]
 
 
+# Issue 21, items 2 and 5: gpu_operands checks every option before its first write (it used to pause
+# the node, delete the operator's pods and write its annotation, then refuse the namespace); a
+# time-slicing resource of another GPU model is refused for the node (it used to be written).
+def issue21_rel_cases() -> List[Case]:
+    operands: List[Case] = [
+        ("namespace-slash", {"node": "gpu-h", "state": "paused", "namespace": "gpu-operator/x"}, "namespace"),
+        ("namespace-dotdot", {"node": "gpu-h", "state": "paused", "namespace": ".."}, "namespace"),
+        ("namespace-upper", {"node": "gpu-h", "state": "paused", "namespace": "GPU-Operator"}, "namespace"),
+        ("namespace-missing", {"node": "gpu-h", "state": "paused", "namespace": "no-such-namespace"},
+         "no-such-namespace"),
+        ("node-slash", {"node": "gpu-h/status", "state": "paused"}, "gpu-h/status"),
+        ("node-missing", {"node": "no-such-node", "state": "paused"}, "no-such-node"),
+        ("operand-unknown", {"node": "gpu-h", "state": "paused", "operands": ["driver", "dcgm;x"]}, "dcgm;x"),
+        ("timeout-negative", {"node": "gpu-h", "state": "paused", "timeout": -1}, "timeout"),
+        ("poll-interval-zero", {"node": "gpu-h", "state": "paused", "poll_interval": 0}, "poll_interval"),
+        ("state", {"node": "gpu-h", "state": "frozen"}, "state"),
+    ]
+    for tag, name in BAD_NAMES:
+        operands.append(("node-" + tag, {"node": name, "state": "paused"}, "node"))
+    sharing: List[Case] = [
+        ("resource-other-model-h100", {"configs": [_ts(resources=[{"name": "nvidia.com/mig-7g.141gb", "replicas": 2}])],
+                                       "node_gpus": GPU_H}, "mig-7g.141gb"),
+        ("resource-other-model-next-to-gpu", {"configs": [_ts(resources=[
+            {"name": "nvidia.com/gpu", "replicas": 2}, {"name": "nvidia.com/mig-7g.141gb", "replicas": 2}])],
+            "node_gpus": GPU_H}, "mig-7g.141gb"),
+        ("resource-other-model-no-plan", {"configs": [_ts(resources=[{"name": "nvidia.com/mig-7g.141gb", "replicas": 2}])]},
+         "mig-7g.141gb"),
+    ]
+    return ([("gpu_operands-" + cid, "gpu_operands", args, words) for cid, args, words in operands]
+            + [("gpu_sharing-" + cid, "gpu_sharing", args, words) for cid, args, words in sharing])
+
+
 CORPUS: List[Case] = (mig_plan_cases() + gpu_facts_cases() + mig_config_cases() + mig_operator_config_cases()
                       + gpu_sharing_cases() + gpu_verify_cases() + node_maintenance_cases()
                       + mig_node_config_cases() + gpu_operator_cases())
+CORPUS += issue21_rel_cases()
 HOST_MODULES = ("gpu_facts", "mig_config")
 PURE_MODULES = ("mig_plan",)
 
