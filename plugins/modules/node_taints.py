@@ -18,8 +18,8 @@ description:
     a label value), every node that is given taints must exist, and with O(operand_tolerations) every taint
     must be tolerated by the operator's operands; any problem fails the run before any node is changed,
     listing all of them. A node given no taint that does not exist is skipped (nothing of ours can be on it).
-  - Pass every GPU node, those without declared taints with O(nodes[].taints=[]): the role
-    P(gpufleet.sharing.gpu_operator#role) does, before the release's tolerations change, so that a taint
+  - Pass every GPU node, those without declared taints with an empty O(nodes[].taints), as the role
+    P(gpufleet.sharing.gpu_operator#role) does before the release's tolerations change, so that a taint
     removed from the inventory leaves the nodes in the same run.
   - The operator's DaemonSets tolerate these taints through M(gpufleet.sharing.gpu_operator) O(gpufleet.sharing.gpu_operator#module:tolerations),
     the verification pods through M(gpufleet.sharing.gpu_verify) O(gpufleet.sharing.gpu_verify#module:pod_tolerations).
@@ -48,7 +48,7 @@ options:
     description:
       - The tolerations the GPU Operator's operand DaemonSets will have, besides the chart's C(nvidia.com/gpu)
         one (the role passes C(gpu_operator_tolerations)). A C(NoSchedule) or C(NoExecute) taint they do not
-        tolerate is refused: the device plugin would leave the node. Not given, nothing is checked.
+        tolerate is refused, since the device plugin would leave the node. Not given, nothing is checked.
     type: list
     elements: dict
 """
