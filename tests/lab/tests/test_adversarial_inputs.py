@@ -355,7 +355,17 @@ def issue21_rel_cases() -> List[Case]:
         if tag == "long":
             continue
         taints.append(("node-" + tag, {"nodes": [{"node": name, "taints": []}]}, "nodes[0].node"))
+    # The audit (item 2): options mig_node_config used only after its first read or write.
+    mig_node: List[Case] = [
+        ("manager-namespace-slash", {"node": "gpu-a", "config": "all-balanced", "mig_manager_namespace": "a/b"},
+         "mig_manager_namespace"),
+        ("manager-selector", {"node": "gpu-a", "config": "all-balanced", "mig_manager_selector": "app in (x"},
+         "mig_manager_selector"),
+        ("manager-selector-configured", {"node": "gpu-a", "config": "all-disabled", "mig_manager_selector": "app in (x"},
+         "mig_manager_selector"),
+    ]
     return ([("gpu_operands-" + cid, "gpu_operands", args, words) for cid, args, words in operands]
+            + [("mig_node_config-" + cid, "mig_node_config", args, words) for cid, args, words in mig_node]
             + [("gpu_sharing-" + cid, "gpu_sharing", args, words) for cid, args, words in sharing]
             + [("node_taints-" + cid, "node_taints", args, words) for cid, args, words in taints])
 
