@@ -341,6 +341,8 @@ def issue21_rel_cases() -> List[Case]:
         ("resource-other-model-next-to-gpu", {"configs": [_ts(resources=[
             {"name": "nvidia.com/gpu", "replicas": 2}, {"name": "nvidia.com/mig-7g.141gb", "replicas": 2}])],
             "node_gpus": GPU_H}, "mig-7g.141gb"),
+        ("restart-selector", {"configs": [_ts()], "node_gpus": GPU_H, "restart_selectors": ["app in (x"]},
+         "restart_selectors"),
         ("resource-other-model-no-plan", {"configs": [_ts(resources=[{"name": "nvidia.com/mig-7g.141gb", "replicas": 2}])]},
          "mig-7g.141gb"),
     ]
