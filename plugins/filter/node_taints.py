@@ -16,8 +16,9 @@ name: node_taints
 short_description: The node taints the inventory declares, per node
 version_added: 0.3.0
 description:
-  - One entry C({node, taints}) per host of O(hosts) that declares C(gpufleet_node_taints) (set it per
-    inventory group); the node name is C(gpufleet_node_name), else the host name. The input of
+  - One entry C({node, taints}) per host of O(hosts), with the host's C(gpufleet_node_taints) (set it per
+    inventory group), an empty list for a host that declares none (so that the taints the collection set
+    there are removed); the node name is C(gpufleet_node_name), else the host name. The input of
     M(gpufleet.sharing.node_taints).
   - The filter C(taint_tolerations) of the same file returns the tolerations that those taints need
     (without duplicates), for the operator's DaemonSets and the verification pods; C(taint_report) lists
@@ -34,23 +35,25 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: One entry per host with C(node) and C(taints).
+  description: One entry per host with C(node) and C(taints) (empty when the host declares none).
   type: list
   elements: dict
 """
 
 
 def node_taints(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> List[Dict[str, Any]]:
-    entries = []
-    for host in hosts:
-        host_vars = hostvars[host]
-        if "gpufleet_node_taints" in host_vars:
-            entries.append({"node": node_name(host, host_vars), "taints": host_vars["gpufleet_node_taints"]})
-    return entries
+    """Every host, those without gpufleet_node_taints with no taint: removing the variable must remove the
+    taints the collection set (issue 21: they used to stay while the operator's tolerations went)."""
+    return [{"node": node_name(host, hostvars[host]), "taints": hostvars[host].get("gpufleet_node_taints", [])}
+            for host in hosts]
+
+
+def _declaring(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> List[Dict[str, Any]]:
+    return [entry for host, entry in zip(hosts, node_taints(hostvars, hosts)) if "gpufleet_node_taints" in hostvars[host]]
 
 
 def _declared(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> List[Mapping[str, Any]]:
-    return [t for entry in node_taints(hostvars, hosts) if isinstance(entry["taints"], list)
+    return [t for entry in _declaring(hostvars, hosts) if isinstance(entry["taints"], list)
             for t in entry["taints"] if isinstance(t, Mapping) and t.get("key") and t.get("effect")]
 
 
@@ -65,7 +68,7 @@ def taint_tolerations(hostvars: Mapping[str, Any], hosts: Sequence[str], base: A
 def taint_report(hostvars: Mapping[str, Any], hosts: Sequence[str], tolerations: Sequence[Mapping[str, Any]]) -> List[str]:
     """Preflight: every invalid declared taint, and every taint that ``tolerations`` (the operands') do not tolerate."""
     problems: List[str] = []
-    for entry in node_taints(hostvars, hosts):
+    for entry in _declaring(hostvars, hosts):
         where = "host %s (gpufleet_node_taints)" % entry["node"]
         found = taint_problems(entry["taints"], where)
         problems += found

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._rollout_triage import summary_rows
+from ansible_collections.gpufleet.sharing.plugins.filter.node_plans import node_name
+from ansible_collections.gpufleet.sharing.plugins.module_utils._rollout_triage import failure_message, summary_rows, to_annotate_again
 
 DOCUMENTATION = r"""
 name: rollout_summary
@@ -18,6 +19,13 @@ description:
   - What the host's batch recorded (C(rollout_outcome), C(rollout_gpus), C(rollout_reason)) wins; a host
     the plan found settled (V(unchanged) or V(unreachable) in O(triage)) never reached a batch; any
     other host is V(not started).
+  - A failed or unreachable host whose batch recorded what became of its node (C(rollout_mark) is
+    V(annotated), V(deleted), or V(refused) with C(rollout_mark_error)) also gets C(node_state), which
+    says so - cordoned with the reason, deleted during the run, or the reason refused by the API (and
+    whether writing it again at the end of the run, O(remarked), worked).
+  - The filters C(rollout_annotate_again) (the hosts whose reason must be written again, each
+    C({host, node, reason})) and C(rollout_failure_message) (the run's closing failure from the rows) are
+    in the same file.
 extends_documentation_fragment:
   - gpufleet.sharing.fleet_filter
 options:
@@ -25,6 +33,11 @@ options:
     description: The answer of the P(gpufleet.sharing.rollout_triage#filter) filter.
     type: dict
     default: {}
+  remarked:
+    description: The registered loop results of writing the reasons again (items from C(rollout_annotate_again)).
+    type: list
+    elements: dict
+    default: []
 """
 
 EXAMPLES = r"""
@@ -41,18 +54,29 @@ _value:
   elements: dict
 """
 
-FIELDS = (("rollout_outcome", "outcome"), ("rollout_gpus", "gpus"), ("rollout_reason", "reason"))
+FIELDS = (("rollout_outcome", "outcome"), ("rollout_gpus", "gpus"), ("rollout_reason", "reason"),
+          ("rollout_mark", "mark"), ("rollout_mark_error", "mark_error"))
 
 
-def rollout_summary(hostvars: Mapping[str, Any], hosts: Sequence[str],
-                    triage: Optional[Mapping[str, Any]] = None) -> List[Dict[str, Any]]:
-    recorded = {}
-    for host in hosts:
-        values = hostvars[host]
-        recorded[host] = dict((key, values[name]) for name, key in FIELDS if name in values)
-    return summary_rows(hosts, recorded, triage or {})
+def _recorded(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> Dict[str, Dict[str, Any]]:
+    return {host: dict((key, hostvars[host][name]) for name, key in FIELDS if name in hostvars[host]) for host in hosts}
+
+
+def rollout_summary(hostvars: Mapping[str, Any], hosts: Sequence[str], triage: Optional[Mapping[str, Any]] = None,
+                    remarked: Optional[Sequence[Mapping[str, Any]]] = None) -> List[Dict[str, Any]]:
+    again = {}
+    for result in remarked or []:
+        item = result.get("item") or {}
+        if item.get("host") and not result.get("skipped"):
+            again[item["host"]] = str(result.get("msg") or "failed") if result.get("failed") else ""
+    return summary_rows(hosts, _recorded(hostvars, hosts), triage or {}, again)
+
+
+def rollout_annotate_again(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> List[Dict[str, str]]:
+    return to_annotate_again(hosts, _recorded(hostvars, hosts), {host: node_name(host, hostvars[host]) for host in hosts})
 
 
 class FilterModule:
     def filters(self) -> Dict[str, Any]:
-        return {"rollout_summary": rollout_summary}
+        return {"rollout_summary": rollout_summary, "rollout_annotate_again": rollout_annotate_again,
+                "rollout_failure_message": failure_message}

@@ -6,7 +6,7 @@ ClusterPolicy fields carried forward into the values (pure, no I/O).
 
 - Versions (docs/reference/specs.md §7.5): calendar versions ``vYY.MM.P``; ``YY.MM`` is the
   release line ("major release"). NVIDIA supports upgrades within a release line or to the next
-  one; ``upgrade_problem`` refuses a jump over a known line.
+  one; ``upgrade_problem`` refuses a jump over a known line, ``downgrade_problem`` any step back.
 - Secrets: a value whose key looks secret (token, password, secret, key, credential, license, ...)
   or is named by the user is never shown: ``redact`` replaces it, ``secret_strings`` lists the
   strings the module must mask everywhere else (Ansible's no_log values).
@@ -70,6 +70,19 @@ def upgrade_problem(installed: str, asked: str) -> Optional[str]:
             "allow_unsupported_upgrade / gpu_operator_allow_unsupported_upgrade to force it)"
             % (installed, asked, "s" if len(skipped) > 1 else "", ", ".join(_show(s) for s in skipped),
                _show(skipped[0])))
+
+
+def downgrade_problem(installed: str, asked: str) -> Optional[str]:
+    """Why going from ``installed`` back to the older ``asked`` is refused (None when it is not older).
+
+    NVIDIA documents upgrades only (specs §7.5: within a release line or to the next one); an older chart
+    would apply its older CRDs and operand defaults over the objects the newer one left."""
+    if parse_chart_version(asked) >= parse_chart_version(installed):
+        return None
+    return ("chart downgrade from %s (installed) to %s (asked) is refused: NVIDIA supports upgrades only (within a "
+            "release line or to the next one), and the older chart would replace the newer CRDs and ClusterPolicy "
+            "defaults the installed one left; keep %s or a newer version, or set allow_downgrade / "
+            "gpu_operator_allow_downgrade to force it" % (installed, asked, installed))
 
 
 def is_secret_key(key: Any, extra: Iterable[str] = ()) -> bool:

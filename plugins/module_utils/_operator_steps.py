@@ -26,7 +26,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._images import (
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils._taints import toleration_values
 from ansible_collections.gpufleet.sharing.plugins.module_utils._operator_release import (
-    carry_forward, parse_chart_version, pending_recovery, placeholder_configmap, redact,
+    carry_forward, downgrade_problem, parse_chart_version, pending_recovery, placeholder_configmap, redact,
     secret_strings, upgrade_problem)
 
 
@@ -133,10 +133,14 @@ class GpuOperator:
         return self.helm.release(p["namespace"], p["release_name"])
 
     def check_upgrade_path(self, info: Dict[str, Any], wanted_version: str) -> None:
-        if not info or self.params["allow_unsupported_upgrade"] or not info.get("chart_version"):
+        """A step back (unless allow_downgrade) or over a release line (unless allow_unsupported_upgrade) is
+        refused, in check mode too, before anything is written."""
+        if not info or not info.get("chart_version"):
             return
         try:
-            problem = upgrade_problem(info["chart_version"], wanted_version)
+            problem = None if self.params["allow_downgrade"] else downgrade_problem(info["chart_version"], wanted_version)
+            if problem is None and not self.params["allow_unsupported_upgrade"]:
+                problem = upgrade_problem(info["chart_version"], wanted_version)
         except ValueError as exc:
             self.mod.fail("cannot check the upgrade path: %s" % exc)
         if problem:

@@ -39,17 +39,60 @@ def triage(plan: Optional[Mapping[str, Any]], annotated: bool) -> Dict[str, Any]
     return {"outcome": FILES_ONLY if files_differ else UNCHANGED, "reason": "", "gpus": []}
 
 
+# What the failure handling of a node's batch could do to the node (issue 21, items 12 and 13).
+MARK_ANNOTATED = "annotated"  # cordoned, annotated "failed: <reason>"
+MARK_DELETED = "deleted"      # the Node object is gone: nothing to cordon or annotate
+MARK_REFUSED = "refused"      # the API refused the write: the node may still say "in progress"
+FAILED_OUTCOMES = ("failed", "unreachable")
+
+
+def node_state(mark: str, error: str = "", again: Optional[str] = None) -> str:
+    """What happened to a failed node. ``again``: the error of writing the reason again at the end of the
+    run ("" when it worked, None when it was not tried)."""
+    if mark == MARK_ANNOTATED:
+        return "cordoned, annotated with the reason (gpufleet.sharing/rollout)"
+    if mark == MARK_DELETED:
+        return ("deleted during the run: no Node object to cordon or annotate, nothing marks it; once it is "
+                "registered again it is schedulable and carries no reason: re-run the rollout for it")
+    if again == "":
+        return "cordoned, annotated with the reason at the end of the run (the first write was refused: %s)" % error
+    return ("NOT annotated with the reason: the API refused it (%s), and again at the end of the run (%s); the node "
+            "may still say 'in progress' (gpufleet.sharing/rollout): the reason is here only"
+            % (error, again if again is not None else "not tried"))
+
+
 def summary_rows(hosts: Sequence[str], recorded: Mapping[str, Mapping[str, Any]],
-                 triaged: Mapping[str, Mapping[str, Any]]) -> List[Dict[str, Any]]:
+                 triaged: Mapping[str, Mapping[str, Any]], remarked: Optional[Mapping[str, str]] = None) -> List[Dict[str, Any]]:
     """The rollout summary, a row per host in order. ``recorded``: per host, what its batch set
-    (``outcome``, ``gpus``, ``reason``, each only when set); ``triaged``: this module's triage, whose
-    settled hosts never reached a batch. A host with neither was not started."""
+    (``outcome``, ``gpus``, ``reason``, ``mark``, ``mark_error``, each only when set); ``triaged``: this
+    module's triage, whose settled hosts never reached a batch. A host with neither was not started.
+    ``remarked``: per host, the error of writing its reason again at the end of the run ("" = written).
+    A failed host whose batch says what became of its node (``mark``) gets ``node_state``."""
     rows = []
     for host in hosts:
         mine = recorded.get(host) or {}
         settled = triaged.get(host) or {}
         if settled.get("outcome") not in SETTLED:
             settled = {}
-        rows.append({"node": host, "outcome": mine.get("outcome", settled.get("outcome", "not started")),
-                     "gpus": list(mine.get("gpus") or []), "reason": mine.get("reason", settled.get("reason", ""))})
+        row = {"node": host, "outcome": mine.get("outcome", settled.get("outcome", "not started")),
+               "gpus": list(mine.get("gpus") or []), "reason": mine.get("reason", settled.get("reason", ""))}
+        if mine.get("mark") and row["outcome"] in FAILED_OUTCOMES:
+            row["node_state"] = node_state(mine["mark"], str(mine.get("mark_error") or ""), (remarked or {}).get(host))
+        rows.append(row)
     return rows
+
+
+def to_annotate_again(hosts: Sequence[str], recorded: Mapping[str, Mapping[str, Any]],
+                      nodes: Mapping[str, str]) -> List[Dict[str, str]]:
+    """The failed hosts whose reason the API refused, to be written again at the end of the run."""
+    return [{"host": host, "node": nodes.get(host, host), "reason": str((recorded.get(host) or {}).get("reason") or "")}
+            for host in hosts if (recorded.get(host) or {}).get("mark") == MARK_REFUSED]
+
+
+def failure_message(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The run's closing failure: the failed nodes, and for each what became of it."""
+    failed = [row for row in rows if row.get("outcome") in FAILED_OUTCOMES]
+    if not failed:
+        return ""
+    states = ["%s: %s" % (row["node"], row.get("node_state") or "see its reason in the summary") for row in failed]
+    return "Rollout failed on %s. %s." % (", ".join(row["node"] for row in failed), "; ".join(states))

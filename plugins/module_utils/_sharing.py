@@ -608,6 +608,7 @@ def node_gpus_from_labels(labels: Mapping[str, str], mig_strategy: str, where: s
             mig_devices=((mig_resource_name(profile), count),),
             product=product,
             source="labels",
+            **_label_model(product),
         )
     if mig or (mig_strategy == "none" and labels.get("nvidia.com/gpu.replicas") == "0"):
         # gpu.replicas 0: every GPU is MIG-enabled (GFD labels MIG parents without sharing, §8, §8.2).
@@ -618,6 +619,7 @@ def node_gpus_from_labels(labels: Mapping[str, str], mig_strategy: str, where: s
                 mig_devices=tuple(sorted(mig.items())),
                 product=product,
                 source="labels",
+                **_label_model(product),
             )
         raise SharingError(
             [
@@ -629,7 +631,17 @@ def node_gpus_from_labels(labels: Mapping[str, str], mig_strategy: str, where: s
         raise SharingError(
             ["%s: MIG config %r is set but the MIG strategy is none; give its GPU plan" % (where, labels.get("nvidia.com/mig.config"))]
         )
-    return NodeGpus(full_gpus=count, product=product, source="labels")
+    return NodeGpus(full_gpus=count, product=product, source="labels", **_label_model(product))
+
+
+def _label_model(product: Optional[str]) -> Dict[str, Any]:
+    """The catalog model of a GFD product label (``NVIDIA-H100-80GB-HBM3``), so that a config naming a MIG
+    resource the model cannot have is refused for a node known only by its labels, as for a planned one."""
+    # GFD writes the product name with '-' for spaces (docs/reference/specs.md §8): undo the prefix's.
+    model = find_model(re.sub(r"^NVIDIA-", "NVIDIA ", product)) if product else None
+    if model is None:
+        return {}
+    return {"models": (model.key,), "known_mig_resources": _model_mig_resources(model)}
 
 
 def plan_from_host(gpu_facts: Sequence[Mapping[str, Any]], mig_config: Optional[str] = None,

@@ -5,7 +5,8 @@
 
 Pure, no I/O (docs/reference/specs.md §17.3). The taints the collection set on a node are recorded in
 the node annotation ``gpufleet.sharing/taints`` so that a taint removed from the inventory is removed
-from the node, and a taint someone else set is never touched.
+from the node, and a taint someone else set is never touched. Every GPU host of the inventory is passed,
+those that declare no taint with an empty list, so that removing the variable removes the taints.
 """
 
 from __future__ import annotations
@@ -123,6 +124,16 @@ def node_taints(node: Mapping[str, Any], declared: Sequence[Mapping[str, Any]]) 
     return kept + wanted, json.dumps(sorted([t["key"], t["effect"]] for t in wanted))
 
 
+def stranding_problems(node: str, declared: Sequence[Mapping[str, Any]],
+                       operand_tolerations: Sequence[Mapping[str, Any]]) -> List[str]:
+    """A taint this collection would leave on ``node`` that the operator's operands will not tolerate (the
+    chart's nvidia.com/gpu toleration plus ``operand_tolerations``): the device plugin would leave the node
+    and it would advertise no GPU (issue 21). Refused before any node is changed."""
+    return ["node %s: taint %s=%s:%s would be tolerated by no operand of the GPU Operator (operand_tolerations): "
+            "its device plugin would leave and the node would advertise no GPU" % (node, t["key"], t.get("value", ""), t["effect"])
+            for t in untolerated(declared, [GPU_TOLERATION] + list(operand_tolerations))]
+
+
 # The chart values that hold the tolerations of pods that must run on GPU nodes (§17.3).
 TOLERATION_PATHS = (("daemonsets", "tolerations"), ("node-feature-discovery", "worker", "tolerations"))
 
@@ -143,5 +154,5 @@ def toleration_values(chart_values: Mapping[str, Any], values: Mapping[str, Any]
     return overrides
 
 
-__all__ = ["EFFECTS", "TOLERATION_PATHS", "toleration_values", "GPU_TOLERATION", "OWNED_ANNOTATION", "node_taints", "normal", "owned", "taint_problems",
-           "toleration_for", "tolerations_for", "tolerates", "untolerated"]
+__all__ = ["EFFECTS", "TOLERATION_PATHS", "toleration_values", "GPU_TOLERATION", "OWNED_ANNOTATION", "node_taints", "normal", "owned",
+           "stranding_problems", "taint_problems", "toleration_for", "tolerations_for", "tolerates", "untolerated"]

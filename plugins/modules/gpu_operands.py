@@ -145,6 +145,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._operands import 
     CLIENT_LABEL, DEFAULT_OPERANDS, OPERAND_APPS, PAUSED_ANNOTATION, READY_APPS, VALIDATION_APPS, VALIDATOR_APP, app_of,
     apps_to_wait, client_pods, encode_record, node_labels, node_record, plan_client_pause, plan_pause, plan_restore,
     pods_by_app, unknown_operands)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._options import number_problems, object_name_problems
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     node=dict(type="str", required=True),
@@ -161,16 +162,28 @@ def main() -> None:
     ClusterModule(ARGUMENT_SPEC).run(run)
 
 
-def run(mod: ClusterModule) -> None:
+def check_options(mod: ClusterModule) -> Dict[str, Any]:
+    """Every option, then the node and the namespace, before the first write (issue 21: the node used to be
+    paused, its operand pods deleted, before a bad namespace was refused). The node, read."""
     params = mod.params
+    problems = object_name_problems([("node", "Node", params["node"]), ("namespace", "Namespace", params["namespace"])])
     unknown = unknown_operands(params["operands"])
     if unknown:
-        mod.fail("operands: unknown operand(s) %s; known: %s" % (", ".join(unknown), ", ".join(DEFAULT_OPERANDS)))
-    if params["timeout"] < 0 or params["poll_interval"] <= 0:
-        mod.fail("timeout must be >= 0 and poll_interval > 0")
+        problems.append("operands: unknown operand(s) %s; known: %s" % (", ".join(unknown), ", ".join(DEFAULT_OPERANDS)))
+    problems += number_problems(params, {"timeout": 0}, ["poll_interval"])
+    if problems:
+        mod.fail("nothing was changed: %s" % "; ".join(problems), problems=problems)
     node = mod.k8s.get("Node", params["node"])
     if node is None:
         mod.fail("node %s not found" % params["node"])
+    if mod.k8s.get("Namespace", params["namespace"]) is None:
+        mod.fail("namespace: %s not found (the GPU Operator's namespace); nothing was changed" % params["namespace"])
+    return node
+
+
+def run(mod: ClusterModule) -> None:
+    params = mod.params
+    node = check_options(mod)
     try:
         earlier = node_record(node)
     except ValueError as exc:

@@ -29,7 +29,8 @@ description:
     with a config that shares nothing under the default key, so that the device plugin never
     fails on a missing ConfigMap; M(gpufleet.sharing.gpu_sharing) fills it.
   - Refuses a chart upgrade that skips a release line (NVIDIA supports upgrades within a release
-    line or to the next one) unless O(allow_unsupported_upgrade) is set.
+    line or to the next one) unless O(allow_unsupported_upgrade) is set, and a chart older than the
+    installed one unless O(allow_downgrade) is set.
   - Idempotent. The release is upgraded only when the deployed chart version, the user-supplied
     values or the release status differ from what is requested.
   - Waits until the ClusterPolicy reports C(status.state=ready) and the operand DaemonSets in the
@@ -190,6 +191,13 @@ options:
     description:
       - Allow a chart upgrade that skips a GPU Operator release line (for example V(v25.10.1) to
         V(v26.7.0) past V(v26.3)), which NVIDIA does not support.
+    type: bool
+    default: false
+  allow_downgrade:
+    description:
+      - Allow a chart older than the installed one (for example V(v26.3.0) when V(v26.7.0) is installed),
+        which NVIDIA does not support. Without it the step back is refused, in check mode too, naming
+        the installed and the asked version.
     type: bool
     default: false
   recover_pending:
@@ -426,6 +434,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     device_plugin_config=dict(type="dict", options=dict(name=dict(type="str"), default=dict(type="str"))),
     apply_crds=dict(type="bool", default=True),
     allow_unsupported_upgrade=dict(type="bool", default=False),
+    allow_downgrade=dict(type="bool", default=False),
     recover_pending=dict(type="bool", default=False),
     cluster_policy_name=dict(type="str", default="cluster-policy"),
     wait=dict(type="bool", default=True),

@@ -300,6 +300,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan impor
 from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import wait_until_advertised
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing_steps import read_configmaps, read_policy, restart_pods, wait_mps_daemons
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils._options import selector_problem
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
     CONFIG_ARGSPEC,
     CONFIG_LABEL,
@@ -360,6 +361,9 @@ def run(mod: ClusterModule) -> None:
 def apply_plan(mod: ClusterModule) -> None:
     """Read -> plan -> write (dry runs in check mode) -> wait (not in check mode: nothing changed)."""
     p = mod.params
+    selectors = [s for s in (selector_problem("restart_selectors", item) for item in p["restart_selectors"]) if s]
+    if selectors:
+        mod.fail("; ".join(selectors), problems=selectors)
     try:
         plans, raw_configs = read_intent(dict(p, configs=p["configs"] or []))
         configs = parse_configs(raw_configs, p["default_config"] or None)

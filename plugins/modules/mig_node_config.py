@@ -173,6 +173,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_operator imp
     MIG_CONFIG_LABEL, MIG_STATE_LABEL, MigConfigFailed,
     config_map_problem, node_is_configured, node_mig_status, option_problems, relabel_step, wait_mig_config)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils._options import object_name_problems, selector_problem
 from ansible_collections.gpufleet.sharing.plugins.module_utils._node_drain import (
     DrainError, Drainer, blocking_message, cordon, cordon_owner, default_run_id, pod_key, uncordon)
 
@@ -200,8 +201,14 @@ def main() -> None:
 def run(mod: ClusterModule) -> None:
     params = mod.params
     problems = option_problems(params["config"], params["timeout"], params["drain_timeout"], params["poll_interval"])
+    # Every name and the selector too, before the first read: a node already configured used to be
+    # uncordoned without them ever being checked (issue 21, the audit of item 2).
+    problems += object_name_problems([("node", "Node", params["node"]), ("config_map", "ConfigMap", params["config_map"] or None),
+                                      ("config_map_namespace", "Namespace", params["config_map_namespace"]),
+                                      ("mig_manager_namespace", "Namespace", params["mig_manager_namespace"])])
+    problems += [p for p in [selector_problem("mig_manager_selector", params["mig_manager_selector"])] if p]
     if problems:
-        mod.fail(problems[0])
+        mod.fail("; ".join(problems), problems=problems)
     MigNodeConfig(mod).run()
 
 

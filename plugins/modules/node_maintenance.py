@@ -146,6 +146,12 @@ cordoned_by:
   returned: when O(state) is not V(restart_pods)
   type: str
   sample: rollout-20261201T040000Z
+node_missing:
+  description: The node does not exist (the module failed); the rollout reports such a node as deleted
+    during the run.
+  returned: when the node is not found
+  type: bool
+  sample: true
 left_cordoned:
   description: With O(state=uncordon), the node stays cordoned because the collection did not
     cordon it (set O(force_uncordon=true) to lift it anyway).
@@ -274,7 +280,7 @@ def maintain(mod: ClusterModule) -> None:
     name, state = params["node"], params["state"]
     node = k8s.get("Node", name)
     if node is None:
-        mod.fail("node %s not found" % name)
+        mod.fail("node %s not found" % name, node_missing=True)
     run_id = params["run_id"] or default_run_id("node_maintenance")
     planned = copy.deepcopy(node)
     if state == "uncordon":

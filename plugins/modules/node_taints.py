@@ -15,8 +15,12 @@ description:
     longer declared are removed; taints set by anyone else are kept. The module records the taints it owns
     in the node annotation C(gpufleet.sharing/taints).
   - Every taint is checked first (effect V(NoSchedule), V(PreferNoSchedule) or V(NoExecute), a qualified key,
-    a label value) and every node must exist; any problem fails the run before any node is changed, listing
-    all of them.
+    a label value), every node that is given taints must exist, and with O(operand_tolerations) every taint
+    must be tolerated by the operator's operands; any problem fails the run before any node is changed,
+    listing all of them. A node given no taint that does not exist is skipped (nothing of ours can be on it).
+  - Pass every GPU node, those without declared taints with an empty O(nodes[].taints), as the role
+    P(gpufleet.sharing.gpu_operator#role) does before the release's tolerations change, so that a taint
+    removed from the inventory leaves the nodes in the same run.
   - The operator's DaemonSets tolerate these taints through M(gpufleet.sharing.gpu_operator) O(gpufleet.sharing.gpu_operator#module:tolerations),
     the verification pods through M(gpufleet.sharing.gpu_verify) O(gpufleet.sharing.gpu_verify#module:pod_tolerations).
 author:
@@ -40,6 +44,13 @@ options:
         type: list
         elements: dict
         default: []
+  operand_tolerations:
+    description:
+      - The tolerations the GPU Operator's operand DaemonSets will have, besides the chart's C(nvidia.com/gpu)
+        one (the role passes C(gpu_operator_tolerations)). A C(NoSchedule) or C(NoExecute) taint they do not
+        tolerate is refused, since the device plugin would leave the node. Not given, nothing is checked.
+    type: list
+    elements: dict
 """
 
 EXAMPLES = r"""
@@ -62,11 +73,14 @@ nodes:
 from typing import Any, Dict, List
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils._taints import OWNED_ANNOTATION, node_taints, taint_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils._options import object_name_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils._taints import (
+    OWNED_ANNOTATION, node_taints, stranding_problems, taint_problems)
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     nodes=dict(type="list", elements="dict", required=True, options=dict(
         node=dict(type="str", required=True), taints=dict(type="list", elements="dict", default=[]))),
+    operand_tolerations=dict(type="list", elements="dict"),
 )
 
 
@@ -76,15 +90,19 @@ def main() -> None:
 
 def run(mod: ClusterModule) -> None:
     entries = mod.params["nodes"]
-    problems: List[str] = []
+    names = object_name_problems([("nodes[%d].node" % i, "Node", e["node"]) for i, e in enumerate(entries)])
+    problems = list(names)
     for entry in entries:
-        problems += taint_problems(entry["taints"], "node %s" % entry["node"])
-    live = {entry["node"]: mod.k8s.get("Node", entry["node"]) for entry in entries}
-    problems += ["node %s: not found" % name for name, node in live.items() if node is None]
+        found = taint_problems(entry["taints"], "node %s" % entry["node"])
+        problems += found
+        if not found and mod.params["operand_tolerations"] is not None:
+            problems += stranding_problems(entry["node"], entry["taints"], mod.params["operand_tolerations"])
+    live = {node["metadata"]["name"]: node for node in mod.k8s.list("Node")} if not names else {}
+    problems += ["node %s: not found" % e["node"] for e in entries if e["node"] not in live and e["taints"] and not names]
     if problems:
         mod.fail("invalid node taints: %s" % "; ".join(problems), problems=problems)
     result: Dict[str, Any] = {}
-    for entry in entries:
+    for entry in (e for e in entries if e["node"] in live):
         node = live[entry["node"]]
         taints, annotation = node_taints(node, entry["taints"])
         before = node.get("spec", {}).get("taints") or []

@@ -315,9 +315,67 @@ def gpu_operator_cases() -> List[Case]:
     return [("gpu_operator-" + cid, "gpu_operator", args, words) for cid, args, words in cases]
 
 
+# Issue 21, items 1, 2 and 5: gpu_operands checks every option before its first write (it used to pause
+# the node, delete the operator's pods and write its annotation, then refuse the namespace); a
+# time-slicing resource of another GPU model is refused for the node (it used to be written);
+# node_taints refuses a taint the operands would not tolerate, and bad node names before any request.
+def issue21_rel_cases() -> List[Case]:
+    operands: List[Case] = [
+        ("namespace-slash", {"node": "gpu-h", "state": "paused", "namespace": "gpu-operator/x"}, "namespace"),
+        ("namespace-dotdot", {"node": "gpu-h", "state": "paused", "namespace": ".."}, "namespace"),
+        ("namespace-upper", {"node": "gpu-h", "state": "paused", "namespace": "GPU-Operator"}, "namespace"),
+        ("namespace-missing", {"node": "gpu-h", "state": "paused", "namespace": "no-such-namespace"},
+         "no-such-namespace"),
+        ("node-status", {"node": "gpu-h/status", "state": "paused"}, "gpu-h/status"),
+        ("node-missing", {"node": "no-such-node", "state": "paused"}, "no-such-node"),
+        ("operand-unknown", {"node": "gpu-h", "state": "paused", "operands": ["driver", "dcgm;x"]}, "dcgm;x"),
+        ("timeout-negative", {"node": "gpu-h", "state": "paused", "timeout": -1}, "timeout"),
+        ("poll-interval-zero", {"node": "gpu-h", "state": "paused", "poll_interval": 0}, "poll_interval"),
+        ("state", {"node": "gpu-h", "state": "frozen"}, "state"),
+    ]
+    for tag, name in BAD_NAMES:
+        operands.append(("node-" + tag, {"node": name, "state": "paused"}, "node"))
+    sharing: List[Case] = [
+        ("resource-other-model-h100", {"configs": [_ts(resources=[{"name": "nvidia.com/mig-7g.141gb", "replicas": 2}])],
+                                       "node_gpus": GPU_H}, "mig-7g.141gb"),
+        ("resource-other-model-next-to-gpu", {"configs": [_ts(resources=[
+            {"name": "nvidia.com/gpu", "replicas": 2}, {"name": "nvidia.com/mig-7g.141gb", "replicas": 2}])],
+            "node_gpus": GPU_H}, "mig-7g.141gb"),
+        ("restart-selector", {"configs": [_ts()], "node_gpus": GPU_H, "restart_selectors": ["app in (x"]},
+         "restart_selectors"),
+        ("resource-other-model-no-plan", {"configs": [_ts(resources=[{"name": "nvidia.com/mig-7g.141gb", "replicas": 2}])]},
+         "mig-7g.141gb"),
+    ]
+    dedicated = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+    taints: List[Case] = [
+        ("stranded", {"operand_tolerations": [], "nodes": [{"node": "gpu-h", "taints": [dedicated]}]},
+         "taint dedicated=gpu:NoSchedule would be tolerated by no operand"),
+        ("node-missing", {"nodes": [{"node": "no-such-node", "taints": [dedicated]}]}, "no-such-node: not found"),
+        ("effect", {"nodes": [{"node": "gpu-h", "taints": [dict(dedicated, effect="Never")]}]}, "effect 'Never'"),
+    ]
+    for tag, name in BAD_NAMES:  # (64 characters is a valid Node name: a node with no taint to set is skipped)
+        if tag == "long":
+            continue
+        taints.append(("node-" + tag, {"nodes": [{"node": name, "taints": []}]}, "nodes[0].node"))
+    # The audit (item 2): options mig_node_config used only after its first read or write.
+    mig_node: List[Case] = [
+        ("manager-namespace-slash", {"node": "gpu-a", "config": "all-balanced", "mig_manager_namespace": "a/b"},
+         "mig_manager_namespace"),
+        ("manager-selector", {"node": "gpu-a", "config": "all-balanced", "mig_manager_selector": "app in (x"},
+         "mig_manager_selector"),
+        ("manager-selector-configured", {"node": "gpu-a", "config": "all-disabled", "mig_manager_selector": "app in (x"},
+         "mig_manager_selector"),
+    ]
+    return ([("gpu_operands-" + cid, "gpu_operands", args, words) for cid, args, words in operands]
+            + [("mig_node_config-" + cid, "mig_node_config", args, words) for cid, args, words in mig_node]
+            + [("gpu_sharing-" + cid, "gpu_sharing", args, words) for cid, args, words in sharing]
+            + [("node_taints-" + cid, "node_taints", args, words) for cid, args, words in taints])
+
+
 CORPUS: List[Case] = (mig_plan_cases() + gpu_facts_cases() + mig_config_cases() + mig_operator_config_cases()
                       + gpu_sharing_cases() + gpu_verify_cases() + node_maintenance_cases()
                       + mig_node_config_cases() + gpu_operator_cases())
+CORPUS += issue21_rel_cases()
 HOST_MODULES = ("gpu_facts", "mig_config")
 PURE_MODULES = ("mig_plan",)
 

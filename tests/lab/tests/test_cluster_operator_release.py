@@ -84,6 +84,26 @@ def test_upgrade_path_guard_and_bad_versions(lab, helm, tmp_path):
     assert forced["changed"] and forced["action"] == "upgraded" and forced["release"]["chart_version"] == "26.7.0", forced
 
 
+def test_downgrade_is_refused_unless_allowed(lab, helm, tmp_path):
+    """Issue 21 (4): v26.7.0 installed, an older chart asked (another line or the one before): refused in
+    check mode and for real, naming what is installed, what was asked and why; allow_downgrade forces it."""
+    env = helm.environment
+    assert lab.run("gpu_operator", operator_args(lab, helm, chart_ref=bumped_chart(tmp_path, "26.7.0")), env=env)["changed"]
+    rv, calls = lab.rv(), len(helm.calls())
+    charts = {older: bumped_chart(tmp_path, older) for older in ("24.9.0", "26.3.0")}
+    for older, chart in charts.items():
+        args = operator_args(lab, helm, chart_ref=chart)
+        for check in (True, False):
+            refused = lab.run("gpu_operator", args, check=check, env=env)
+            assert refused.get("failed"), refused
+            assert ("chart downgrade from 26.7.0 (installed) to %s (asked) is refused" % older) in refused["msg"], refused
+            assert "NVIDIA supports upgrades only" in refused["msg"] and "allow_downgrade" in refused["msg"]
+    assert lab.rv() == rv
+    assert not [a for a in helm.calls()[calls:] if a[:1] in (["upgrade"], ["install"], ["rollback"], ["uninstall"])]
+    forced = lab.run("gpu_operator", operator_args(lab, helm, chart_ref=charts["26.3.0"], allow_downgrade=True), env=env)
+    assert forced["changed"] and forced["release"]["chart_version"] == "26.3.0", forced
+
+
 def test_upgrade_after_sharing_and_mig_backend_change_keeps_them(lab, helm, tmp_path):
     env = helm.environment
     assert lab.run("gpu_operator", operator_args(lab, helm), env=env)["changed"]

@@ -324,9 +324,54 @@ def test_node_deleted_mid_run_fails_that_node_cleanly_and_the_others_go_on(fleet
     summary = fleet.summary()
     assert summary["flt-0"]["outcome"] == "failed" and "not found" in summary["flt-0"]["reason"], summary
     assert summary["flt-1"]["outcome"] == "changed", summary
+    # Issue 21 (12): say what happened to the node, not that it "stays cordoned with the reason".
+    assert summary["flt-0"]["node_state"].startswith("deleted during the run: no Node object"), summary
+    assert "stay cordoned" not in log and "flt-0: deleted during the run" in log, log[-3000:]
     assert fleet.lease() is None
     fleet.flt1_layout = layout
     _assert_converged(fleet, fleet.play(limit="flt-0", mig_config=layout))
+
+
+WAITING_HOOK = """version: v1
+hooks:
+  apply-start:
+  - command: /bin/sh
+    args: ["-c", "touch %(started)s; while [ ! -e %(go)s ]; do sleep 0.1; done; exit 1"]
+"""
+
+
+def test_failure_reason_refused_by_the_api_is_summarised_and_written_at_the_end(fleet, tmp_path):
+    """Issue 21 (13): mig-parted fails on flt-0 while the API answers 500 to every write of the node (its
+    failure reason): the node kept "in progress". The summary says so and the reason is written at the end."""
+    started, go, hooks = tmp_path / "hook-started", tmp_path / "hook-go", tmp_path / "hooks.yaml"
+    hooks.write_text(WAITING_HOOK % {"started": started, "go": go})
+    layout = _next_layout(fleet)
+    run = fleet.start(limit="flt-0", mig_config=layout, mig_parted_hooks_file=str(hooks), mig_gpu_clients=[])
+    try:
+        wait_until("the apply-start hook on flt-0", started.exists, 240)
+        # The next 6 node writes (one cordon with its annotation: the first try and the client's 5 retries).
+        fleet.add_fault("error", verb="update", resource="nodes", name="flt-0", status=500, count=6)
+        go.touch()
+        run.wait(timeout=300)
+    finally:
+        go.touch()
+        if run.poll() is None:
+            run.kill()
+        fleet.clear_faults()
+    with open(fleet.dir + "/background.log", encoding="utf-8") as handle:
+        log = flat(handle.read())
+    assert run.returncode != 0, log[-3000:]
+    row = fleet.summary()["flt-0"]
+    assert row["outcome"] == "failed" and "apply-start hook" in row["reason"], row
+    assert row["node_state"].startswith("cordoned, annotated with the reason at the end of the run (the first "
+                                        "write was refused: "), row
+    _assert_left_failed(fleet, run_result(run, log), "apply-start hook")
+    _assert_converged(fleet, fleet.play(limit="flt-0", mig_config=layout))
+
+
+def run_result(run, log: str):
+    """A finished background run as _assert_left_failed reads a played one."""
+    return type("Played", (), {"returncode": run.returncode, "stdout": log, "stderr": ""})()
 
 
 MIG_NODE_CONFIG_PLAY = """

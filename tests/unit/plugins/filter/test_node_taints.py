@@ -9,8 +9,9 @@ DEDICATED = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 HOSTVARS = {"a": {"gpufleet_node_taints": [DEDICATED], "gpufleet_node_name": "node-a"}, "b": {}}
 
 
-def test_entries_only_for_hosts_that_declare_taints():
-    assert node_taints(HOSTVARS, ["a", "b"]) == [{"node": "node-a", "taints": [DEDICATED]}]
+def test_an_entry_for_every_host_so_that_undeclared_taints_are_removed():
+    """Issue 21 (1): a host without gpufleet_node_taints had no entry, so the taints set earlier stayed."""
+    assert node_taints(HOSTVARS, ["a", "b"]) == [{"node": "node-a", "taints": [DEDICATED]}, {"node": "b", "taints": []}]
 
 
 def test_tolerations_with_and_without_the_gpu_default():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from ansible_collections.gpufleet.sharing.plugins.filter.rollout_summary import DOCUMENTATION, rollout_summary
+from ansible_collections.gpufleet.sharing.plugins.filter.rollout_summary import DOCUMENTATION, rollout_annotate_again, rollout_summary
 
 
 def test_rows_from_hostvars_and_the_triage():
@@ -18,7 +18,18 @@ def test_rows_from_hostvars_and_the_triage():
     assert rollout_summary(hostvars, ["a"]) == [{"node": "a", "outcome": "not started", "gpus": [], "reason": ""}]
 
 
+def test_a_reason_refused_then_written_again_at_the_end():
+    """Issue 21 (13): the host's mark and the loop result of writing its reason again."""
+    hostvars = {"a": {"rollout_outcome": "failed", "rollout_reason": "hook", "rollout_mark": "refused",
+                      "rollout_mark_error": "HTTP 500", "gpufleet_node_name": "node-a"}}
+    assert rollout_annotate_again(hostvars, ["a"]) == [{"host": "a", "node": "node-a", "reason": "hook"}]
+    rows = rollout_summary(hostvars, ["a"], {}, [{"item": {"host": "a"}, "changed": True}])
+    assert rows[0]["node_state"].startswith("cordoned, annotated with the reason at the end of the run")
+    rows = rollout_summary(hostvars, ["a"], {}, [{"item": {"host": "a"}, "failed": True, "msg": "HTTP 503"}])
+    assert "and again at the end of the run (HTTP 503)" in rows[0]["node_state"]
+
+
 def test_documentation_parses():
     doc = yaml.safe_load(DOCUMENTATION)
-    assert doc["name"] == "rollout_summary" and set(doc["options"]) == {"triage"}
+    assert doc["name"] == "rollout_summary" and set(doc["options"]) == {"triage", "remarked"}
     assert doc["extends_documentation_fragment"] == ["gpufleet.sharing.fleet_filter"]  # _input (hostvars), hosts

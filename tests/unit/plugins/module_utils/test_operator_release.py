@@ -28,6 +28,17 @@ def test_upgrade_path():
     assert "release lines v25.10, v26.3" in rel.upgrade_problem("v25.3.0", "v26.7.0")
 
 
+def test_downgrade():
+    """Issue 21 (4): the upgrade path looked forward only."""
+    for older in ("v24.9.0", "v26.3.0", "v26.6.9"):
+        message = rel.downgrade_problem("v26.7.0", older)
+        assert message.startswith("chart downgrade from v26.7.0 (installed) to %s (asked) is refused" % older), message
+        assert "NVIDIA supports upgrades only" in message and "allow_downgrade" in message
+    assert rel.downgrade_problem("v26.7.1", "v26.7.0").startswith("chart downgrade from v26.7.1 (installed) to v26.7.0")
+    assert rel.downgrade_problem("v26.7.0", "v26.7.0") is None
+    assert rel.downgrade_problem("v26.3.3", "v26.7.0") is None
+
+
 def test_secrets_redacted_and_listed():
     values = {"driver": {"licensingConfig": {"token": "tok-123", "nlsEnabled": True}},
               "tolerations": [{"key": "nvidia.com/gpu"}], "x": {"Mine": ["a1b2c3"]}, "repo": {"password": ""}}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import itertools
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._rollout_triage import summary_rows, triage
+from ansible_collections.gpufleet.sharing.plugins.module_utils._rollout_triage import (
+    MARK_ANNOTATED, MARK_DELETED, MARK_REFUSED, failure_message, summary_rows, to_annotate_again, triage)
 
 
 def old_rule(plan, annotated):
@@ -62,3 +63,32 @@ def test_summary_rows_prefer_the_batch_then_the_triage():
         {"node": "d", "outcome": "not started", "gpus": [], "reason": ""},  # pending, its batch never ran
         {"node": "e", "outcome": "not started", "gpus": [], "reason": ""},
     ]
+
+
+def test_failed_rows_say_what_happened_to_the_node():
+    """Issue 21 (12, 13): a node deleted mid-run, or whose failure reason the API refused, was summarised as
+    if it stayed cordoned with its reason; the reason written again at the end of the run is said too."""
+    recorded = {"a": {"outcome": "failed", "reason": "apply failed", "mark": MARK_ANNOTATED},
+                "b": {"outcome": "failed", "reason": "node b not found", "mark": MARK_DELETED},
+                "c": {"outcome": "failed", "reason": "hook failed", "mark": MARK_REFUSED, "mark_error": "HTTP 500"},
+                "d": {"outcome": "unreachable", "reason": "ssh", "mark": MARK_REFUSED, "mark_error": "HTTP 500"}}
+    rows = summary_rows(["a", "b", "c", "d", "e"], recorded, {}, remarked={"c": "", "d": "HTTP 503"})
+    states = [row.get("node_state") for row in rows]
+    assert states[0] == "cordoned, annotated with the reason (gpufleet.sharing/rollout)"
+    assert states[1].startswith("deleted during the run: no Node object to cordon or annotate")
+    assert states[2] == ("cordoned, annotated with the reason at the end of the run (the first write was refused: "
+                         "HTTP 500)")
+    assert states[3].startswith("NOT annotated with the reason: the API refused it (HTTP 500), and again at the end "
+                                "of the run (HTTP 503)")
+    assert "node_state" not in rows[4]
+    message = failure_message(rows)
+    assert message.startswith("Rollout failed on a, b, c, d.")
+    assert "b: deleted during the run" in message and "a: cordoned, annotated with the reason" in message
+    assert "stay cordoned" not in message
+
+
+def test_nodes_whose_reason_must_be_written_again():
+    recorded = {"a": {"outcome": "failed", "reason": "x", "mark": MARK_REFUSED},
+                "b": {"outcome": "failed", "reason": "y", "mark": MARK_DELETED},
+                "c": {"outcome": "failed", "reason": "z", "mark": MARK_ANNOTATED}}
+    assert to_annotate_again(["a", "b", "c"], recorded, {"a": "node-a"}) == [{"host": "a", "node": "node-a", "reason": "x"}]

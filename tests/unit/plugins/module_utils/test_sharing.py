@@ -433,6 +433,19 @@ def test_labels_mixed_all_mig():
     assert gpus.mig_dict() == {"nvidia.com/mig-1g.10gb": 2, "nvidia.com/mig-3g.40gb": 1}
 
 
+def test_labels_name_the_model_so_a_mig_resource_it_cannot_have_is_refused():
+    """Issue 21 (5): a node known only by its labels (no GPU plan) used to accept any mig-* resource."""
+    labels = {"nvidia.com/gpu.count": "2", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    gpus = s.node_gpus_from_labels(labels, "mixed")
+    assert gpus.models == ("H100-80GB",) and "nvidia.com/mig-7g.80gb" in gpus.known_mig_resources
+    cfg = s.parse_configs([{"name": "ts", "resources": [{"name": "nvidia.com/mig-7g.141gb", "replicas": 2}]}], None)["ts"]
+    problems = problems_of(s.expected_node, "gpu-h", gpus, "mixed", cfg)
+    assert problems == ["sharing config 'ts' on node 'gpu-h': nvidia.com/mig-7g.141gb is not a MIG profile of "
+                        "H100-80GB (valid: %s)" % ", ".join(sorted(gpus.known_mig_resources))]
+    unknown = s.node_gpus_from_labels({"nvidia.com/gpu.count": "4", "nvidia.com/gpu.product": "Tesla-T4"}, "none")
+    assert (unknown.models, unknown.known_mig_resources) == ((), None)
+
+
 def test_labels_that_cannot_tell():
     assert "no nvidia.com/gpu.count label" in problems_of(s.node_gpus_from_labels, {}, "none")[0]
     labels = {"nvidia.com/gpu.count": "2", "nvidia.com/gpu.replicas": "1", "nvidia.com/mig-1g.10gb.count": "7"}

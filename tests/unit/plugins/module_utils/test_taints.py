@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._taints import (
-    GPU_TOLERATION, OWNED_ANNOTATION, node_taints, taint_problems, tolerations_for, untolerated)
+    GPU_TOLERATION, OWNED_ANNOTATION, node_taints, stranding_problems, taint_problems, tolerations_for, untolerated)
 
 DEDICATED = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 
@@ -32,3 +32,14 @@ def test_node_taints_replace_ours_and_keep_others():
     taints, annotation = node_taints(node, [DEDICATED])
     assert taints == [{"key": "theirs", "effect": "NoExecute"}, DEDICATED]
     assert json.loads(annotation) == [["dedicated", "NoSchedule"]]
+
+
+def test_a_taint_no_operand_tolerates_would_strand_the_node():
+    """Issue 21 (1): the operands (the chart's nvidia.com/gpu toleration plus the given ones) must tolerate
+    every scheduling taint the collection leaves on a node."""
+    assert stranding_problems("gpu-a", [DEDICATED], tolerations_for([DEDICATED])) == []
+    assert stranding_problems("gpu-a", [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}], []) == []
+    assert stranding_problems("gpu-a", [{"key": "soft", "effect": "PreferNoSchedule"}], []) == []
+    assert stranding_problems("gpu-a", [DEDICATED], []) == [
+        "node gpu-a: taint dedicated=gpu:NoSchedule would be tolerated by no operand of the GPU Operator "
+        "(operand_tolerations): its device plugin would leave and the node would advertise no GPU"]

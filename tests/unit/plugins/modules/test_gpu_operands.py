@@ -16,6 +16,7 @@ NS = "gpu-operator"
 
 def _fake():
     fake = FakeK8s()
+    fake.add("Namespace", NS)
     fake.add("Node", "n1", metadata={"name": "n1", "labels": {DP: "true", DCGMX: "false", "other": "x"}})
     return fake
 
