@@ -75,8 +75,8 @@ DEFAULT_OFF = ("driver", "dcgm")
 OPERANDS_BY_DS = {operand.ds_name: operand for operand in OPERANDS}
 OPERANDS_BY_KEY = {operand.key: operand for operand in OPERANDS}
 
-DEPLOY_LABELS = tuple(dict.fromkeys(("driver",) + tuple(o.key for o in OPERANDS if not o.mig_only and o.key != "mps-control-daemon")
-                                     + ("dcgm", "node-status-exporter")))
+_DEPLOYED = tuple(o.key for o in OPERANDS if not o.mig_only and o.key != "mps-control-daemon")
+DEPLOY_LABELS = tuple(dict.fromkeys(("driver",) + _DEPLOYED + ("dcgm", "node-status-exporter")))
 
 
 def log_line(message: str, level: str = "info") -> str:
