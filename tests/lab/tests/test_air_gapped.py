@@ -145,3 +145,34 @@ def test_per_pod_metrics_refused_on_an_exporter_without_them(lab, helm):  # noqa
     assert failed.get("failed"), failed
     assert "per_pod_metrics" in failed["msg"] and "4.0.4" in failed["msg"] and "4.2.0" in failed["msg"], failed["msg"]
     assert lab.rv() == before
+
+
+def test_lab_operator_os_tag_follows_nfd_labels(tmp_path):
+    """The lab's model of getGPUNodeOSInfo / resolveDriverTag (gpulab.cluster.operator.nfd)."""
+    from gpulab.cluster.operator.nfd import OS_ID_LABEL, OS_VERSION_LABEL, driver_pod_parts, gpu_node_os_tag, read_os_release
+
+    def node(name, os_id=None, version=None, gpu=True):
+        labels = {"nvidia.com/gpu.present": "true"} if gpu else {}
+        if os_id:
+            labels.update({OS_ID_LABEL: os_id, OS_VERSION_LABEL: version})
+        return {"metadata": {"name": name, "labels": labels}}
+
+    assert gpu_node_os_tag([node("b", "ubuntu", "24.04"), node("a", "rhel", "9.4"), node("0", gpu=False)]) == ("rhel9", "")
+    assert gpu_node_os_tag([node("a", "ubuntu", "22.04")]) == ("ubuntu22.04", "")
+    tag, why = gpu_node_os_tag([node("a")])
+    assert tag is None and OS_ID_LABEL in why
+    assert gpu_node_os_tag([])[0] is None
+    spec = {"driver": {"repository": "r/nvidia", "image": "driver", "version": "595.91.07", "imagePullSecrets": ["p"],
+                       "manager": {"repository": "r/cn", "image": "k8s-driver-manager", "version": "v0.12.0"}},
+            "gds": {"enabled": True, "repository": "r/cn", "image": "nvidia-fs", "version": "2.29.4"},
+            "gdrcopy": {"enabled": False, "repository": "r/cn", "image": "gdrdrv", "version": "v2.6"}}
+    init, containers, secrets = driver_pod_parts(spec, "ubuntu22.04")
+    assert [c["image"] for c in init] == ["r/cn/k8s-driver-manager:v0.12.0"]
+    assert [c["image"] for c in containers] == ["r/nvidia/driver:595.91.07-ubuntu22.04", "r/cn/nvidia-fs:2.29.4-ubuntu22.04"]
+    assert secrets == ["p"]
+    spec["driver"]["version"] = "sha256:" + "b" * 64
+    assert driver_pod_parts(spec, "ubuntu22.04")[1][0]["image"] == "r/nvidia/driver@sha256:" + "b" * 64
+    release = tmp_path / "os-release"
+    release.write_text('NAME="Rocky Linux"\nID="rocky"\nVERSION_ID="9.5"\n', encoding="utf-8")
+    assert read_os_release(str(release)) == ("rocky", "9.5")
+    assert read_os_release(str(tmp_path / "missing")) == ("", "")
