@@ -26,6 +26,9 @@ from typing import Any, Iterable, List, Mapping, Sequence, Tuple
 # Distributions the operator v26.7.0 knows (controllers/object_controls.go RepoConfigPathMap).
 KNOWN_OS = ("centos", "debian", "ubuntu", "rhcos", "rhel", "rocky", "ol", "sles", "sl-micro")
 MAJOR_ONLY = ("ol", "rocky", "rhel")
+# Distributions whose os-release VERSION_ID (what NFD labels) is the major version only, while Ansible's
+# ansible_distribution_version has more (Debian "12.7" from /etc/debian_version, CentOS "7.9.2009").
+VERSION_ID_MAJOR = ("debian", "centos")
 # ansible_distribution -> os-release ID, where they differ (an ID itself is accepted too).
 ANSIBLE_DISTRIBUTIONS = {"redhat": "rhel", "oraclelinux": "ol", "sles_sap": "sles", "sle_micro": "sl-micro",
                          "sl-micro": "sl-micro", "red hat enterprise linux coreos": "rhcos"}
@@ -73,7 +76,7 @@ def os_tag(os_id: str, version: str, where: str = "") -> str:
                        % (prefix, os_id, ", ".join(KNOWN_OS))])
     if not _VERSION.match(version):
         raise OsError(["%sOS %s has no usable version %r (expected digits such as 22.04)" % (prefix, name, version)])
-    return name + (version.split(".")[0] if name in MAJOR_ONLY else version)
+    return name + (version.split(".")[0] if name in MAJOR_ONLY + VERSION_ID_MAJOR else version)
 
 
 def parse_os_tag(tag: str, where: str = "node_os") -> str:
@@ -84,7 +87,7 @@ def parse_os_tag(tag: str, where: str = "node_os") -> str:
     made = os_tag(match.group(1), match.group(2), "%s %r" % (where, tag))
     if made != tag:
         raise OsError(["%s: %r is not a tag the GPU Operator makes: for %s it uses the major version only (%s)"
-                       % (where, tag, match.group(1), made)])
+                       % (where, tag, match.group(1), made)])  # rhel/rocky/ol by rule, debian/centos by VERSION_ID
     return made
 
 
@@ -142,5 +145,5 @@ def tagged_images(reference: str, path: Sequence[str], tags: Sequence[str]) -> T
     return ["%s-%s" % (reference, tag) for tag in tags], []
 
 
-__all__ = ["ANSIBLE_DISTRIBUTIONS", "KNOWN_OS", "MAJOR_ONLY", "OS_TAGGED", "OsError", "SANDBOX", "fleet_os_tags",
+__all__ = ["ANSIBLE_DISTRIBUTIONS", "KNOWN_OS", "MAJOR_ONLY", "VERSION_ID_MAJOR", "OS_TAGGED", "OsError", "SANDBOX", "fleet_os_tags",
            "os_tag", "os_tagged", "parse_os_tag", "pulled", "tagged_images"]

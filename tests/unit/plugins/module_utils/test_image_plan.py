@@ -71,7 +71,8 @@ def images(values, tags=("ubuntu22.04",), chart=None):
 @pytest.mark.parametrize("os_id,version,tag", [
     ("Ubuntu", "22.04", "ubuntu22.04"), ("ubuntu", "24.04", "ubuntu24.04"), ("RedHat", "9.4", "rhel9"),
     ("rhel", "8.10", "rhel8"), ("Rocky", "9.5", "rocky9"), ("OracleLinux", "8.9", "ol8"), ("rhcos", "4.16", "rhcos4.16"),
-    ("Debian", "12", "debian12"), ("SLES", "15.6", "sles15.6"), ("sl-micro", "6.0", "sl-micro6.0"), ("CentOS", "7", "centos7")])
+    ("Debian", "12", "debian12"), ("Debian", "12.7", "debian12"), ("CentOS", "7.9.2009", "centos7"),
+    ("SLES", "15.6", "sles15.6"), ("sl-micro", "6.0", "sl-micro6.0"), ("CentOS", "7", "centos7")])
 def test_os_tag_follows_the_operator(os_id, version, tag):
     assert os_tag(os_id, version) == tag
     assert parse_os_tag(tag) == tag
@@ -85,7 +86,8 @@ def test_unknown_os_is_named(os_id, version, word):
     assert "host gpu-a" in str(err.value) and word in str(err.value).lower()
 
 
-@pytest.mark.parametrize("tag,word", [("rhel9.4", "rhel9"), ("rocky9.5", "rocky9"), ("windows2022", "windows"),
+@pytest.mark.parametrize("tag,word", [("rhel9.4", "rhel9"), ("rocky9.5", "rocky9"), ("debian12.7", "debian12"),
+                                      ("windows2022", "windows"),
                                       ("ubuntu", "OS tag"), ("Ubuntu22.04", "OS tag"), ("ubuntu-22.04", "OS tag"), ("", "OS tag")])
 def test_declared_tag_must_be_one_the_operator_makes(tag, word):
     with pytest.raises(OsError) as err:
