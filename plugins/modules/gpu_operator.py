@@ -119,8 +119,8 @@ options:
       - Names of C(kubernetes.io/dockerconfigjson) Secrets in O(namespace) that the operator, every operand and
         node-feature-discovery pull their images with; every C(imagePullSecrets) value of the chart version in use
         gets them, and so does every section holding an image where the chart's defaults have no such key
-        (C(dcgm), C(dcgmExporter)); node-feature-discovery gets them as C([{name: ...}]) in the subchart's own
-        C(imagePullSecrets). Only the names pass through Ansible, never the content.
+        (C(dcgm), C(dcgmExporter)); node-feature-discovery gets them as references (objects with C(name)) in the
+        subchart's own C(imagePullSecrets). Only the names pass through Ansible, never the content.
       - A name that does not exist in O(namespace) is refused before anything changes.
     type: list
     elements: str
