@@ -76,7 +76,7 @@ def os_tag(os_id: str, version: str, where: str = "") -> str:
                        % (prefix, os_id, ", ".join(KNOWN_OS))])
     if not _VERSION.match(version):
         raise OsError(["%sOS %s has no usable version %r (expected digits such as 22.04)" % (prefix, name, version)])
-    return name + (version.split(".")[0] if name in MAJOR_ONLY + VERSION_ID_MAJOR else version)
+    return name + (version.split(".", maxsplit=1)[0] if name in MAJOR_ONLY + VERSION_ID_MAJOR else version)
 
 
 def parse_os_tag(tag: str, where: str = "node_os") -> str:

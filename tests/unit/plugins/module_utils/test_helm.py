@@ -421,7 +421,7 @@ def test_subcharts_of_a_repository_chart_are_read_from_a_pulled_copy():
     assert found == {"node-feature-discovery": ("image: {repository: registry.k8s.io/nfd/node-feature-discovery}\n", "v0.19.0")}
     pull = runner.calls[0][0]
     assert pull[:3] == ["helm", "pull", "nvidia/gpu-operator"] and pull[-2:] == ["--version", "v26.7.0"] and "--untar" in pull
-    assert [argv[1:3] for argv, _ in runner.calls[1:]] == [["show", "chart"], ["show", "values"]]
+    assert [argv[1:3] for argv, _data in runner.calls[1:]] == [["show", "chart"], ["show", "values"]]
     assert not os.path.exists(os.path.dirname(os.path.dirname(runner.calls[1][0][3])))  # the copy is gone
 
 
