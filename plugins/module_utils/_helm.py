@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tarfile
 import tempfile
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -118,6 +119,10 @@ class HelmCommand:
 
     def show_values(self, chart_ref: str, version: Optional[str] = None) -> List[str]:
         return [self.binary, "show", "values", chart_ref] + self._version_flag(chart_ref, version)
+
+    def pull(self, chart_ref: str, version: Optional[str], directory: str) -> List[str]:
+        """`helm pull --untar` of a repository or oci:// chart into ``directory`` (to read its subcharts)."""
+        return [self.binary, "pull", chart_ref, "--untar", "--untardir", directory] + self._version_flag(chart_ref, version)
 
     @staticmethod
     def _version_flag(chart_ref: str, version: Optional[str]) -> List[str]:
@@ -292,6 +297,34 @@ class Helm:
     def values_text(self, chart_ref: str, version: Optional[str]) -> str:
         """The chart's default values (YAML), which say where its images are."""
         return self.call(self.command.show_values(chart_ref, version), "show values")
+
+    def subcharts(self, chart_ref: str, version: Optional[str]) -> Dict[str, Tuple[str, str]]:
+        """Each subchart the chart carries (``charts/``): name -> (its default values as YAML, its appVersion).
+        ``helm show values`` prints only the parent's; a repository chart is pulled to a temporary directory."""
+        found: Dict[str, Tuple[str, str]] = {}
+        with tempfile.TemporaryDirectory(prefix="gpufleet-chart-") as scratch:
+            charts = os.path.join(self._chart_dir(chart_ref, version, scratch), "charts")
+            for entry in sorted(os.listdir(charts)) if os.path.isdir(charts) else []:
+                path = os.path.join(charts, entry)
+                if not (os.path.isdir(path) or entry.endswith(".tgz")):
+                    continue
+                meta = parse_chart_metadata(self.call(self.command.show_chart(path), "show chart"))
+                found[str(meta["name"])] = (self.call(self.command.show_values(path), "show values"),
+                                            str(meta.get("appVersion") or meta["version"]))
+        return found
+
+    def _chart_dir(self, chart_ref: str, version: Optional[str], scratch: str) -> str:
+        if os.path.isdir(chart_ref):
+            return chart_ref
+        if is_local_chart(chart_ref):
+            with tarfile.open(chart_ref) as archive:
+                members = [m for m in archive.getmembers() if (m.isfile() or m.isdir()) and not m.name.startswith("/")
+                           and ".." not in m.name.split("/")]
+                archive.extractall(scratch, members=members)  # nosec - members checked above
+        else:
+            self.call(self.command.pull(chart_ref, version, scratch), "pull")
+        tops = sorted(d for d in os.listdir(scratch) if os.path.isdir(os.path.join(scratch, d)))
+        return os.path.join(scratch, tops[0]) if tops else scratch
 
     def repositories(self) -> Dict[str, Any]:
         """Configured repositories, name -> URL (none configured: helm exits 1)."""

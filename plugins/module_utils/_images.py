@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._image_plan import OsError, pulled, tagged_images
 from ansible_collections.gpufleet.sharing.plugins.module_utils._values_tree import get_path
 
 try:
@@ -80,6 +81,13 @@ def parse_values_text(text: str) -> Dict[str, Any]:
     return data
 
 
+def full_chart_values(values_text: str, subcharts: Mapping[str, Tuple[str, str]]) -> Dict[str, Any]:
+    """``helm show values`` of the chart and of each subchart (name -> (YAML, appVersion)) -> the values
+    every image and pull secret of the chart lives in (``with_subcharts``); ImageError when one does not parse."""
+    return with_subcharts(parse_values_text(values_text),
+                          {name: (parse_values_text(text), version) for name, (text, version) in subcharts.items()})
+
+
 def image_slots(values: Mapping[str, Any], path: Path = ()) -> List[ImageSlot]:
     """Every image-holding mapping of the chart's default ``values``, in document order."""
     slots: List[ImageSlot] = []
@@ -109,10 +117,19 @@ def _at(values: Mapping[str, Any], path: Sequence[str]) -> Any:
     return get_path(values, path)[1]
 
 
-def _enabled(values: Mapping[str, Any], slot: ImageSlot) -> bool:
-    switch = SUBCHART_SWITCHES.get(slot.path[0]) if slot.path else None
-    flag = _at(values, switch) if switch else _at(values, slot.path[:1] + ("enabled",))
-    return flag is not False and str(flag).lower() != "false"
+def with_subcharts(chart_values: Mapping[str, Any], subcharts: Mapping[str, Tuple[Mapping[str, Any], str]]) -> Dict[str, Any]:
+    """The chart's values as Helm gives them to each subchart: ``subcharts`` maps a dependency's name to
+    its own default values and appVersion (``helm show values`` prints only the parent's); the
+    parent's section of that name overrides them, and an empty ``image.tag`` means the appVersion
+    (docs/reference/specs.md §17.1)."""
+    result = copy.deepcopy(dict(chart_values))
+    for name, (own, app_version) in subcharts.items():
+        merged = merge(own, result.get(name) or {})
+        image = merged.get("image")
+        if isinstance(image, dict) and "repository" in image and not image.get("tag"):
+            image["tag"] = app_version
+        result[name] = merged
+    return result
 
 
 def mirror_repository(repository: str, registry: str) -> str:
@@ -150,15 +167,28 @@ def _reference(slot: ImageSlot, section: Mapping[str, Any], app_version: str) ->
 
 
 def chart_images(chart_values: Mapping[str, Any], values: Mapping[str, Any], app_version: str,
-                 extra: Iterable[str] = ()) -> List[Dict[str, str]]:
-    """Each image the chart pulls with ``values`` (disabled sections left out), then ``extra``
-    (ours, such as the verification pods' image): ``{"image", "value"}``, sorted, no duplicates."""
+                 extra: Iterable[str] = (), os_tags: Sequence[str] = ()) -> List[Dict[str, str]]:
+    """Each image the chart and the operator pull with ``values`` (what they do not deploy left out;
+    the driver-type images once per OS tag in ``os_tags``; ``_image_plan``), then ``extra`` (ours,
+    such as the verification pods' image): ``{"image", "value"}``, sorted, no duplicates. ImageError
+    when a driver-type image is pulled and ``os_tags`` is empty, or the driver is precompiled."""
     effective = merge(chart_values, values)
     found: Dict[str, str] = {}
+    problems: List[str] = []
     for slot in image_slots(chart_values):
         section = _at(effective, slot.path)
-        if isinstance(section, Mapping) and _enabled(effective, slot):
-            found.setdefault(_reference(slot, section, app_version), slot.dotted)
+        if not (isinstance(section, Mapping) and section.get("repository") and pulled(effective, slot.path)):
+            continue
+        if slot.path == ("driver",) and str(section.get("usePrecompiled")).lower() == "true":
+            problems.append("driver.usePrecompiled: precompiled driver images are tagged per node kernel "
+                            "(<version>-<kernel>-<os>); list them by hand or set driver.usePrecompiled=false")
+            continue
+        images, missing = tagged_images(_reference(slot, section, app_version), slot.path, os_tags)
+        problems += [p for p in missing if p not in problems]
+        for image in images:
+            found.setdefault(image, slot.dotted)
+    if problems:
+        raise ImageError(problems)
     for image in extra:
         found.setdefault(image, "(collection)")
     return [{"image": image, "value": found[image]} for image in sorted(found)]
@@ -174,17 +204,30 @@ def mirror_image(image: str, registry: Optional[str]) -> str:
     return mirror_repository(image, registry)
 
 
-def pull_secret_values(chart_values: Mapping[str, Any], names: List[str], path: Path = ()) -> Dict[str, Any]:
-    """Value overrides that give every ``imagePullSecrets`` of the chart (the operator, each operand,
-    subcharts; docs/reference/specs.md §17.2) the secret ``names``."""
+def _existing_pull_secrets(values: Mapping[str, Any], names: List[str]) -> Dict[str, Any]:
     overrides: Dict[str, Any] = {}
-    for key, child in chart_values.items():
+    for key, child in values.items():
         if key == "imagePullSecrets":
             overrides[key] = list(names)
         elif isinstance(child, dict):
-            nested = pull_secret_values(child, names, path + (str(key),))
+            nested = _existing_pull_secrets(child, names)
             if nested:
                 overrides[key] = nested
+    return overrides
+
+
+def pull_secret_values(chart_values: Mapping[str, Any], names: List[str], subcharts: Iterable[str] = ()) -> Dict[str, Any]:
+    """Value overrides that give every pod that pulls the secret ``names`` (docs/reference/specs.md §17.2):
+    every ``imagePullSecrets`` of the chart, and one in each section that holds an image where the
+    defaults have no such key (dcgm, dcgmExporter: the ClusterPolicy accepts it); a subchart of
+    ``subcharts`` (node-feature-discovery) gets its own top-level key with Kubernetes' form
+    ``[{name: ...}]``, which its pod templates take as is."""
+    overrides = _existing_pull_secrets({k: v for k, v in chart_values.items() if k not in set(subcharts)}, names)
+    for key, child in chart_values.items():
+        if key in set(subcharts):
+            overrides[key] = {"imagePullSecrets": [{"name": name} for name in names]}
+        elif isinstance(child, dict) and isinstance(child.get("repository"), str) and isinstance(child.get("image"), str):
+            overrides.setdefault(key, {})["imagePullSecrets"] = list(names)
     return overrides
 
 
@@ -262,4 +305,4 @@ def per_pod_metrics_env(chart_values: Mapping[str, Any], values: Mapping[str, An
 __all__ = ["ImageError", "PER_POD_METRICS_ENV", "PER_POD_METRICS_EXPORTER", "PROXY_NAMES", "env_with",
            "per_pod_metrics_env", "proxy_env", "ImageSlot", "REPO_TAG", "TRIPLE", "chart_images", "docker_config_secret", "image_slots", "merge",
            "mirror_image", "mirror_repository", "mirror_values", "parse_values_text", "pull_secret_values", "registry_host",
-           "registry_problems", "secret_forms"]
+           "registry_problems", "secret_forms", "with_subcharts", "full_chart_values", "OsError"]

@@ -21,7 +21,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator imp
     pending_problem, release_action, release_info, release_state, values_changes, wait_operator_ready)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import Helm, HelmCommand, find_helm, helm_environment, repo_of
 from ansible_collections.gpufleet.sharing.plugins.module_utils._images import (
-    ImageError, docker_config_secret, merge, mirror_values, parse_values_text, per_pod_metrics_env, proxy_env,
+    ImageError, docker_config_secret, full_chart_values, merge, mirror_values, per_pod_metrics_env, proxy_env,
     pull_secret_values, registry_host, registry_problems, secret_forms)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils._taints import toleration_values
@@ -68,6 +68,7 @@ class GpuOperator:
         self.mod = mod
         self.params = params = mod.params
         self._chart_values: Optional[Dict[str, Any]] = None
+        self._subcharts: Dict[str, Any] = {}
         env = helm_environment(params["host"], params["api_key"], params["ca_cert"], params["validate_certs"])
         self.helm = Helm(HelmCommand(find_helm(params["helm_binary"], get_bin_path), params["kubeconfig"],
                                      params["context"]),
@@ -190,11 +191,12 @@ class GpuOperator:
             result["cluster_policy_state"] = None
 
     def chart_values(self) -> Dict[str, Any]:
-        """The chart's default values (where its images and pull secrets are), read once."""
+        """The chart's default values with its subcharts' (where its images and pull secrets are), read once."""
         if self._chart_values is None:
             try:
-                self._chart_values = parse_values_text(self.helm.values_text(self.params["chart_ref"],
-                                                                             self.params["chart_version"]))
+                ref, version = self.params["chart_ref"], self.params["chart_version"]
+                self._subcharts = self.helm.subcharts(ref, version)
+                self._chart_values = full_chart_values(self.helm.values_text(ref, version), self._subcharts)
             except ImageError as exc:
                 self.mod.fail(str(exc), problems=exc.problems)
         return self._chart_values
@@ -234,7 +236,9 @@ class GpuOperator:
                           "docker-registry) or give registry_credentials" % (", ".join(missing), namespace),
                           problems=["Secret %s/%s not found" % (namespace, name) for name in missing])
         names += [credentials["name"]] if credentials and credentials["name"] not in names else []
-        return merge(requested, pull_secret_values(self.chart_values(), names)) if names else requested
+        if not names:
+            return requested
+        return merge(requested, pull_secret_values(self.chart_values(), names, subcharts=list(self._subcharts)))
 
     def apply_pull_secret(self, k8s: K8sClient) -> None:
         """The Secret from O(registry_credentials); its content never reaches the result or the diff."""

@@ -109,15 +109,19 @@ options:
       - The repository of every image the chart pulls (the operator, every operand of the ClusterPolicy,
         node-feature-discovery) is rewritten to it, keeping each image's path, name and tag; for example
         C(nvcr.io/nvidia/k8s/dcgm-exporter) becomes C(<registry>/nvidia/k8s/dcgm-exporter).
-      - Which values hold images is read from the chart version in use (C(helm show values)), so a new
-        operand of a later chart is mirrored too. A repository set in O(values) is rewritten the same way.
+      - Which values hold images is read from the chart version in use (C(helm show values)) and from each subchart
+        it carries (node-feature-discovery's image is in the subchart's own values; a repository chart is pulled to a
+        temporary directory to read them), so a new operand of a later chart is mirrored too. A repository set in
+        O(values) is rewritten the same way.
       - M(gpufleet.sharing.gpu_operator_images) lists the images to copy to the mirror.
     type: str
   image_pull_secrets:
     description:
       - Names of C(kubernetes.io/dockerconfigjson) Secrets in O(namespace) that the operator, every operand and
         node-feature-discovery pull their images with; every C(imagePullSecrets) value of the chart version in use
-        gets them. Only the names pass through Ansible, never the content.
+        gets them, and so does every section holding an image where the chart's defaults have no such key
+        (C(dcgm), C(dcgmExporter)); node-feature-discovery gets them as references (objects with C(name)) in the
+        subchart's own C(imagePullSecrets). Only the names pass through Ansible, never the content.
       - A name that does not exist in O(namespace) is refused before anything changes.
     type: list
     elements: str

@@ -14,10 +14,19 @@ description:
   - Before anything is installed, lists every image (C(registry/path/name:tag)) that the chosen chart
     version pulls with the given values, plus O(extra_images) (the verification pods' image), so that
     an air-gapped user can copy exactly these to a mirror registry.
-  - Which values hold images is read from the chart itself (C(helm show values), C(helm show chart)), that is
-    every mapping with C(repository) and C(image) (C(version), empty meaning the chart's C(appVersion))
-    and every C(image) mapping with C(repository) and C(tag). Sections whose C(enabled) is false are
-    left out; node-feature-discovery follows C(nfd.enabled).
+  - Which values hold images is read from the chart itself (C(helm show values), C(helm show chart)) and from
+    each subchart it carries (node-feature-discovery's own values; a repository chart is pulled to a temporary
+    directory for that), that is every mapping with C(repository) and C(image) (C(version), empty meaning the
+    chart's C(appVersion)) and every C(image) mapping with C(repository) and C(tag) (empty meaning the
+    subchart's C(appVersion)).
+  - Lists exactly what will be pulled with the values, as GPU Operator v26.7.0 decides it
+    (docs/reference/specs.md §17.7) - node-feature-discovery when C(nfd.enabled); not the components the
+    values leave off or the operator does not deploy (the sandbox and kubevirt device plugins, vGPU and
+    VFIO managers, CC manager without C(sandboxWorkloads.enabled); the DRA driver without C(gpuCluster.deployCR);
+    the driver manager, nvidia-fs and gdrdrv without the driver).
+  - The driver, nvidia-fs (GDS), gdrdrv and vGPU manager images are listed once per node OS with the
+    C(-<os>) tag suffix the operator appends (C(595.91.07-ubuntu22.04), C(rhel9)), from O(node_os) or
+    O(node_facts); an OS the operator does not know, or a driver-type image without any OS, is an error.
   - Needs no cluster and no network for a local chart or one already in helm's cache; it changes nothing.
   - With O(registry), each entry also names the image in the mirror (the same rewrite as
     M(gpufleet.sharing.gpu_operator) O(registry)).
@@ -55,6 +64,21 @@ options:
   mig_manager_enabled:
     description: Value C(migManager.enabled).
     type: bool
+  node_os:
+    description:
+      - The OS tags of the GPU nodes, as the operator makes them from NFD's labels (C(<ID><VERSION_ID>),
+        major version only for rhel, rocky and ol), such as V(ubuntu22.04), V(ubuntu24.04), V(rhel9), V(rhcos4.16).
+      - For a list made before any host is reachable; when given, O(node_facts) is not used.
+    type: list
+    elements: str
+    default: []
+  node_facts:
+    description:
+      - The GPU hosts' facts, each C(host), C(distribution) (C(ansible_distribution) or the os-release C(ID))
+        and C(version) (C(ansible_distribution_version)); their OS tags are used when O(node_os) is empty.
+    type: list
+    elements: dict
+    default: []
   registry:
     description: Mirror registry (V(host[:port][/path]), no scheme, no trailing slash); adds C(mirror) to each entry.
     type: str
@@ -73,7 +97,8 @@ EXAMPLES = r"""
 - name: Images of the pinned chart, for the mirror
   gpufleet.sharing.gpu_operator_images:
     chart_version: v26.7.0
-    driver_enabled: false
+    driver_enabled: true
+    node_os: [ubuntu22.04, ubuntu24.04]
     registry: registry.example.com:5000/gpu
     extra_images: [nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04]
   register: images
@@ -104,8 +129,9 @@ from ansible.module_utils.common.process import get_bin_path
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator import ValuesError, build_values
 from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import Helm, HelmCommand, HelmError, find_helm
+from ansible_collections.gpufleet.sharing.plugins.module_utils._image_plan import OsError, fleet_os_tags
 from ansible_collections.gpufleet.sharing.plugins.module_utils._images import (
-    ImageError, chart_images, mirror_image, parse_values_text, registry_problems)
+    ImageError, chart_images, full_chart_values, mirror_image, registry_problems)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
@@ -115,6 +141,8 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     driver_enabled=dict(type="bool"),
     toolkit_enabled=dict(type="bool"),
     mig_manager_enabled=dict(type="bool"),
+    node_os=dict(type="list", elements="str", default=[]),
+    node_facts=dict(type="list", elements="dict", default=[]),
     registry=dict(type="str"),
     extra_images=dict(type="list", elements="str", default=[]),
     helm_binary=dict(type="str", default="helm"),
@@ -122,7 +150,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
 
 
 class ImagesModule(GpuFleetModule):
-    expected_errors = (HelmError, ImageError, ValuesError)
+    expected_errors = (HelmError, ImageError, OsError, ValuesError)
 
 
 def main() -> None:
@@ -134,13 +162,15 @@ def run(mod: GpuFleetModule) -> None:
     problems = registry_problems(p["registry"])
     if problems:
         mod.fail("; ".join(problems), problems=problems)
+    os_tags = fleet_os_tags(p["node_os"], p["node_facts"])
     values = build_values(p["values"], mig_manager_enabled=p["mig_manager_enabled"],
                           driver_enabled=p["driver_enabled"], toolkit_enabled=p["toolkit_enabled"])
     helm = Helm(HelmCommand(find_helm(p["helm_binary"], get_bin_path)),
                 lambda argv, data: mod.ansible.run_command(argv, data=data, binary_data=False))
     meta = helm.chart_metadata(p["chart_ref"], p["chart_version"])
-    chart_values = parse_values_text(helm.values_text(p["chart_ref"], p["chart_version"]))
-    images = chart_images(chart_values, values, str(meta.get("appVersion") or meta["version"]), p["extra_images"])
+    chart_values = full_chart_values(helm.values_text(p["chart_ref"], p["chart_version"]),
+                                     helm.subcharts(p["chart_ref"], p["chart_version"]))
+    images = chart_images(chart_values, values, str(meta.get("appVersion") or meta["version"]), p["extra_images"], os_tags)
     if p["registry"]:
         for entry in images:
             entry["mirror"] = mirror_image(entry["image"], p["registry"])

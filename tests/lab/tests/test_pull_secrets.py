@@ -55,10 +55,29 @@ def test_pull_secret_by_name_reaches_every_operand(lab, helm):  # noqa: F811
     installed = lab.run("gpu_operator", operator_args(lab, helm, registry=MIRROR, image_pull_secrets=["mirror-pull"]),
                         env=helm.environment)
     assert installed.get("cluster_policy_state") == "ready", installed
-    for ds in lab.store.items("apps/v1/daemonsets", "gpu-operator"):
-        assert ds["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "mirror-pull"}], ds["metadata"]["name"]
-    operator = lab.store.get("apps/v1/deployments", "gpu-operator", "gpu-operator")
-    assert operator["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "mirror-pull"}]
+    workloads = lab.store.items("apps/v1/daemonsets", "gpu-operator") + lab.store.items("apps/v1/deployments", "gpu-operator")
+    names = {obj["metadata"]["name"] for obj in workloads}
+    # issue 25 (1): dcgm-exporter and the NFD workloads too, though the chart's defaults have no key for them
+    assert {"nvidia-dcgm-exporter", "gpu-operator-node-feature-discovery-worker", "gpu-operator-node-feature-discovery-master",
+            "gpu-operator-node-feature-discovery-gc", "gpu-operator"} <= names, names
+    for obj in workloads:
+        assert obj["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "mirror-pull"}], obj["metadata"]["name"]
+    for pod in lab.store.items("v1/pods", "gpu-operator"):
+        assert pod["spec"].get("imagePullSecrets") == [{"name": "mirror-pull"}], pod["metadata"]["name"]
+    assert "ErrImagePull" not in pod_waiting_reasons(lab)
+
+
+def test_pull_secret_reaches_dcgm_and_the_driver_when_enabled(lab, helm):  # noqa: F811
+    """Issue 25 (1): the standalone DCGM (no imagePullSecrets key in the chart's values) and the driver."""
+    lab.k8s.ensure_namespace("gpu-operator")
+    lab.k8s.create(docker_secret("mirror-pull"))
+    installed = lab.run("gpu_operator", operator_args(lab, helm, registry=MIRROR, image_pull_secrets=["mirror-pull"],
+                                                      driver_enabled=True, values={"dcgm": {"enabled": True}}),
+                        env=helm.environment)
+    assert installed.get("cluster_policy_state") == "ready", installed
+    for name in ("nvidia-dcgm", "nvidia-driver-daemonset"):
+        ds = lab.store.get("apps/v1/daemonsets", "gpu-operator", name)
+        assert ds["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "mirror-pull"}], name
 
 
 def test_nonexistent_pull_secret_is_refused_and_changes_nothing(lab, helm):  # noqa: F811

@@ -59,6 +59,7 @@ class Settings:
     mig_apply_delay: float = 0.2
     mig_pause_timeout: float = 30.0
     private_registries: str = ""  # registry hosts that need pull credentials (gpulab.cluster.imagepull)
+    os_release: str = "/etc/os-release"  # the hosts' OS, as NFD labels it (gpulab.cluster.operator.nfd)
 
     @classmethod
     def from_env(cls, env: Optional[Mapping[str, str]] = None) -> "Settings":

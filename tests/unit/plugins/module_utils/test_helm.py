@@ -399,3 +399,33 @@ def test_readiness_helpers():
     assert gop.timeout_report(["ClusterPolicy x: state notReady"], "notReady") == (
         ["ClusterPolicy x: state notReady"], "ClusterPolicy x: state notReady")
     assert gop.timeout_report(["P", "D1"], "ready, but D2; D3") == (["P", "D1", "D2", "D3"], "D1 | D2 | D3")
+
+
+class PullingRunner(Runner):
+    """`helm pull --untar` writes a chart with one subchart directory into --untardir."""
+
+    def __call__(self, argv, data):
+        if argv[1] == "pull":
+            target = os.path.join(argv[argv.index("--untardir") + 1], "gpu-operator", "charts", "node-feature-discovery")
+            os.makedirs(target)
+            with open(os.path.join(target, "..", "README"), "w", encoding="utf-8") as handle:
+                handle.write("not a chart\n")
+        return super().__call__(argv, data)
+
+
+def test_subcharts_of_a_repository_chart_are_read_from_a_pulled_copy():
+    runner = PullingRunner({("show", "chart"): (0, "name: node-feature-discovery\nversion: 0.19.0\nappVersion: v0.19.0\n", ""),
+                            ("show", "values"): (0, "image: {repository: registry.k8s.io/nfd/node-feature-discovery}\n", "")})
+    helm = _helm.Helm(HelmCommand("helm"), runner)
+    found = helm.subcharts("nvidia/gpu-operator", "v26.7.0")
+    assert found == {"node-feature-discovery": ("image: {repository: registry.k8s.io/nfd/node-feature-discovery}\n", "v0.19.0")}
+    pull = runner.calls[0][0]
+    assert pull[:3] == ["helm", "pull", "nvidia/gpu-operator"] and pull[-2:] == ["--version", "v26.7.0"] and "--untar" in pull
+    assert [argv[1:3] for argv, _data in runner.calls[1:]] == [["show", "chart"], ["show", "values"]]
+    assert not os.path.exists(os.path.dirname(os.path.dirname(runner.calls[1][0][3])))  # the copy is gone
+
+
+def test_subcharts_of_a_local_chart_without_charts_directory(tmp_path):
+    runner = Runner({})
+    assert _helm.Helm(HelmCommand("helm"), runner).subcharts(str(tmp_path), None) == {}
+    assert runner.calls == []

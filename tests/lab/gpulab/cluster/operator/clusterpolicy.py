@@ -27,6 +27,7 @@ from gpulab.cluster.operator.common import (DEFAULT_MIG_CONFIGMAP, DEPLOY_LABELS
                                             section)
 from gpulab.cluster.operator.context import OperatorContext
 from gpulab.cluster.operator.migconfig import default_mig_parted_config
+from gpulab.cluster.operator.nfd import driver_pod_parts, gpu_node_os_tag
 
 LOG = logging.getLogger("gpulab.cluster.operator")
 
@@ -47,6 +48,8 @@ class ClusterPolicyController:
         self.context = context
         self.store = context.store
         self.policy: Optional[Obj] = None  # the policy reconciled by the last pass
+        self.os_tag: Optional[str] = None  # the GPU nodes' OS tag from NFD's labels (driver image suffix)
+        self.os_problem = ""
 
     def run_once(self) -> None:
         policies = sorted(self.store.items(POLICY_KEY),
@@ -63,6 +66,7 @@ class ClusterPolicyController:
                 if self.context.is_gpu_node(node["metadata"]["name"]):
                     self._label_node(node, policy)
             self._ensure_mig_configmap(policy)
+            self.os_tag, self.os_problem = gpu_node_os_tag(self.store.items("v1/nodes"))
             self._ensure_daemonsets(policy)
         self._collect_orphans({p["metadata"]["uid"] for p in policies})
         self.policy = policy
@@ -144,6 +148,9 @@ class ClusterPolicyController:
         if operand_section.get("repository") and operand_section.get("image") and operand_section.get("version"):
             image = f"{operand_section['repository']}/{operand_section['image']}:{operand_section['version']}"
         container: Obj = {"name": operand.container, "image": image, "env": []}
+        init, sidecars, pull_secrets = [], [], [str(name) for name in operand_section.get("imagePullSecrets") or []]
+        if operand.key == "driver":
+            init, (container, *sidecars), pull_secrets = driver_pod_parts(spec, self.os_tag or "")
         volumes: List[Obj] = []
         strategy = mig_strategy(spec)
         if operand.key in ("device-plugin", "gpu-feature-discovery", "mps-control-daemon"):
@@ -175,11 +182,12 @@ class ClusterPolicyController:
                                 or [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]),
             "priorityClassName": "system-node-critical",
             "serviceAccountName": operand.ds_name.replace("-daemonset", ""),
-            "containers": [container],
+            "containers": [container] + sidecars,
         }
+        if init:
+            pod_spec["initContainers"] = init
         if volumes:
             pod_spec["volumes"] = volumes
-        pull_secrets = [str(name) for name in operand_section.get("imagePullSecrets") or []]
         if pull_secrets:  # the operand section's secret names, as references (docs/reference/specs.md §17.2)
             pod_spec["imagePullSecrets"] = [{"name": name} for name in pull_secrets]
         return {
@@ -196,6 +204,8 @@ class ClusterPolicyController:
         existing = {ds["metadata"]["name"]: ds for ds in self.store.items("apps/v1/daemonsets", self.context.namespace)}
         for operand in OPERANDS:
             current = existing.get(operand.ds_name)
+            if operand.key == "driver" and self.os_tag is None:
+                continue  # the driver image's tag needs the nodes' OS (status says why)
             if not enabled(spec, operand.spec_key):
                 if current is not None and (current["metadata"].get("labels") or {}).get(MANAGED_BY) == "gpu-operator":
                     self.store.delete("apps/v1/daemonsets", self.context.namespace, operand.ds_name)
@@ -219,6 +229,9 @@ class ClusterPolicyController:
         problems = []
         for operand in OPERANDS:
             if not enabled(spec, operand.spec_key):
+                continue
+            if operand.key == "driver" and self.os_tag is None:
+                problems.append(self.os_problem)
                 continue
             try:
                 ds = self.store.get("apps/v1/daemonsets", self.context.namespace, operand.ds_name)

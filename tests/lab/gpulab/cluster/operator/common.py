@@ -63,7 +63,15 @@ OPERANDS = (
     # Runs where GFD reports MPS sharing (nvidia.com/mps.capable=true), next to the device plugin.
     Operand("mps-control-daemon", "nvidia-device-plugin-mps-control-daemon", "mps-control-daemon-ctr",
             "nvcr.io/nvidia/k8s-device-plugin:v0.18.1", "devicePlugin"),
+    # The driver (tag + "-<os>", gpulab.cluster.operator.nfd) and the standalone DCGM: deployed only when
+    # their section says enabled: true (DEFAULT_OFF; the chart always writes it).
+    Operand("driver", "nvidia-driver-daemonset", "nvidia-driver-ctr", "nvcr.io/nvidia/driver:595.91.07", "driver"),
+    Operand("dcgm", "nvidia-dcgm", "nvidia-dcgm-ctr", "nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04", "dcgm"),
 )
+# Sections whose operand runs only when "enabled: true" is written. NVIDIA's DriverSpec.IsEnabled
+# defaults to true when the field is absent; a ClusterPolicy rendered by the chart always has it
+# (templates/clusterpolicy.yaml, v26.7.0), so this differs only for hand-written policies in tests.
+DEFAULT_OFF = ("driver", "dcgm")
 
 
 OPERANDS_BY_DS = {operand.ds_name: operand for operand in OPERANDS}
@@ -72,8 +80,8 @@ OPERANDS_BY_KEY = {operand.key: operand for operand in OPERANDS}
 # ``client``: the operator v26.7.0 also labels every GPU node nvidia.com/gpu.deploy.client=true, for
 # third-party GPU clients' DaemonSets to select, so that the MIG manager can pause them
 # (controllers/state_manager.go gpuStateLabels, gpu-operator v26.7.0, #2607).
-DEPLOY_LABELS = (("driver",) + tuple(o.key for o in OPERANDS if not o.mig_only and o.key != "mps-control-daemon")
-                 + ("dcgm", "node-status-exporter", "client"))
+_DEPLOYED = tuple(o.key for o in OPERANDS if not o.mig_only and o.key != "mps-control-daemon")
+DEPLOY_LABELS = tuple(dict.fromkeys(("driver",) + _DEPLOYED + ("dcgm", "node-status-exporter", "client")))
 
 
 def log_line(message: str, level: str = "info") -> str:
@@ -90,7 +98,7 @@ def section(spec: Mapping[str, Any], *path: str) -> Mapping[str, Any]:
 def enabled(spec: Mapping[str, Any], key: str) -> bool:
     if not key:
         return True
-    value = section(spec, key).get("enabled", True)
+    value = section(spec, key).get("enabled", key not in DEFAULT_OFF)
     return value is not False and str(value).lower() != "false"
 
 

@@ -20,6 +20,7 @@ from gpulab.cluster.objects import Obj
 from gpulab.cluster.operator.common import (GPU_CLIENTS, OPERANDS, OPERANDS_BY_DS, PLUGIN_CONFIG_LABEL, Operand,
                                             configmap_volume, container_env, log_line)
 from gpulab.cluster.operator.context import OperatorContext, PluginInstance
+from gpulab.cluster.operator.nfd import NfdWorkerProgram, is_nfd_worker
 
 PLUGIN_KINDS = ("device-plugin", "gpu-feature-discovery")
 MPS_DAEMON = "mps-control-daemon"
@@ -178,9 +179,12 @@ class OperandPrograms:
                 self.programs[operand.ds_name] = ValidatorProgram(context, operand)
             else:
                 self.programs[operand.ds_name] = OperandProgram(context, operand, mig_manager_started)
+        self.nfd_worker = NfdWorkerProgram(context)
 
     def program_for(self, pod: Obj, container: Obj) -> Any:
         meta = pod["metadata"]
+        if is_nfd_worker(pod):
+            return self.nfd_worker
         if meta.get("namespace") != self.context.namespace:
             return None
         for ref in meta.get("ownerReferences") or []:
