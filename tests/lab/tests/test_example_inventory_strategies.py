@@ -60,7 +60,7 @@ def lab_plugin(group: str, policy_strategy: Optional[str], rendered: str) -> dev
     state = host([(values["gpufleet_gpu_model"], GPUS_PER_HOST)])
     layout = planned_layout(values)
     for index in range(GPUS_PER_HOST) if layout else ():
-        set_mig(state, index, [p for p, n in layout.items() for _ in range(n)])
+        set_mig(state, index, [p for p, n in layout.items() for _copy in range(n)])
     sharing = pluginconfig.parse_plugin_config(rendered)
     return devices.compute_node(devices.gpu_views(state), devices.effective_mig_strategy(policy_strategy, sharing), sharing)
 

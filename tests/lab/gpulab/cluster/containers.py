@@ -7,7 +7,8 @@ exits 6; other workloads log nothing. ``sleep N`` words in the command add N sec
 ``runtime-seconds`` (how long it runs), ``exit-code``, ``gpu-process`` ("false": hold no GPU
 process), ``allocated-devices`` (written by the kubelet: ``container=id,id;container=...``).
 
-A long-running container with ``NVIDIA_VISIBLE_DEVICES=all`` in its env is a node agent that opens every GPU of its host without being allocated one (monitoring agents, health
+A long-running container with ``NVIDIA_VISIBLE_DEVICES=all`` in its env is a node agent that opens
+every GPU of its host without being allocated one (monitoring agents, health
 checkers: the NVIDIA container runtime hands such a container all the host's device files, and an
 NVML client keeps them open): the kubelet attaches it to the host as a non-compute GPU client
 (``opens_all_gpus``), the way mig-parted v0.15.0 expects third-party GPU clients selected by

@@ -7,6 +7,7 @@ docs/reference/mig-strategy-sharing.md.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -126,7 +127,7 @@ def test_strategy_x_sharing_table(strategy, kind, gpus, expected, rename, per_no
     resource = "nvidia.com/mig-1g.5gb" if gpus is MIG_ON and strategy == "mixed" and kind != "mps" else "nvidia.com/gpu"
     cfg = _cfg(kind, resource, rename)
     if per_node and cfg is not None:  # the same strategy, given by the config itself
-        cfg = with_rendered_strategies({"c": cfg.__class__(**dict(cfg.__dict__, mig_strategy=strategy))}, None)["c"]
+        cfg = with_rendered_strategies({"c": dataclasses.replace(cfg, mig_strategy=strategy)}, None)["c"]
     node_gpus = node_gpus_from_plan(gpus)
     if expected == REFUSED:
         with pytest.raises(SharingError):
