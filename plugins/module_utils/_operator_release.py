@@ -48,6 +48,20 @@ def parse_chart_version(text: Any) -> Tuple[int, int, int]:
     return int(match.group(1)), int(match.group(2)), int(match.group(3))
 
 
+def chart_version_problems(text: Any) -> List[str]:
+    """The ``chart_version`` option: [] when unset (the chart's newest) or a version that parses, else one problem.
+
+    Checked before helm runs: for a repository chart helm reads ``--version`` as a semver range, so "26.7"
+    would pick a chart silently."""
+    if text is None:
+        return []
+    try:
+        parse_chart_version(text)
+    except ValueError as exc:
+        return ["invalid chart_version: %s" % exc]
+    return []
+
+
 def _line(version: Tuple[int, int, int]) -> Tuple[int, int]:
     return version[0], version[1]
 

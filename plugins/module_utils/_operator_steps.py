@@ -26,7 +26,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._images import (
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils._taints import toleration_values
 from ansible_collections.gpufleet.sharing.plugins.module_utils._operator_release import (
-    carry_forward, downgrade_problem, parse_chart_version, pending_recovery, placeholder_configmap, redact,
+    carry_forward, chart_version_problems, downgrade_problem, pending_recovery, placeholder_configmap, redact,
     secret_strings, upgrade_problem)
 
 
@@ -93,11 +93,8 @@ class GpuOperator:
 
     def requested_values(self) -> Dict[str, Any]:
         p = self.params
-        if p["chart_version"] is not None:
-            try:
-                parse_chart_version(p["chart_version"])
-            except ValueError as exc:
-                self.mod.fail("invalid chart_version: %s" % exc)
+        for problem in chart_version_problems(p["chart_version"]):
+            self.mod.fail(problem)
         problems = registry_problems(p["registry"])
         credentials = p["registry_credentials"] or {}
         if credentials and not (credentials.get("server") or p["registry"]):

@@ -49,7 +49,10 @@ options:
     type: str
     default: nvidia/gpu-operator
   chart_version:
-    description: Chart version; required for a repository or C(oci://) chart.
+    description:
+      - Chart version (C(vMAJOR.MINOR.PATCH)); required for a repository or C(oci://) chart.
+      - A value that does not parse (C(26.7), C(latest)) is refused before helm runs, since helm would read it as a
+        version range and pick a chart.
     type: str
   values:
     description: Chart values that will be installed (an image or C(enabled) set here counts).
@@ -133,6 +136,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._image_plan impor
 from ansible_collections.gpufleet.sharing.plugins.module_utils._images import (
     ImageError, chart_images, full_chart_values, mirror_image, registry_problems)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils._operator_release import chart_version_problems
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     chart_ref=dict(type="str", default="nvidia/gpu-operator"),
@@ -159,7 +163,7 @@ def main() -> None:
 
 def run(mod: GpuFleetModule) -> None:
     p = mod.params
-    problems = registry_problems(p["registry"])
+    problems = chart_version_problems(p["chart_version"]) + registry_problems(p["registry"])
     if problems:
         mod.fail("; ".join(problems), problems=problems)
     os_tags = fleet_os_tags(p["node_os"], p["node_facts"])

@@ -110,6 +110,18 @@ def test_image_list_refuses_an_os_the_operator_does_not_know(lab, helm):  # noqa
     assert lab.rv() == before
 
 
+def test_image_list_refuses_a_chart_version_that_does_not_parse(lab, helm):  # noqa: F811
+    """Issue 25: a repository chart's --version is a semver range for helm ("26.7" picks a chart silently);
+    a version that is not vMAJOR.MINOR.PATCH is refused as such before helm runs (for any chart_ref)."""
+    before = lab.rv()
+    for bad in ("26.7", "latest", "v26.7.0 --devel"):
+        failed = lab.run("gpu_operator_images", {"chart_ref": CHART, "helm_binary": helm.binary, "chart_version": bad,
+                                                 "registry": "mirror.lab.test:5000"}, env=helm.environment)
+        assert failed.get("failed") and "chart_version" in failed["msg"] and bad in failed["msg"], failed
+        assert "does not parse" in failed["msg"], failed
+    assert lab.rv() == before
+
+
 def test_image_list_refuses_a_bad_registry(lab, helm):  # noqa: F811
     failed = lab.run("gpu_operator_images", {"chart_ref": CHART, "helm_binary": helm.binary,
                                              "registry": "http://mirror.lab.test"}, env=helm.environment)

@@ -14,7 +14,7 @@ import pytest
 
 from gpulab.cluster import devices, pluginconfig
 from test_cluster_behaviour_devices import host, set_mig
-from test_cluster_behaviour_operator import NS, make_lab, wait_for  # noqa: F401  pylint: disable=unused-import  (fixture)
+from test_cluster_behaviour_operator import NS, make_lab, wait_for  # noqa: F401  # pylint: disable=unused-import
 
 MPS4 = "version: v1\n{flags}sharing:\n  mps:\n{rename}    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n"
 TS4 = MPS4.replace("mps:", "timeSlicing:")

@@ -18,6 +18,14 @@ def test_parse_chart_version_refuses(text):
         rel.parse_chart_version(text)
 
 
+def test_chart_version_problems_name_the_option():
+    assert rel.chart_version_problems(None) == []
+    assert rel.chart_version_problems("v26.7.0") == [] and rel.chart_version_problems("26.3.1") == []
+    for bad in ("26.7", "latest", "v26.7.0 --devel", ""):
+        (problem,) = rel.chart_version_problems(bad)
+        assert problem.startswith("invalid chart_version: ") and repr(bad) in problem and "v26.7.0" in problem
+
+
 def test_upgrade_path():
     assert rel.upgrade_problem("v26.3.3", "v26.7.0") is None  # the next line
     assert rel.upgrade_problem("v26.7.0", "v26.7.1") is None  # within a line
