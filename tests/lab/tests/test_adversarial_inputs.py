@@ -18,6 +18,7 @@ Totals per module are in docs/reliability.md, "Bad input".
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import importlib
 import io
@@ -312,7 +313,48 @@ def gpu_operator_cases() -> List[Case]:
         ("wait-timeout-text", {"wait_timeout": "forever"}, "wait_timeout"),
         ("plugin-config-key", {"device_plugin_config": {"name": "x", "defualt": "y"}}, "defualt"),
     ]
-    return [("gpu_operator-" + cid, "gpu_operator", args, words) for cid, args, words in cases]
+    return [("gpu_operator-" + cid, "gpu_operator", args, words) for cid, args, words in cases + operator_input_cases()]
+
+
+# A password planted in the inputs: it must appear in no result, message or diff, nor its base64 forms.
+PLANTED = "s3cr3t-Planted-Pa55word-0x21"
+
+
+def _creds(**extra: Any) -> Dict[str, Any]:
+    credentials = {"name": "mirror-creds", "username": "robot", "password": PLANTED}
+    credentials.update(extra)
+    return credentials
+
+
+def operator_input_cases() -> List[Tuple[str, Dict[str, Any], str]]:
+    """Issue 21 (6, 7, 8, 10): proxy, registry and pull-secret inputs, refused before any request."""
+    proxy_url = "http://bob:%s@proxy.example:3128" % PLANTED
+    return [
+        ("proxy-htp", {"proxy": {"http_proxy": "htp://proxy.example:3128"}}, "proxy.http_proxy"),
+        ("proxy-ftp", {"proxy": {"https_proxy": "ftp://proxy.example:21"}}, "proxy.https_proxy"),
+        ("proxy-no-scheme", {"proxy": {"http_proxy": "proxy.example:3128"}}, "no scheme"),
+        ("proxy-port-99999", {"proxy": {"http_proxy": "http://proxy.example:99999"}}, "port '99999'"),
+        ("proxy-newline-ld-preload", {"proxy": {"http_proxy": "http://proxy:3128\nLD_PRELOAD=/tmp/x.so"}},
+         "proxy.http_proxy"),
+        ("proxy-password-bad-scheme", {"proxy": {"http_proxy": proxy_url.replace("http:", "htp:")}}, "proxy.http_proxy"),
+        ("proxy-password-bad-port", {"proxy": {"https_proxy": proxy_url.replace("3128", "70000")}}, "port '70000'"),
+        ("no-proxy-newline", {"proxy": {"no_proxy": ".svc\nLD_PRELOAD=/tmp/x.so"}}, "proxy.no_proxy"),
+        ("no-proxy-mapping", {"proxy": {"no_proxy": {"a": 1}}}, "proxy.no_proxy"),
+        ("registry-userinfo", {"registry": "bob:%s@mirror.example:5000" % PLANTED}, "must not contain credentials"),
+        ("registry-port", {"registry": "mirror.example:99999"}, "port '99999'"),
+        ("registry-long-label", {"registry": "%s.example" % ("a" * 300)}, "registry"),
+        ("pull-secret-empty", {"image_pull_secrets": [""]}, "image_pull_secrets[0]"),
+        ("pull-secret-slash", {"image_pull_secrets": ["a/b"]}, "image_pull_secrets[0]"),
+        ("pull-secret-duplicate", {"image_pull_secrets": ["a", "a"]}, "more than once"),
+        ("credentials-username-colon", {"registry": "mirror.example", "registry_credentials": _creds(username="ro:bot")},
+         "registry_credentials.username"),
+        ("credentials-password-empty", {"registry": "mirror.example", "registry_credentials": _creds(password="")},
+         "registry_credentials.password"),
+        ("credentials-name-dotdot", {"registry": "mirror.example", "registry_credentials": _creds(name="../x")},
+         "registry_credentials.name"),
+        ("credentials-server-url", {"registry_credentials": _creds(server="https://bob:%s@m.example" % PLANTED)},
+         "registry_credentials.server"),
+    ]
 
 
 CORPUS: List[Case] = (mig_plan_cases() + gpu_facts_cases() + mig_config_cases() + mig_operator_config_cases()
@@ -462,6 +504,13 @@ def test_bad_input_is_refused_and_changes_nothing(fleet, tmp_path, module, args,
     moved = sorted(set(before["objects"].items()) ^ set(after["objects"].items()))
     assert not moved and after["rv"] == before["rv"], "a resourceVersion moved: %r" % moved
     assert after["written"] == before["written"], "a file was written: %r" % after["written"]
+    assert_no_planted_secret(json.dumps(result))
+
+
+def assert_no_planted_secret(text: str) -> None:
+    """Neither PLANTED nor a base64 form of it (alone or as the docker config's user:password)."""
+    forms = [PLANTED] + [base64.b64encode(("%s%s" % (user, PLANTED)).encode()).decode() for user in ("", "robot:", "bob:")]
+    assert not [form for form in forms if form in text], "the planted secret was shown"
 
 
 def test_corpus_size():
