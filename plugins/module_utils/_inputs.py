@@ -128,6 +128,9 @@ def secret_name_problem(option: str, name: Any) -> Optional[str]:
 
 def pull_secret_problems(names: Sequence[Any], credentials: Optional[Mapping[str, Any]]) -> List[str]:
     """The problems of ``image_pull_secrets`` and ``registry_credentials`` (the password never shown)."""
+    if not isinstance(names, (list, tuple)) or (credentials and not isinstance(credentials, Mapping)):
+        return ["image_pull_secrets must be a list of Secret names and registry_credentials a mapping "
+                "(name, username, password, server)"]
     problems = [p for i, name in enumerate(names or []) for p in [secret_name_problem("image_pull_secrets[%d]" % i, name)] if p]
     duplicates = sorted({name for name in names or [] if list(names).count(name) > 1 and isinstance(name, str)})
     problems += ["image_pull_secrets: %s listed more than once" % ", ".join(duplicates)] if duplicates else []

@@ -262,7 +262,36 @@ def gpu_verify_cases() -> List[Case]:
         ("selector", dict(base, node_selector="a in (b"), "node_selector"),
         ("pod-annotation-bad-key", dict(base, pod_annotations={"bad key/x/y": "1"}), "pod_annotations"),
     ]
-    return [("gpu_verify-" + cid, "gpu_verify", args, words) for cid, args, words in cases]
+    return [("gpu_verify-" + cid, "gpu_verify", args, words) for cid, args, words in cases + probe_cases(base)]
+
+
+def probe_cases(base: Dict[str, Any]) -> List[Tuple[str, Dict[str, Any], str]]:
+    """Issue 21 (10): the probe's numbers have bounds (NaN disabled the check; 1.5 or 0.5 could never pass)."""
+    probe = dict(base, probe=True, probe_program="print('gpufleet-probe')")
+    return [
+        ("probe-min-share-nan", dict(probe, probe_min_share="nan"), "probe_min_share"),
+        ("probe-min-share-inf", dict(probe, probe_min_share="inf"), "probe_min_share"),
+        ("probe-min-share-1.5", dict(probe, probe_min_share=1.5), "probe_min_share"),
+        ("probe-min-share-2", dict(probe, probe_min_share=2), "probe_min_share"),
+        ("probe-min-share-negative", dict(probe, probe_min_share=-0.1), "probe_min_share"),
+        ("probe-max-inflation-0.5", dict(probe, probe_max_inflation=0.5), "probe_max_inflation"),
+        ("probe-max-inflation-negative", dict(probe, probe_max_inflation=-1), "probe_max_inflation"),
+        ("probe-max-inflation-nan", dict(probe, probe_max_inflation="nan"), "probe_max_inflation"),
+        ("probe-seconds-billion", dict(probe, probe_seconds=10 ** 9), "probe_seconds"),
+    ]
+
+
+def rollout_lock_cases() -> List[Case]:
+    """Issue 21 (10): the Lease's duration fits its int32 field and a day; the holder is short and printable."""
+    cases: List[Tuple[str, Dict[str, Any], str]] = [
+        ("duration-int32-overflow", {"holder": "run-1", "lease_duration": 10 ** 12}, "lease_duration"),
+        ("duration-week", {"holder": "run-1", "lease_duration": 7 * 86400}, "lease_duration"),
+        ("duration-zero", {"holder": "run-1", "lease_duration": 0}, "lease_duration"),
+        ("holder-10kb", {"holder": "x" * 10240}, "holder"),
+        ("holder-newline", {"holder": "run-1\nother"}, "holder"),
+        ("holder-blank", {"holder": "  "}, "holder"),
+    ]
+    return [("rollout_lock-" + cid, "rollout_lock", args, words) for cid, args, words in cases]
 
 
 def node_maintenance_cases() -> List[Case]:
@@ -359,7 +388,7 @@ def operator_input_cases() -> List[Tuple[str, Dict[str, Any], str]]:
 
 CORPUS: List[Case] = (mig_plan_cases() + gpu_facts_cases() + mig_config_cases() + mig_operator_config_cases()
                       + gpu_sharing_cases() + gpu_verify_cases() + node_maintenance_cases()
-                      + mig_node_config_cases() + gpu_operator_cases())
+                      + mig_node_config_cases() + gpu_operator_cases() + rollout_lock_cases())
 HOST_MODULES = ("gpu_facts", "mig_config")
 PURE_MODULES = ("mig_plan",)
 
