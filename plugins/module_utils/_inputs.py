@@ -164,6 +164,20 @@ def registry_host_problem(option: str, registry: Optional[str]) -> Optional[str]
     return host_problem(option, *split_host_port(registry.split("/", 1)[0]))
 
 
+# A container image reference (github.com/distribution/reference, reference.go, v0.6.0: domain[:port]/path[:tag][@digest]).
+_IMAGE = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?/)?"
+                    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+                    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
+
+
+def image_problem(option: str, image: Any) -> Optional[str]:
+    """Why ``image`` is not an image reference (no spaces, shell characters or upper-case path)."""
+    if isinstance(image, str) and len(image) <= 1024 and _IMAGE.match(image):
+        return None
+    return "%s %r is not an image reference ([registry[:port]/]path[:tag][@digest], lower-case path)" \
+        % (option, image[:120] if isinstance(image, str) else image)
+
+
 def input_problems(params: Mapping[str, Any]) -> List[str]:
     """The gpu_operator's registry, proxy and pull-secret inputs (its option names)."""
     credentials = params.get("registry_credentials") or None
@@ -190,6 +204,6 @@ def secret_owner_problem(existing: Optional[Mapping[str, Any]], namespace: str, 
     return None
 
 
-__all__ = ["DOCKER_CONFIG_TYPE", "MANAGED_BY", "REDACTED", "host_problem", "input_problems", "no_proxy_problem", "no_proxy_text",
+__all__ = ["DOCKER_CONFIG_TYPE", "MANAGED_BY", "REDACTED", "host_problem", "image_problem", "input_problems", "no_proxy_problem", "no_proxy_text",
            "proxy_problems", "proxy_url_problem", "pull_secret_problems", "registry_host_problem", "redact_url", "redact_urls",
            "secret_name_problem", "secret_owner_problem", "split_host_port", "userinfo_problem"]

@@ -77,6 +77,9 @@ def main() -> None:
 def run(mod: ClusterModule) -> None:
     entries = mod.params["nodes"]
     problems: List[str] = []
+    names = [entry["node"] for entry in entries]
+    problems += ["node %s: listed more than once (give each node's taints in one entry)" % name
+                 for name in sorted({name for name in names if names.count(name) > 1})]
     for entry in entries:
         problems += taint_problems(entry["taints"], "node %s" % entry["node"])
     live = {entry["node"]: mod.k8s.get("Node", entry["node"]) for entry in entries}

@@ -386,9 +386,31 @@ def operator_input_cases() -> List[Tuple[str, Dict[str, Any], str]]:
     ]
 
 
+def duplicate_and_shape_cases() -> List[Case]:
+    """Issue 21 (11): duplicates, image strings, annotation values and a missing kubeconfig context."""
+    taint = {"key": "gpufleet.example/dedicated", "value": "gpu", "effect": "NoSchedule"}
+    base = {"configs": [_ts()], "node_gpus": GPU_H}
+    return [
+        ("node_taints-duplicate-key-effect", "node_taints",
+         {"nodes": [{"node": "gpu-h", "taints": [taint, dict(taint, value="other")]}]}, "more than once"),
+        ("node_taints-node-twice", "node_taints",
+         {"nodes": [{"node": "gpu-h", "taints": [taint]}, {"node": "gpu-h", "taints": []}]}, "listed more than once"),
+        ("gpu_verify-image-shell", "gpu_verify", dict(base, pod_image="busybox;reboot"), "pod_image"),
+        ("gpu_verify-image-subst", "gpu_verify", dict(base, pod_image="$(id)/x:1"), "pod_image"),
+        ("gpu_verify-image-space", "gpu_verify", dict(base, pod_image="busybox latest"), "pod_image"),
+        ("gpu_verify-probe-image-backtick", "gpu_verify",
+         dict(base, probe=True, probe_program="print('gpufleet-probe')", probe_image="`id`"), "probe_image"),
+        ("node_maintenance-annotation-dict", "node_maintenance",
+         {"node": "gpu-h", "state": "cordon", "annotations": {"gpufleet.sharing/reason": {"a": 1}}}, "annotations"),
+        ("node_maintenance-context-missing", "node_maintenance",
+         {"node": "gpu-h", "state": "cordon", "context": "no-such-context"}, "no-such-context"),
+    ]
+
+
 CORPUS: List[Case] = (mig_plan_cases() + gpu_facts_cases() + mig_config_cases() + mig_operator_config_cases()
                       + gpu_sharing_cases() + gpu_verify_cases() + node_maintenance_cases()
-                      + mig_node_config_cases() + gpu_operator_cases() + rollout_lock_cases())
+                      + mig_node_config_cases() + gpu_operator_cases() + rollout_lock_cases() + duplicate_and_shape_cases())
+
 HOST_MODULES = ("gpu_facts", "mig_config")
 PURE_MODULES = ("mig_plan",)
 
