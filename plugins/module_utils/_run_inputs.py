@@ -49,12 +49,12 @@ def bounded(name: str, value: Any, low: float, high: float, integer: bool = Fals
 
 def probe_problems(values: Mapping[str, Any], prefix: str = "") -> List[str]:
     """The probe's numbers, named ``<prefix>probe_seconds`` etc. (missing ones are skipped)."""
+    share_why = "a fraction of the fair share; above 1 can never pass, 0 only reports"
+    inflation_why = "contended time / time alone; below 1 can never pass"
     rules: List[Tuple[str, Callable[[str, Any], Optional[str]]]] = [
         ("probe_seconds", lambda n, v: bounded(n, v, 1, PROBE_SECONDS_MAX, integer=True)),
-        ("probe_min_share", lambda n, v: bounded(n, v, 0, 1, why="a fraction of the fair share; above 1 "
-                                                  "can never pass, 0 only reports")),
-        ("probe_max_inflation", lambda n, v: bounded(n, v, 1, 1000, zero_ok="only report",
-                                                      why="contended time / time alone; below 1 can never pass")),
+        ("probe_min_share", lambda n, v: bounded(n, v, 0, 1, why=share_why)),
+        ("probe_max_inflation", lambda n, v: bounded(n, v, 1, 1000, zero_ok="only report", why=inflation_why)),
     ]
     found = [rule(prefix + name, values[prefix + name]) for name, rule in rules if values.get(prefix + name) is not None]
     return [problem for problem in found if problem]

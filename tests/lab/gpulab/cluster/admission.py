@@ -242,9 +242,10 @@ def _configmap_problems(obj: Obj, old: Optional[Obj]) -> Problems:
 
 
 def _secret_problems(obj: Obj, old: Optional[Obj]) -> Problems:
-    return _core.secret_problems(obj, old) + [("data[%s]" % key, "Invalid value: %r: a valid config key must consist of "
+    keys = [("data[%s]" % key, "Invalid value: %r: a valid config key must consist of "
              "alphanumeric characters, '-', '_' or '.'" % key)
             for key in (obj.get("data") or {}) if not _CONFIG_KEY.match(key)]
+    return _core.secret_problems(obj, old) + keys
 
 
 def _workload_problems(obj: Obj, old: Optional[Obj]) -> Problems:

@@ -49,5 +49,5 @@ def test_run_variables():
     assert run_variable_problems({}) == []
     problems = run_variable_problems({"verify_probe_min_share": "nan", "gpufleet_rollout_lock_duration": 0,
                                       "gpufleet_node_name": "a;b"})
-    assert [p.split(" ")[0] for p in problems] == ["verify_probe_min_share", "gpufleet_rollout_lock_duration",
-                                                  "gpufleet_node_name"]
+    names = ["verify_probe_min_share", "gpufleet_rollout_lock_duration", "gpufleet_node_name"]
+    assert [p.split(" ")[0] for p in problems] == names
