@@ -83,6 +83,11 @@ def mig_plan_cases() -> List[Case]:
         ("enabled-text", {"gpu": "A100-40GB", "config": _doc({"a": [_item(**{"mig-enabled": "yes"})]})}, "mig-enabled"),
         ("configs-list", {"gpu": "A100-40GB", "config": _doc(["a"])}, "mig-configs"),
         ("name-missing", {"gpu": "A100-40GB", "config": _doc({"a": [_item()]}), "name": "b"}, "b"),
+        # issue 21 (11): two items selecting one GPU with different layouts (mig-parted applies both in turn)
+        ("duplicate-selectors", {"gpu": "A100-40GB", "config": _doc({"a": [
+            _item(), _item(devices=[0], **{"mig-devices": {"3g.20gb": 2}})]}), "name": "a"}, "both select"),
+        ("duplicate-all", {"gpu": "A100-40GB", "config": _doc({"a": [
+            _item(), {"devices": "all", "mig-enabled": False}]}), "name": "a"}, "both select"),
     ]
     for tag, name in BAD_NAMES:
         cases.append(("name-" + tag, {"gpu": "A100-40GB", "config": _doc({name: [_item()]}), "name": name},

@@ -73,3 +73,24 @@ all:
     assert "gpufleet_verify_pods must be 'always', 'changed' or 'never', got 'ALWAYS'" in output
     assert 'verify_probe_min_share must be' in output
     assert "Read each host's GPUs" not in output  # refused before anything else ran
+
+
+def test_preflight_refuses_items_selecting_one_gpu_with_different_layouts(tmp_path):
+    """Issue 21 (11): the preflight plans with mig_plan's code, which now refuses overlapping selectors."""
+    (tmp_path / 'hosts.yml').write_text('''
+all:
+  children:
+    gpu_hosts:
+      hosts:
+        a100-a:
+          gpufleet_gpu_model: A100-40GB
+          mig_config: clash
+          mig_configs:
+            clash:
+              - {devices: all, mig-enabled: true, mig-devices: {"1g.5gb": 7}}
+              - {devices: [0], mig-enabled: true, mig-devices: {"3g.20gb": 2}}
+''')
+    proc = run_playbook('preflight.yml', str(tmp_path / 'hosts.yml'))
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert 'items 0 and 1 both select GPU(s) 0 of A100-40GB with different layouts' in output
