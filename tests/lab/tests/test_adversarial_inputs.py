@@ -132,6 +132,9 @@ def mig_config_cases() -> List[Case]:
         ("version", {"config": _doc({"x": [_item()]}, version=1), "selected": "x"}, "version"),
         ("filter-bad", {"config": _doc({"x": [_item(**{"device-filter": "0xZZZZ10DE"})]}), "selected": "x"},
          "device-filter"),
+        # issue 21 (11): an H100 filter on the A100 host matched nothing and was reported as ok
+        ("filter-matches-no-gpu", {"config": _doc({"x": [_item(**{"device-filter": "0x233010DE"})]}), "selected": "x"},
+         "matches no GPU"),
         ("backend", {"config": good, "selected": "small", "backend": "nvidia-smi; reboot"}, "backend"),
         ("both-sources", {"config": good, "config_file": "/etc/nvidia-mig-manager/config.yaml"}, "mutually exclusive"),
         ("file-missing", {"config_file": "/nonexistent/config.yaml", "selected": "x"}, "/nonexistent/config.yaml"),
