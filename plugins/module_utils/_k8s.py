@@ -354,6 +354,15 @@ class _NoDiscovery:
         self.client = client
 
 
+def _check_context(kubeconfig: Optional[str], context: str) -> None:
+    """A context the kubeconfig lacks is named (the client's own error is "Invalid kube-config file")."""
+    contexts, _active = _k8s_config_mod.list_kube_config_contexts(**({"config_file": kubeconfig} if kubeconfig else {}))
+    names = [entry.get("name") for entry in contexts or []]
+    if context not in names:
+        raise K8sError("context %r is not in kubeconfig %s (it has: %s)"
+                       % (context, kubeconfig or "(default)", ", ".join(str(n) for n in names) or "no context"))
+
+
 def build_configuration(kubeconfig=None, context=None, host=None, api_key=None, validate_certs=None, ca_cert=None,
                         client_cert=None, client_key=None, **_ignored) -> Any:
     """A kubernetes.client.Configuration from module-style parameters.
@@ -367,6 +376,8 @@ def build_configuration(kubeconfig=None, context=None, host=None, api_key=None, 
         if kubeconfig or context:
             if kubeconfig and not os.path.exists(kubeconfig):
                 raise K8sError("kubeconfig %s does not exist" % kubeconfig)
+            if context:
+                _check_context(kubeconfig, context)
             _k8s_config_mod.load_kube_config(config_file=kubeconfig, context=context,
                                              client_configuration=configuration, persist_config=False)
         elif host:

@@ -93,6 +93,11 @@ def plan_host(config: MigPartedConfig, selected: Optional[str], gpus: Sequence[M
     name, items = select_config(config, selected)
     desired = desired_state(items, gpus, name)
     problems: List[str] = []
+    capable = [gpu for gpu in gpus if (gpu.get("mig") or {}).get("capable")]
+    if capable and not desired:  # mig-parted would leave every GPU untouched and report success
+        problems.append("config %s matches no GPU of this host (its items' devices and device-filters select none of "
+                        "%s); nvidia-mig-parted would change nothing" % (name, ", ".join(
+                            "GPU %s %s (%s)" % (g["index"], g.get("name", "?"), g.get("pci_device_id", "?")) for g in capable)))
     changes: List[GpuChange] = []
     before_all: List[Layout] = []
     after_all: List[Layout] = []

@@ -558,7 +558,28 @@ def plan_items(name: str, items: Sequence[MigConfigItem],
                     problems.extend("%s on %s: %s" % (where, model.key, p) for p in error.problems)
                     continue
             plans.append(entry)
-    return plans, problems
+    return plans, problems + overlap_problems(name, items, plans)
+
+
+def overlap_problems(name: str, items: Sequence[MigConfigItem], plans: Sequence[Mapping[str, Any]]) -> List[str]:
+    """Two items that select the same GPU indexes of one model with different layouts (without a host:
+    per model); mig-parted would apply both in turn. Items told apart by a subsystem filter are left out."""
+    problems: List[str] = []
+    for first, entry in enumerate(plans):
+        for other in plans[first + 1:]:
+            a, b = items[entry["item"]], items[other["item"]]
+            if entry["model"] != other["model"] or entry["item"] == other["item"] or any(
+                    flt.subsystem_device_id is not None for flt in a.device_filters + b.device_filters):
+                continue
+            shared = "all" if a.devices == b.devices == "all" else sorted(
+                set(b.devices if a.devices == "all" else a.devices) & set(a.devices if b.devices == "all" else b.devices))
+            if shared and (entry["mig_enabled"], a.layout() if a.mig_enabled else {}) != (
+                    other["mig_enabled"], b.layout() if b.mig_enabled else {}):
+                problems.append("mig-configs.%s: items %d and %d both select GPU(s) %s of %s with different layouts "
+                                "(nvidia-mig-parted would apply both in turn)" % (
+                                    name, entry["item"], other["item"],
+                                    shared if shared == "all" else ", ".join(map(str, shared)), entry["model"]))
+    return problems
 
 
 def catalog_problems(config: MigPartedConfig, names: Sequence[str]) -> List[str]:

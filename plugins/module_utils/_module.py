@@ -39,6 +39,8 @@ from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Tuple
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._inputs import redact_url, redact_urls
+
 
 class ModuleFailure(Exception):
     """A clear failure: ``msg`` names what is wrong and where; ``extra`` goes into the result."""
@@ -103,7 +105,7 @@ class GpuFleetModule:
         raise ModuleFailure(msg, **extra)
 
     def warn(self, msg: str) -> None:
-        self.ansible.warn(msg)
+        self.ansible.warn(redact_url(msg))
 
     def log(self, msg: str) -> None:
         """Progress for long waits (shown with -vvv and in the controller's log)."""
@@ -115,15 +117,15 @@ class GpuFleetModule:
         result["changed"] = bool(result.get("changed")) or self.changes.changed
         if self.diff_mode and self.changes.entries and "diff" not in result:
             result["diff"] = self.changes.diff()
-        return result
+        return redact_urls(result)  # no URL's user:password@ in a result, a diff or a message
 
     def run(self, body: Callable[["GpuFleetModule"], None]) -> NoReturn:
         """Run ``body(self)``; exit with the result, or fail with it and the reason."""
         try:
             body(self)
         except ModuleFailure as exc:
-            self.ansible.fail_json(msg=exc.msg, **self._final_result(exc.extra))
+            self.ansible.fail_json(msg=redact_url(exc.msg), **self._final_result(exc.extra))
         except self.expected_errors as exc:  # pylint: disable=catching-non-exception
             failure = self.failure_from(exc)
-            self.ansible.fail_json(msg=failure.msg, **self._final_result(failure.extra))
+            self.ansible.fail_json(msg=redact_url(failure.msg), **self._final_result(failure.extra))
         self.ansible.exit_json(**self._final_result())

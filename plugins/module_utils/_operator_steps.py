@@ -23,6 +23,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import Helm
 from ansible_collections.gpufleet.sharing.plugins.module_utils._images import (
     ImageError, docker_config_secret, full_chart_values, merge, mirror_values, per_pod_metrics_env, proxy_env,
     pull_secret_values, registry_host, registry_problems, secret_forms)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._inputs import secret_owner_problem
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils._taints import toleration_values
 from ansible_collections.gpufleet.sharing.plugins.module_utils._operator_release import (
@@ -38,7 +39,10 @@ def mask_secrets(mod: ClusterModule) -> None:
     mod.ansible.no_log_values.update(str(v) for v in (mod.params.get("proxy") or {}).values() if v and "@" in str(v))
     credentials = mod.params.get("registry_credentials")
     if credentials:
-        mod.ansible.no_log_values.update(secret_forms(credentials["username"], credentials["password"]))
+        # an empty form would mask every character boundary of all later output
+        mod.ansible.no_log_values.update(form for form in secret_forms(credentials["username"] or "",
+                                                                       credentials["password"] or "")
+                                         if credentials["password"] and form)
 
 
 def _without(values: Dict[str, Any], paths: List[str]) -> Dict[str, Any]:
@@ -232,6 +236,11 @@ class GpuOperator:
             self.mod.fail("image_pull_secrets: no Secret %s in namespace %s; create it first (kubectl create secret "
                           "docker-registry) or give registry_credentials" % (", ".join(missing), namespace),
                           problems=["Secret %s/%s not found" % (namespace, name) for name in missing])
+        if credentials:  # only a Secret the collection created is ever written (docs/reliability.md)
+            problem = secret_owner_problem(k8s.get("Secret", credentials["name"], namespace), namespace,
+                                           credentials["name"])
+            if problem:
+                self.mod.fail(problem)
         names += [credentials["name"]] if credentials and credentials["name"] not in names else []
         if not names:
             return requested

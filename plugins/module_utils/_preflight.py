@@ -13,7 +13,9 @@ import json
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._inputs import input_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_strategy import COLLECTION_DEFAULT, preflight_problem
+from ansible_collections.gpufleet.sharing.plugins.module_utils._run_inputs import run_variable_problems
 
 SERIAL_ITEM = re.compile(r"^([1-9][0-9]*|([1-9][0-9]?|100)%)$")
 PERCENT = re.compile(r"^([0-9]|[1-9][0-9]|100)$")
@@ -46,7 +48,21 @@ def variable_problems(values: Mapping[str, Any]) -> List[str]:
     configs = values.get("mig_configs", {})
     if not isinstance(configs, Mapping):
         problems.append("mig_configs must be a mapping of config name to mig-parted items, got %s" % json.dumps(configs, default=str))
-    return problems
+    return problems + run_variable_problems(values) + ["gpu_operator: " + p for p in input_problems(operator_inputs(values))]
+
+
+def _first(values: Mapping[str, Any], *names: str) -> Any:
+    return next((values[name] for name in names if values.get(name) not in (None, "")), None)
+
+
+def operator_inputs(values: Mapping[str, Any]) -> Dict[str, Any]:
+    """The gpu_operator role's registry, pull-secret and proxy options as its defaults build them."""
+    proxy_env = values.get("proxy_env") if isinstance(values.get("proxy_env"), Mapping) else {}
+    proxy = values.get("gpu_operator_proxy") if isinstance(values.get("gpu_operator_proxy"), Mapping) else \
+        {name: _first(values, name) or proxy_env.get(name) for name in ("http_proxy", "https_proxy", "no_proxy")}
+    return {"registry": _first(values, "gpu_operator_registry", "gpufleet_registry"), "proxy": proxy,
+            "image_pull_secrets": _first(values, "gpu_operator_image_pull_secrets", "gpufleet_image_pull_secrets") or [],
+            "registry_credentials": _first(values, "gpu_operator_registry_credentials", "gpufleet_registry_credentials")}
 
 
 def gpu_models(declared: Optional[str], gpus: Sequence[Mapping[str, Any]]) -> List[str]:

@@ -28,7 +28,7 @@ from statistics import median
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import find_model
-from ansible_collections.gpufleet.sharing.plugins.module_utils._options import number_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils._run_inputs import probe_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import ExpectedNode
 from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import Check, pods_for
 
@@ -488,7 +488,7 @@ def probe_option_problems(params: Mapping[str, Any]) -> List[str]:
     """Every bad probe option of gpu_verify (each names the option); none when probe is off."""
     if not params.get("probe"):
         return []
-    problems = number_problems(params, {"probe_min_share": 0, "probe_max_inflation": 0}, ["probe_seconds"])
+    problems = probe_problems(params)  # the bounds preflight checks too (_run_inputs)
     if not (params.get("probe_program") or "").strip():
         problems.append("probe_program must hold the probe's source (the verify role reads roles/verify/files/%s)"
                         % PROGRAM_KEY)

@@ -56,6 +56,10 @@ def taint_problems(taints: Any, where: str) -> List[str]:
         if taint.get("effect") not in EFFECTS:
             problems.append("%s (%s): invalid effect %r, expected one of %s"
                             % (label, taint.get("key"), taint.get("effect"), ", ".join(EFFECTS)))
+    pairs = [(t.get("key"), t.get("effect")) for t in taints if isinstance(t, Mapping)]
+    # Kubernetes: "taints must be unique by key and effect pair" (validateNodeTaints)
+    problems += ["%s: taint %s:%s given more than once (a node's taints are unique by key and effect)" % (where, key, effect)
+                 for key, effect in sorted({pair for pair in pairs if pairs.count(pair) > 1}, key=str)]
     return problems
 
 

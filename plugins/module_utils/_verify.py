@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from xml.sax.saxutils import escape, quoteattr
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._inputs import image_problem
 from ansible_collections.gpufleet.sharing.plugins.module_utils._images import registry_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils._options import (
     number_problems, object_name_problems, qualified_name_problem)
@@ -285,6 +286,7 @@ def option_problems(params: Mapping[str, Any]) -> List[str]:
         problems.append("run_id %r must be 1-16 lower-case letters, digits or '-' (it goes into pod names and labels)"
                         % p["run_id"])
     problems += ["%s must not be empty" % option for option in ("pod_command", "pod_image") if not p[option]]
+    problems += [x for x in (image_problem(o, p.get(o)) for o in ("pod_image", "probe_image") if p.get(o)) if x]
     problems += registry_problems(p.get("registry"))
     for option in ("pod_annotations", "namespace_labels"):
         problems += [x for x in (qualified_name_problem(option, key) for key in p[option] or {}) if x]

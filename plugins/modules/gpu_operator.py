@@ -151,6 +151,8 @@ options:
         field goes into C(driver.env) under its upper- and lower-case name (C(HTTP_PROXY) and C(http_proxy), ...),
         after the entries O(values) has there; O(values) setting one of them to another value is an error.
       - A proxy URL with credentials (C(user:password@)) is masked in every output.
+      - Checked before anything changes - a URL is C(http://) or C(https://), a host and an optional port from 1 to
+        65535, without path, spaces or control characters.
     type: dict
     suboptions:
       http_proxy:
@@ -160,8 +162,10 @@ options:
         description: C(HTTPS_PROXY).
         type: str
       no_proxy:
-        description: C(NO_PROXY).
-        type: str
+        description:
+          - C(NO_PROXY), a comma-separated string or a list of hosts, C(.domains), IP addresses and CIDRs
+            (a list is joined with commas).
+        type: raw
   registry_credentials:
     description:
       - Credentials for the mirror registry. The module creates (or updates) a C(kubernetes.io/dockerconfigjson)
@@ -406,6 +410,7 @@ from typing import Any, Dict
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator import wait_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import HelmError, HelmFailed
+from ansible_collections.gpufleet.sharing.plugins.module_utils._inputs import input_problems, no_proxy_text
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._operator_steps import GpuOperator, mask_secrets
 
@@ -425,7 +430,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),
     tolerations=dict(type="list", elements="dict", default=[]),
     per_pod_metrics=dict(type="bool", default=False),
-    proxy=dict(type="dict", options=dict(http_proxy=dict(type="str"), https_proxy=dict(type="str"), no_proxy=dict(type="str"))),
+    proxy=dict(type="dict", options=dict(http_proxy=dict(type="str"), https_proxy=dict(type="str"), no_proxy=dict(type="raw"))),
     registry_credentials=dict(type="dict", no_log=False, options=dict(
         name=dict(type="str", required=True), server=dict(type="str"), username=dict(type="str", required=True),
         password=dict(type="str", required=True, no_log=True))),
@@ -458,6 +463,11 @@ def run(mod: ClusterModule) -> None:
     problems = wait_problems(params["wait_timeout"], params["wait_interval"])
     if problems:
         mod.fail(problems[0])
+    problems = input_problems(params)  # every input checked before the first request
+    if problems:
+        mod.fail("invalid input, nothing was changed: %s" % "; ".join(problems), problems=problems)
+    if params["proxy"] and params["proxy"].get("no_proxy"):
+        params["proxy"]["no_proxy"] = no_proxy_text(params["proxy"]["no_proxy"])
     try:
         operator = GpuOperator(mod)
         mod.result["helm_version"] = ".".join(str(part) for part in operator.helm.version())

@@ -232,6 +232,8 @@ def option_problems(params: Dict[str, Any]) -> List[str]:
     problems = object_name_problems([("node", "Node", params["node"]), ("namespace", "Namespace", params["namespace"])])
     problems += number_problems(params, {"timeout": 0, "grace_period": 0}, ["poll_interval"])
     problems += [p for p in (selector_problem("pod_selectors", s) for s in params["pod_selectors"]) if p]
+    problems += ["annotations: the value of %s must be a string (or null to remove it), got %s" % (k, type(v).__name__)
+                 for k, v in (params["annotations"] or {}).items() if v is not None and not isinstance(v, str)]
     return problems + [p for p in (qualified_name_problem("annotations", k) for k in params["annotations"] or {}) if p]
 
 

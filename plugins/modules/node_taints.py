@@ -92,6 +92,9 @@ def run(mod: ClusterModule) -> None:
     entries = mod.params["nodes"]
     names = object_name_problems([("nodes[%d].node" % i, "Node", e["node"]) for i, e in enumerate(entries)])
     problems = list(names)
+    listed = [entry["node"] for entry in entries]
+    problems += ["node %s: listed more than once (give each node's taints in one entry)" % name
+                 for name in sorted({name for name in listed if listed.count(name) > 1})]
     for entry in entries:
         found = taint_problems(entry["taints"], "node %s" % entry["node"])
         problems += found

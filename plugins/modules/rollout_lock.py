@@ -31,7 +31,7 @@ attributes:
     description: Reads the Lease and decides as a real run (a held lock is refused); the write is a server-side dry run.
 options:
   holder:
-    description: Identity of this run, for example V(<run id> <user>@<controller host>).
+    description: Identity of this run, for example V(<run id> <user>@<controller host>); 1 to 128 printable characters.
     type: str
     required: true
   state:
@@ -58,6 +58,7 @@ options:
     description:
       - Seconds the lock stays held after its last renewal (C(leaseDurationSeconds)); after that another
         run may take it. Must be longer than the time between two renewals.
+      - From 1 to 86400 (a day), so that the Lease's int32 field never overflows and a dead run's lock expires.
     type: int
     default: 1800
 """
@@ -99,6 +100,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module i
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import BUILTIN_TYPES, K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils._operands import PAUSED_ANNOTATION
 from ansible_collections.gpufleet.sharing.plugins.module_utils._rollout_lock import LEASE_API_VERSION, decide
+from ansible_collections.gpufleet.sharing.plugins.module_utils._run_inputs import lock_problems
 
 LEASE = BUILTIN_TYPES["Lease"]
 ATTEMPTS = 3  # another run may create or update the Lease between our read and our write
@@ -119,10 +121,9 @@ def main() -> None:
 
 def run(mod: ClusterModule) -> None:
     params = mod.params
-    if not params["holder"].strip():
-        mod.fail("holder must not be empty")
-    if params["lease_duration"] <= 0:
-        mod.fail("lease_duration must be > 0 (seconds), got %d" % params["lease_duration"])
+    problems = lock_problems(params["lease_duration"], params["holder"])  # the bounds preflight checks too
+    if problems:
+        mod.fail("; ".join(problems), problems=problems)
     for attempt in range(ATTEMPTS):
         try:
             step(mod)

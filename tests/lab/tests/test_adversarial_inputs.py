@@ -18,6 +18,7 @@ Totals per module are in docs/reliability.md, "Bad input".
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import importlib
 import io
@@ -82,6 +83,11 @@ def mig_plan_cases() -> List[Case]:
         ("enabled-text", {"gpu": "A100-40GB", "config": _doc({"a": [_item(**{"mig-enabled": "yes"})]})}, "mig-enabled"),
         ("configs-list", {"gpu": "A100-40GB", "config": _doc(["a"])}, "mig-configs"),
         ("name-missing", {"gpu": "A100-40GB", "config": _doc({"a": [_item()]}), "name": "b"}, "b"),
+        # issue 21 (11): two items selecting one GPU with different layouts (mig-parted applies both in turn)
+        ("duplicate-selectors", {"gpu": "A100-40GB", "config": _doc({"a": [
+            _item(), _item(devices=[0], **{"mig-devices": {"3g.20gb": 2}})]}), "name": "a"}, "both select"),
+        ("duplicate-all", {"gpu": "A100-40GB", "config": _doc({"a": [
+            _item(), {"devices": "all", "mig-enabled": False}]}), "name": "a"}, "both select"),
     ]
     for tag, name in BAD_NAMES:
         cases.append(("name-" + tag, {"gpu": "A100-40GB", "config": _doc({name: [_item()]}), "name": name},
@@ -126,6 +132,9 @@ def mig_config_cases() -> List[Case]:
         ("version", {"config": _doc({"x": [_item()]}, version=1), "selected": "x"}, "version"),
         ("filter-bad", {"config": _doc({"x": [_item(**{"device-filter": "0xZZZZ10DE"})]}), "selected": "x"},
          "device-filter"),
+        # issue 21 (11): an H100 filter on the A100 host matched nothing and was reported as ok
+        ("filter-matches-no-gpu", {"config": _doc({"x": [_item(**{"device-filter": "0x233010DE"})]}), "selected": "x"},
+         "matches no GPU"),
         ("backend", {"config": good, "selected": "small", "backend": "nvidia-smi; reboot"}, "backend"),
         ("both-sources", {"config": good, "config_file": "/etc/nvidia-mig-manager/config.yaml"}, "mutually exclusive"),
         ("file-missing", {"config_file": "/nonexistent/config.yaml", "selected": "x"}, "/nonexistent/config.yaml"),
@@ -261,7 +270,36 @@ def gpu_verify_cases() -> List[Case]:
         ("selector", dict(base, node_selector="a in (b"), "node_selector"),
         ("pod-annotation-bad-key", dict(base, pod_annotations={"bad key/x/y": "1"}), "pod_annotations"),
     ]
-    return [("gpu_verify-" + cid, "gpu_verify", args, words) for cid, args, words in cases]
+    return [("gpu_verify-" + cid, "gpu_verify", args, words) for cid, args, words in cases + probe_cases(base)]
+
+
+def probe_cases(base: Dict[str, Any]) -> List[Tuple[str, Dict[str, Any], str]]:
+    """Issue 21 (10): the probe's numbers have bounds (NaN disabled the check; 1.5 or 0.5 could never pass)."""
+    probe = dict(base, probe=True, probe_program="print('gpufleet-probe')")
+    return [
+        ("probe-min-share-nan", dict(probe, probe_min_share="nan"), "probe_min_share"),
+        ("probe-min-share-inf", dict(probe, probe_min_share="inf"), "probe_min_share"),
+        ("probe-min-share-1.5", dict(probe, probe_min_share=1.5), "probe_min_share"),
+        ("probe-min-share-2", dict(probe, probe_min_share=2), "probe_min_share"),
+        ("probe-min-share-negative", dict(probe, probe_min_share=-0.1), "probe_min_share"),
+        ("probe-max-inflation-0.5", dict(probe, probe_max_inflation=0.5), "probe_max_inflation"),
+        ("probe-max-inflation-negative", dict(probe, probe_max_inflation=-1), "probe_max_inflation"),
+        ("probe-max-inflation-nan", dict(probe, probe_max_inflation="nan"), "probe_max_inflation"),
+        ("probe-seconds-billion", dict(probe, probe_seconds=10 ** 9), "probe_seconds"),
+    ]
+
+
+def rollout_lock_cases() -> List[Case]:
+    """Issue 21 (10): the Lease's duration fits its int32 field and a day; the holder is short and printable."""
+    cases: List[Tuple[str, Dict[str, Any], str]] = [
+        ("duration-int32-overflow", {"holder": "run-1", "lease_duration": 10 ** 12}, "lease_duration"),
+        ("duration-week", {"holder": "run-1", "lease_duration": 7 * 86400}, "lease_duration"),
+        ("duration-zero", {"holder": "run-1", "lease_duration": 0}, "lease_duration"),
+        ("holder-10kb", {"holder": "x" * 10240}, "holder"),
+        ("holder-newline", {"holder": "run-1\nother"}, "holder"),
+        ("holder-blank", {"holder": "  "}, "holder"),
+    ]
+    return [("rollout_lock-" + cid, "rollout_lock", args, words) for cid, args, words in cases]
 
 
 def node_maintenance_cases() -> List[Case]:
@@ -312,7 +350,69 @@ def gpu_operator_cases() -> List[Case]:
         ("wait-timeout-text", {"wait_timeout": "forever"}, "wait_timeout"),
         ("plugin-config-key", {"device_plugin_config": {"name": "x", "defualt": "y"}}, "defualt"),
     ]
-    return [("gpu_operator-" + cid, "gpu_operator", args, words) for cid, args, words in cases]
+    return [("gpu_operator-" + cid, "gpu_operator", args, words) for cid, args, words in cases + operator_input_cases()]
+
+
+# A password planted in the inputs: it must appear in no result, message or diff, nor its base64 forms.
+PLANTED = "s3cr3t-Planted-Pa55word-0x21"
+
+
+def _creds(**extra: Any) -> Dict[str, Any]:
+    credentials = {"name": "mirror-creds", "username": "robot", "password": PLANTED}
+    credentials.update(extra)
+    return credentials
+
+
+def operator_input_cases() -> List[Tuple[str, Dict[str, Any], str]]:
+    """Issue 21 (6, 7, 8, 10): proxy, registry and pull-secret inputs, refused before any request."""
+    proxy_url = "http://bob:%s@proxy.example:3128" % PLANTED
+    return [
+        ("proxy-htp", {"proxy": {"http_proxy": "htp://proxy.example:3128"}}, "proxy.http_proxy"),
+        ("proxy-ftp", {"proxy": {"https_proxy": "ftp://proxy.example:21"}}, "proxy.https_proxy"),
+        ("proxy-no-scheme", {"proxy": {"http_proxy": "proxy.example:3128"}}, "no scheme"),
+        ("proxy-port-99999", {"proxy": {"http_proxy": "http://proxy.example:99999"}}, "port '99999'"),
+        ("proxy-newline-ld-preload", {"proxy": {"http_proxy": "http://proxy:3128\nLD_PRELOAD=/tmp/x.so"}},
+         "proxy.http_proxy"),
+        ("proxy-password-bad-scheme", {"proxy": {"http_proxy": proxy_url.replace("http:", "htp:")}}, "proxy.http_proxy"),
+        ("proxy-password-bad-port", {"proxy": {"https_proxy": proxy_url.replace("3128", "70000")}}, "port '70000'"),
+        ("no-proxy-newline", {"proxy": {"no_proxy": ".svc\nLD_PRELOAD=/tmp/x.so"}}, "proxy.no_proxy"),
+        ("no-proxy-mapping", {"proxy": {"no_proxy": {"a": 1}}}, "proxy.no_proxy"),
+        ("registry-userinfo", {"registry": "bob:%s@mirror.example:5000" % PLANTED}, "must not contain credentials"),
+        ("registry-port", {"registry": "mirror.example:99999"}, "port '99999'"),
+        ("registry-long-label", {"registry": "%s.example" % ("a" * 300)}, "registry"),
+        ("pull-secret-empty", {"image_pull_secrets": [""]}, "image_pull_secrets[0]"),
+        ("pull-secret-slash", {"image_pull_secrets": ["a/b"]}, "image_pull_secrets[0]"),
+        ("pull-secret-duplicate", {"image_pull_secrets": ["a", "a"]}, "more than once"),
+        ("credentials-username-colon", {"registry": "mirror.example", "registry_credentials": _creds(username="ro:bot")},
+         "registry_credentials.username"),
+        ("credentials-password-empty", {"registry": "mirror.example", "registry_credentials": _creds(password="")},
+         "registry_credentials.password"),
+        ("credentials-name-dotdot", {"registry": "mirror.example", "registry_credentials": _creds(name="../x")},
+         "registry_credentials.name"),
+        ("credentials-server-url", {"registry_credentials": _creds(server="https://bob:%s@m.example" % PLANTED)},
+         "registry_credentials.server"),
+    ]
+
+
+def duplicate_and_shape_cases() -> List[Case]:
+    """Issue 21 (11): duplicates, image strings, annotation values and a missing kubeconfig context."""
+    taint = {"key": "gpufleet.example/dedicated", "value": "gpu", "effect": "NoSchedule"}
+    base = {"configs": [_ts()], "node_gpus": GPU_H}
+    return [
+        ("node_taints-duplicate-key-effect", "node_taints",
+         {"nodes": [{"node": "gpu-h", "taints": [taint, dict(taint, value="other")]}]}, "more than once"),
+        ("node_taints-node-twice", "node_taints",
+         {"nodes": [{"node": "gpu-h", "taints": [taint]}, {"node": "gpu-h", "taints": []}]}, "listed more than once"),
+        ("gpu_verify-image-shell", "gpu_verify", dict(base, pod_image="busybox;reboot"), "pod_image"),
+        ("gpu_verify-image-subst", "gpu_verify", dict(base, pod_image="$(id)/x:1"), "pod_image"),
+        ("gpu_verify-image-space", "gpu_verify", dict(base, pod_image="busybox latest"), "pod_image"),
+        ("gpu_verify-probe-image-backtick", "gpu_verify",
+         dict(base, probe=True, probe_program="print('gpufleet-probe')", probe_image="`id`"), "probe_image"),
+        ("node_maintenance-annotation-dict", "node_maintenance",
+         {"node": "gpu-h", "state": "cordon", "annotations": {"gpufleet.sharing/reason": {"a": 1}}}, "annotations"),
+        ("node_maintenance-context-missing", "node_maintenance",
+         {"node": "gpu-h", "state": "cordon", "context": "no-such-context"}, "no-such-context"),
+    ]
 
 
 # Issue 21, items 1, 2 and 5: gpu_operands checks every option before its first write (it used to pause
@@ -374,7 +474,7 @@ def issue21_rel_cases() -> List[Case]:
 
 CORPUS: List[Case] = (mig_plan_cases() + gpu_facts_cases() + mig_config_cases() + mig_operator_config_cases()
                       + gpu_sharing_cases() + gpu_verify_cases() + node_maintenance_cases()
-                      + mig_node_config_cases() + gpu_operator_cases())
+                      + mig_node_config_cases() + gpu_operator_cases() + rollout_lock_cases() + duplicate_and_shape_cases())
 CORPUS += issue21_rel_cases()
 HOST_MODULES = ("gpu_facts", "mig_config")
 PURE_MODULES = ("mig_plan",)
@@ -520,6 +620,13 @@ def test_bad_input_is_refused_and_changes_nothing(fleet, tmp_path, module, args,
     moved = sorted(set(before["objects"].items()) ^ set(after["objects"].items()))
     assert not moved and after["rv"] == before["rv"], "a resourceVersion moved: %r" % moved
     assert after["written"] == before["written"], "a file was written: %r" % after["written"]
+    assert_no_planted_secret(json.dumps(result))
+
+
+def assert_no_planted_secret(text: str) -> None:
+    """Neither PLANTED nor a base64 form of it (alone or as the docker config's user:password)."""
+    forms = [PLANTED] + [base64.b64encode(("%s%s" % (user, PLANTED)).encode()).decode() for user in ("", "robot:", "bob:")]
+    assert not [form for form in forms if form in text], "the planted secret was shown"
 
 
 def test_corpus_size():

@@ -121,12 +121,13 @@ def test_mps_is_judged_against_a_share_of_the_whole_gpu(lab):
 
 
 def test_thresholds_fail_verification(lab):
-    result = run_module("gpu_verify", probe_args(lab, nodes=["ts-1"], probe_min_share=50, probe_max_inflation=0.001,
+    # the strictest values the bounds allow (issue 21: above 1 / below 1 could never pass and are refused)
+    result = run_module("gpu_verify", probe_args(lab, nodes=["ts-1"], probe_min_share=1.0, probe_max_inflation=1.0,
                                                  fail_on_mismatch=False), lab.tmp)
     assert result["ok"] is False
     failed = [c["message"] for c in result["report"]["checks"] if not c["ok"]]
     assert len(failed) == 2
-    assert "probe nvidia.com/gpu on node ts-1: the worst sharer got" in failed[0] and "the minimum is 50.00" in failed[0]
+    assert "probe nvidia.com/gpu on node ts-1: the worst sharer got" in failed[0] and "the minimum is 1.00" in failed[0]
     assert "probe nvidia.com/gpu on node ts-1: latency" in failed[1]
 
 
@@ -158,7 +159,7 @@ def test_a_probe_that_never_finishes_is_reported_with_its_pod(lab):
 def test_probe_without_its_program_is_refused_and_changes_nothing(lab):
     result = run_module("gpu_verify", probe_args(lab, probe_program=None, probe_seconds=0), lab.tmp)
     assert result.get("failed")
-    assert "probe_program must hold the probe's source" in result["msg"] and "probe_seconds must be > 0" in result["msg"]
+    assert "probe_program must hold the probe's source" in result["msg"] and "probe_seconds must be an integer from 1" in result["msg"]
     assert leftovers(lab) == []
 
 

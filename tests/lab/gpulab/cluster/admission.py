@@ -18,6 +18,7 @@ import re
 import uuid
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from gpulab.cluster import corevalidation as _core
 from gpulab.cluster import selectors as _sel
 from gpulab.cluster.crds import CRD_KEY
 from gpulab.cluster.errors import bad_request
@@ -157,7 +158,7 @@ def _pod_spec_problems(spec: Any, path: str) -> Problems:
     for kind in ("initContainers", "containers"):
         for index, container in enumerate(spec.get(kind) or []):
             problems += _container_problems(container, "%s.%s[%d]" % (path, kind, index), seen)
-    return problems
+    return problems + _core.pod_spec_problems(spec, path)
 
 
 _POD_MUTABLE_NOTE = ("pod updates may not change fields other than `spec.containers[*].image`,"
@@ -241,10 +242,10 @@ def _configmap_problems(obj: Obj, old: Optional[Obj]) -> Problems:
 
 
 def _secret_problems(obj: Obj, old: Optional[Obj]) -> Problems:
-    del old
-    return [("data[%s]" % key, "Invalid value: %r: a valid config key must consist of "
+    keys = [("data[%s]" % key, "Invalid value: %r: a valid config key must consist of "
              "alphanumeric characters, '-', '_' or '.'" % key)
             for key in (obj.get("data") or {}) if not _CONFIG_KEY.match(key)]
+    return _core.secret_problems(obj, old) + keys
 
 
 def _workload_problems(obj: Obj, old: Optional[Obj]) -> Problems:
@@ -294,6 +295,7 @@ _VALIDATORS: Dict[str, Callable[[Obj, Optional[Obj]], Problems]] = {
     "v1/pods": _pod_problems,
     "v1/configmaps": _configmap_problems,
     "v1/secrets": _secret_problems,
+    "v1/nodes": _core.node_problems,
     "policy/v1/poddisruptionbudgets": _pdb_problems,
     **{key: _workload_problems for key in WORKLOAD_KEYS},
 }

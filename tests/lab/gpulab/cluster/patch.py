@@ -332,8 +332,15 @@ PATCH_TYPES = {
 
 
 def apply(patch_type: str, target: Dict[str, Any], patch: Any,
-          previous_apply: Optional[Dict[str, Any]] = None) -> Any:
+          previous_apply: Optional[Dict[str, Any]] = None, custom: bool = False) -> Any:
     kind = PATCH_TYPES.get(patch_type, patch_type)
+    if kind == "apply" and custom:
+        # A custom resource's lists are atomic unless its CRD says x-kubernetes-list-type
+        # (https://kubernetes.io/docs/reference/using-api/server-side-apply/#merge-strategy): maps
+        # merge, lists are replaced; the built-in types' patchMergeKeys do not apply to it.
+        if not isinstance(patch, dict):
+            raise PatchError("apply configuration must be an object", code=400)
+        return merge_patch(target, patch)
     if kind == "json":
         return json_patch(target, patch)
     if kind == "merge":

@@ -583,7 +583,7 @@ def _page(items: List[Obj], limit: Optional[int], continue_token: Optional[str],
 def _patched(rt: ResourceType, kind: str, base: Obj, patch: Any, current: Obj) -> Obj:
     """`base` with the patch applied; a resourceVersion in the result must be current's."""
     try:
-        patched = _patch.apply(kind, base, patch)
+        patched = _patch.apply(kind, base, patch, custom=rt.custom)
     except _patch.PatchError as exc:
         raise ApiError(exc.code, "BadRequest" if exc.code == 400 else
                        ("UnsupportedMediaType" if exc.code == 415 else "Invalid"),

@@ -405,7 +405,8 @@ def test_build_configuration_bad_context(tmp_path):
         "current-context: ctx\n")
     cfg = _k8s.build_configuration(kubeconfig=str(kubeconfig))
     assert cfg.host == "http://127.0.0.1:1"
-    with pytest.raises(K8sError, match="cannot load Kubernetes client configuration"):
+    # issue 21 (11): the missing context is named, with the ones the file has
+    with pytest.raises(K8sError, match=r"context 'other' is not in kubeconfig .*kc \(it has: ctx\)"):
         _k8s.build_configuration(kubeconfig=str(kubeconfig), context="other")
 
 

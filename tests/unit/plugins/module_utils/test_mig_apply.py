@@ -156,3 +156,13 @@ def test_pending_and_mismatches_after_applying():
     assert ma.layout_mismatches(plan, left_off, [0], []) == [
         "GPU 0: expected MIG on {'1g.5gb': 2, '2g.10gb': 1, '3g.20gb': 1}, found MIG off {}"]
     assert ma.reset_failed_gpus(plan, [gpu(0, current=False, pending=True), gpu(1, current=False, pending=True)]) == [0]
+
+
+def test_a_config_that_matches_no_gpu_of_the_host_is_refused():
+    """Issue 21 (11): an H100 device-filter on an A100 host selected nothing and was reported as ok."""
+    config = mp.parse_config(doc({"h100-only": [{"device-filter": "0x233010DE", "devices": "all", "mig-enabled": True,
+                                                 "mig-devices": {"1g.10gb": 7}}]}))
+    with pytest.raises(mp.MigPartedError) as info:
+        ma.plan_host(config, "h100-only", [gpu(0)])
+    assert "config h100-only matches no GPU of this host" in str(info.value) and "0x20B010DE" in str(info.value)
+    assert ma.plan_host(config, "h100-only", [gpu(0, capable=False)]).gpus == ()  # no MIG-capable GPU: nothing to say

@@ -384,3 +384,21 @@ def test_plan_named_config_is_planning_the_merged_document(content, include_defa
     else:
         plans, problems = mp.plan_items(expected[0], expected[1], requested)
         assert (planned.name, list(planned.plans), list(planned.problems)) == (expected[0], plans, problems)
+
+
+def test_items_selecting_one_gpu_with_different_layouts_are_refused_without_a_host():
+    """Issue 21 (11): mig_plan and preflight plan per model; two items that select the same devices of a
+    model with different layouts are refused (mig-parted would apply both in turn), the same layout twice is not."""
+    config = mp.parse_named_configs({
+        "clash": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}},
+                  {"devices": [1], "mig-enabled": True, "mig-devices": {"3g.20gb": 2}}],
+        "apart": [{"devices": [0], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}},
+                  {"devices": [1], "mig-enabled": True, "mig-devices": {"3g.20gb": 2}}],
+        "same": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}},
+                 {"devices": [1], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}]})
+    model = MODELS_BY_KEY["A100-40GB"]
+    problems = mp.plan_items("clash", config.items("clash"), model)[1]
+    assert problems == ["mig-configs.clash: items 0 and 1 both select GPU(s) 1 of A100-40GB with different layouts "
+                        "(nvidia-mig-parted would apply both in turn)"]
+    assert mp.plan_items("apart", config.items("apart"), model)[1] == []
+    assert mp.plan_items("same", config.items("same"), model)[1] == []

@@ -317,7 +317,9 @@ def test_probe_options_are_checked_only_when_on():
     assert p.probe_option_problems(params(probe=False, probe_program=None, probe_seconds=0)) == []
     problems = p.probe_option_problems(params(probe_program=" ", probe_seconds=0, probe_min_share=-1, probe_image=""))
     assert problems == [
-        "probe_min_share must be >= 0, got -1", "probe_seconds must be > 0, got 0",
+        "probe_seconds must be an integer from 1 to 3600, got 0",
+        "probe_min_share must be a number from 0 to 1, got -1: a fraction of the fair share; above 1 can never pass, "
+        "0 only reports",
         "probe_program must hold the probe's source (the verify role reads roles/verify/files/gpufleet_probe.py)",
         "probe_image must not be empty"]
     assert p.probe_option_problems(params(probe_program="print('hello')")) == [

@@ -209,6 +209,8 @@ def test_probe_bad_options_fail_before_any_request(monkeypatch):
     result, failed = run(gpu_verify, {"node_gpus": PLAN, "probe": True, "probe_seconds": 0,
                                       "probe_max_inflation": -2.0}, fake, monkeypatch)
     assert failed and result["problems"] == [
-        "probe_max_inflation must be >= 0, got -2.0", "probe_seconds must be > 0, got 0",
+        "probe_seconds must be an integer from 1 to 3600, got 0",
+        "probe_max_inflation must be a number from 1 to 1000 (or 0: only report), got -2.0: contended time / time "
+        "alone; below 1 can never pass",
         "probe_program must hold the probe's source (the verify role reads roles/verify/files/gpufleet_probe.py)"]
     assert fake.writes == []

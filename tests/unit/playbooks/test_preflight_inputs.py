@@ -1,0 +1,96 @@
+"""Issue 21 (9, 10): preflight refuses the inputs that used to fail late in a run, and verify.yml uses the
+same validator (gpufleet_verify_pods=ALWAYS was accepted there, refused by site.yml's preflight).
+
+Every host runs with ansible_connection=local and declares its GPU model: nothing connects anywhere.
+"""
+import os
+import subprocess
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+ANSIBLE_PLAYBOOK = os.path.join(REPO, '.venv', 'bin', 'ansible-playbook')
+PLANTED = 's3cr3t-Planted-Pa55word-0x9f'
+
+
+def run_playbook(name, inventory, *extra):
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, '.build'), ANSIBLE_NOCOLOR='1')
+    return subprocess.run([ANSIBLE_PLAYBOOK, '-i', inventory, os.path.join(REPO, 'playbooks', name),
+                           '-e', 'ansible_connection=local'] + list(extra),
+                          capture_output=True, text=True, env=env, timeout=300, check=False)
+
+
+INVENTORY = '''
+all:
+  children:
+    gpu_hosts:
+      hosts:
+        h100-a:
+          gpufleet_gpu_model: H100-80GB
+          mig_config: all-balanced
+          gpufleet_node_name: "h100-a;reboot"
+        h100-b:
+          gpufleet_gpu_model: H100-80GB
+          mig_config: all-balanced
+  vars:
+    verify_probe_max_inflation: -1
+    verify_probe_min_share: 2
+    verify_probe_seconds: 1000000000
+    gpufleet_rollout_lock_duration: 0
+    gpufleet_registry: "mirror.example:99999"
+    gpufleet_image_pull_secrets: [""]
+    gpufleet_registry_credentials: {name: regcred, username: "ro:bot", password: "%s"}
+    http_proxy: "http://bob:%s@proxy.example:3128\\nLD_PRELOAD=/tmp/x.so"
+''' % (PLANTED, PLANTED)
+
+
+def test_preflight_lists_the_inputs_that_used_to_fail_late(tmp_path):
+    (tmp_path / 'hosts.yml').write_text(INVENTORY)
+    proc = run_playbook('preflight.yml', str(tmp_path / 'hosts.yml'))
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    for words in ('h100-a: verify_probe_max_inflation must be', 'h100-a: verify_probe_min_share must be',
+                  'h100-a: verify_probe_seconds must be', 'h100-a: gpufleet_rollout_lock_duration must be',
+                  "h100-a: gpufleet_node_name 'h100-a;reboot' is not a Kubernetes node name",
+                  "port '99999'", 'image_pull_secrets[0]', 'registry_credentials.username',
+                  'proxy.http_proxy', 'h100-b: verify_probe_min_share must be'):
+        assert words in output, words
+    assert "h100-b: gpufleet_node_name" not in output
+    assert PLANTED not in output
+
+
+def test_verify_refuses_what_site_preflight_refuses(tmp_path):
+    (tmp_path / 'hosts.yml').write_text('''
+all:
+  children:
+    gpu_hosts:
+      hosts:
+        h100-a:
+          gpufleet_gpu_model: H100-80GB
+''')
+    proc = run_playbook('verify.yml', str(tmp_path / 'hosts.yml'), '-e', 'gpufleet_verify_pods=ALWAYS',
+                        '-e', 'verify_probe_min_share=nan')
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "gpufleet_verify_pods must be 'always', 'changed' or 'never', got 'ALWAYS'" in output
+    assert 'verify_probe_min_share must be' in output
+    assert "Read each host's GPUs" not in output  # refused before anything else ran
+
+
+def test_preflight_refuses_items_selecting_one_gpu_with_different_layouts(tmp_path):
+    """Issue 21 (11): the preflight plans with mig_plan's code, which now refuses overlapping selectors."""
+    (tmp_path / 'hosts.yml').write_text('''
+all:
+  children:
+    gpu_hosts:
+      hosts:
+        a100-a:
+          gpufleet_gpu_model: A100-40GB
+          mig_config: clash
+          mig_configs:
+            clash:
+              - {devices: all, mig-enabled: true, mig-devices: {"1g.5gb": 7}}
+              - {devices: [0], mig-enabled: true, mig-devices: {"3g.20gb": 2}}
+''')
+    proc = run_playbook('preflight.yml', str(tmp_path / 'hosts.yml'))
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert 'items 0 and 1 both select GPU(s) 0 of A100-40GB with different layouts' in output
