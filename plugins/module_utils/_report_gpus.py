@@ -41,21 +41,28 @@ def placed(model: Optional[GpuModel], layout: Optional[Mapping[str, int]],
            live: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
     """The GPU's instances on its slice grid. When the host holds the planned layout (the same
     profiles, wherever the driver put them), the instances as found, with their device UUIDs;
-    otherwise the placements the planner computes (``found`` false when the host was read) and,
-    in ``other``, what the host holds instead."""
+    otherwise the placements the planner computes, each ``found`` (with its UUID) when the host has
+    that instance at that place, and in ``other`` what the host holds that the plan does not."""
     wanted = sorted(p for p, n in (layout or {}).items() for _unused in range(int(n)))
     if live and model is not None and sorted(i["profile"] for i in live) == wanted:
         return {"instances": [dict(i, compute_slices=_compute(model, i["profile"]), found=True) for i in live],
                 "other": [], "problem": ""}
+    other = [dict(i, compute_slices=_compute(model, i["profile"]) if model else None) for i in live]
     if not layout or model is None:
-        return {"instances": [], "other": [dict(i) for i in live], "problem": ""}
+        return {"instances": [], "other": other, "problem": ""}
     try:
         plan = plan_layout(model, dict(layout))
     except LayoutError as exc:
-        return {"instances": [], "other": [dict(i) for i in live], "problem": "; ".join(exc.problems)}
-    instances = [{"profile": p.profile, "start": p.start, "size": p.size, "compute_slices": _compute(model, p.profile),
-                  "uuid": None, "found": False} for p in sorted(plan.placements, key=lambda p: p.start)]
-    return {"instances": instances, "other": [dict(i) for i in live], "problem": ""}
+        return {"instances": [], "other": other, "problem": "; ".join(exc.problems)}
+    instances = []
+    for placement in sorted(plan.placements, key=lambda p: p.start):
+        match = next((i for i in other if (i["profile"], i["start"]) == (placement.profile, placement.start)), None)
+        if match is not None:
+            other.remove(match)
+        instances.append({"profile": placement.profile, "start": placement.start, "size": placement.size,
+                          "compute_slices": _compute(model, placement.profile),
+                          "uuid": match["uuid"] if match else None, "found": match is not None})
+    return {"instances": instances, "other": other, "problem": ""}
 
 
 def _gpu(index: int, planned: Mapping[str, Any], fact: Optional[Mapping[str, Any]]) -> Dict[str, Any]:

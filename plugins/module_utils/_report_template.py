@@ -31,6 +31,8 @@ th,td{text-align:left;padding:4px 8px;border-bottom:1px solid var(--line);vertic
 th{font-size:11px;color:var(--mute);text-transform:uppercase;letter-spacing:.03em;background:var(--bg)}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 tr.bad td{background:#fdecea}
+table.failures td:first-child,table.drift td:first-child,table.cordoned td:first-child{white-space:nowrap}
+.gpu svg{display:block}
 td.bad,span.bad{color:var(--bad);font-weight:700}
 td.ok,span.ok{color:var(--ok)}
 .pill{display:inline-block;padding:1px 8px;border-radius:10px;font-size:11px;font-weight:700;color:#fff;background:var(--ok)}
@@ -69,7 +71,7 @@ MACROS = """
 {%- for label, value, cls, src in items %}
 <text x="0" y="{{ 18 * loop.index0 + 13 }}" font-size="10.5" fill="#656d76">{{ label }}</text>
 <rect x="92" y="{{ 18 * loop.index0 + 3 }}" width="{{ (100 * value / top) | round(1) if value else 0 }}" height="12" rx="2"
- fill="{{ {'ok': '#1a7f37', 'bad': '#c62828', 'ref': '#8c959f', 'mute': '#54aeff'}[cls] }}"/>
+ fill="{{ {'ok': '#1a7f37', 'bad': '#c62828', 'warn': '#d4a72c', 'ref': '#8c959f', 'mute': '#54aeff'}[cls] }}"/>
 <text x="{{ 96 + ((100 * value / top) | round(1) if value else 0) }}" y="{{ 18 * loop.index0 + 13 }}" font-size="10.5"
  {% if src %}data-{{ 'fig' if src[0] == '=' else 'src' }}="{{ src[1:] if src[0] == '=' else src }}"{% endif %}>{{ value | fig if value is not none else '-' }} {{ unit }}</text>
 {%- endfor %}
@@ -78,13 +80,13 @@ MACROS = """
 """
 
 GPU = """
-{%- macro grid(items, slices, missing, caption) -%}
-{%- set cw = 352 / slices -%}
-<svg width="360" height="{{ 62 if caption else 48 }}" role="img" aria-label="{{ caption or 'MIG instances' }}">
-<rect x="4" y="4" width="352" height="42" rx="4" fill="#f6f8fa" stroke="#d0d7de"/>
+{%- macro grid(items, slices, checked, caption) -%}
+{%- set cw = 472 / slices -%}
+<svg width="480" height="{{ 62 if caption else 48 }}" role="img" aria-label="{{ caption or 'MIG instances' }}">
+<rect x="4" y="4" width="472" height="42" rx="4" fill="#f6f8fa" stroke="#d0d7de"/>
 {%- for s in range(1, slices) %}<line x1="{{ 4 + cw * s }}" y1="4" x2="{{ 4 + cw * s }}" y2="46" stroke="#d0d7de" stroke-dasharray="2,2"/>{% endfor %}
 {%- for i in items if i.start is not none and i.size %}
-{%- set x = 5 + cw * i.start -%}{%- set w = cw * i.size - 2 -%}
+{%- set x = 5 + cw * i.start -%}{%- set w = cw * i.size - 2 -%}{%- set missing = checked and not i.found -%}
 <g><title>{{ i.profile }} at memory slice {{ i.start }}{{ (', ' ~ i.uuid) if i.uuid else '' }}</title>
 <rect x="{{ x }}" y="5" width="{{ w }}" height="40" rx="3"
  fill="{{ '#fff' if missing else ['#54aeff', '#0969da', '#8250df', '#bf3989', '#0a3069', '#1b7c83', '#6639ba', '#953800'][((i.compute_slices or 1) - 1) % 8] }}"
@@ -99,14 +101,14 @@ GPU = """
 {%- macro gpu_svg(gpu, replicas) -%}
 {%- if gpu.mig and gpu.memory_slices -%}
 {%- set missing = gpu.uuid is not none and gpu.instances | selectattr('found', 'sameas', false) | list | length > 0 -%}
-{{ grid(gpu.instances, gpu.memory_slices, missing, "planned (the planner's placement), not on the host" if missing else '') }}
+{{ grid(gpu.instances, gpu.memory_slices, gpu.uuid is not none, "planned (the planner's placement); dashed: not on the host" if missing else '') }}
 {%- if gpu.other %}{{ grid(gpu.other, gpu.memory_slices, false, 'found on the host instead') }}{% endif %}
 {%- else -%}
 {%- set n = replicas or 1 -%}
-<svg width="360" height="48" role="img" aria-label="GPU {{ gpu.index }}">
-{%- for r in range(n) %}<rect x="{{ 5 + 350 / n * r }}" y="5" width="{{ 350 / n - 2 }}" height="40" rx="3" fill="{{ '#1a7f37' if n == 1 else '#2da44e' }}"/>{% endfor %}
-<text x="180" y="24" text-anchor="middle" font-size="12" font-weight="700" fill="#fff">{{ 'whole GPU' if n == 1 else n ~ ' replicas of one GPU' }}</text>
-<text x="180" y="38" text-anchor="middle" font-size="9" fill="#eaeef2">{{ 'MIG disabled' if not gpu.mig else 'MIG layout not known' }}</text>
+<svg width="480" height="48" role="img" aria-label="GPU {{ gpu.index }}">
+{%- for r in range(n) %}<rect x="{{ 5 + 470 / n * r }}" y="5" width="{{ 470 / n - 2 }}" height="40" rx="3" fill="{{ '#1a7f37' if n == 1 else '#2da44e' }}"/>{% endfor %}
+<text x="240" y="24" text-anchor="middle" font-size="12" font-weight="700" fill="#fff">{{ 'whole GPU' if n == 1 else n ~ ' replicas of one GPU' }}</text>
+<text x="240" y="38" text-anchor="middle" font-size="9" fill="#eaeef2">{{ 'MIG disabled' if not gpu.mig else 'MIG layout not known' }}</text>
 </svg>
 {%- endif -%}
 {%- endmacro -%}
@@ -177,7 +179,7 @@ PAGE += """
 {% if v.rollout.stopped_early %}<span class="pill bad">stopped early</span>{% endif %}</p>
 <table class="rollout"><tr><th>Node</th><th>Outcome</th><th>GPUs changed</th><th>Reason</th></tr>
 {% for r in v.rollout.rows %}<tr class="{{ 'bad' if r.failed else '' }}"{{ ' data-failed="true"' | safe if r.failed else '' }} data-node="{{ r.node }}"><td>{{ r.node }}</td>
-<td data-src="{{ r.src }}/outcome">{{ r.outcome }}</td><td class="mono">{% for g in r.gpus or [] %}{{ f(g, r.src ~ '/gpus/' ~ loop.index0) }}{{ ', ' if not loop.last else '' }}{% else %}-{% endfor %}</td><td>{{ r.reason or '' }}</td></tr>
+<td data-src="{{ r.src }}/outcome">{{ r.outcome }}</td><td class="mono">{% for g in r.gpus or [] %}GPU {{ f(g, r.src ~ '/gpus/' ~ loop.index0) }}{{ ', ' if not loop.last else '' }}{% else %}-{% endfor %}</td><td>{{ r.reason or '' }}</td></tr>
 {% endfor %}</table>
 {% endif %}
 {% if v.nodes %}<h2 id="nodes">Nodes</h2>{% endif %}
@@ -213,7 +215,7 @@ PAGE += """
 <div class="charts">
 <div class="chart"><b>Throughput per replica</b> (TFLOP/s)<br>{{ bars([('alone', r.exclusive_tflops, 'mute', r.src ~ '/exclusive_tflops'), ('fair share', r.fair_tflops, 'ref', '=fair' ~ r.src)] + ([('per replica', r.shared_tflops, 'ok' if r.share is none or r.share >= 0.8 else 'bad', r.src ~ '/shared_tflops')] if r.shared_tflops is not none else []), '') }}</div>
 {% if r.shared_ms is not none %}<div class="chart"><b>Latency</b> (ms, small kernel)<br>{{ bars([('alone', r.exclusive_ms, 'mute', r.src ~ '/exclusive_ms'), ('shared', r.shared_ms, 'bad' if (r.inflation or 0) > 2 else 'ok', r.src ~ '/shared_ms')], 'ms') }}</div>{% endif %}
-<div class="chart"><b>Memory per sharer</b> (MiB)<br>{{ bars([('allocatable', r.memory_allocatable_mib, 'ok' if r.isolation != 'no' else 'bad', r.src ~ '/memory_allocatable_mib'), ('1/N of total', r.memory_fair_mib, 'ref', '=memfair' ~ r.src)], '') }}</div>
+<div class="chart"><b>Memory per sharer</b> (MiB)<br>{{ bars([('allocatable', r.memory_allocatable_mib, 'ok' if r.isolation != 'no' else 'warn', r.src ~ '/memory_allocatable_mib'), ('1/N of total', r.memory_fair_mib, 'ref', '=memfair' ~ r.src)], '') }}</div>
 </div>{% endfor %}{% endif %}
 </section>
 {% endfor %}
