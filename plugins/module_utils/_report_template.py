@@ -73,7 +73,8 @@ MACROS = """
 <rect x="92" y="{{ 18 * loop.index0 + 3 }}" width="{{ (100 * value / top) | round(1) if value else 0 }}" height="12" rx="2"
  fill="{{ {'ok': '#1a7f37', 'bad': '#c62828', 'warn': '#d4a72c', 'ref': '#8c959f', 'mute': '#54aeff'}[cls] }}"/>
 <text x="{{ 96 + ((100 * value / top) | round(1) if value else 0) }}" y="{{ 18 * loop.index0 + 13 }}" font-size="10.5"
- {% if src %}data-{{ 'fig' if src[0] == '=' else 'src' }}="{{ src[1:] if src[0] == '=' else src }}"{% endif %}>{{ value | fig if value is not none else '-' }} {{ unit }}</text>
+ {% if src %}data-{{ 'fig' if src[0] == '=' else 'src' }}="{{ src[1:] if src[0] == '=' else src }}"{% endif %}>
+{{ value | fig if value is not none else '-' }} {{ unit }}</text>
 {%- endfor %}
 </svg>
 {%- endmacro -%}
@@ -93,7 +94,8 @@ GPU = """
  stroke="{{ '#c62828' if missing else '#fff' }}"{{ ' stroke-dasharray="4,3"' | safe if missing else '' }}/>
 <text x="{{ x + w / 2 }}" y="23" text-anchor="middle" font-size="{{ 11 if i.size > 1 else 9.5 }}" font-weight="700"
  fill="{{ '#c62828' if missing else '#fff' }}">{{ i.profile if i.size > 1 or i.profile | length < 8 else i.profile.split('.')[0] }}</text>
-<text x="{{ x + w / 2 }}" y="37" text-anchor="middle" font-size="8.5" fill="{{ '#c62828' if missing else '#eaeef2' }}">{{ i.uuid[4:12] if i.uuid else ('missing' if missing else 'planned') }}</text></g>
+<text x="{{ x + w / 2 }}" y="37" text-anchor="middle" font-size="8.5" fill="{{ '#c62828' if missing else '#eaeef2' }}">
+{{ i.uuid[4:12] if i.uuid else ('missing' if missing else 'planned') }}</text></g>
 {%- endfor %}
 {%- if caption %}<text x="6" y="58" font-size="9" fill="#c62828">{{ caption }}</text>{% endif %}
 </svg>
@@ -106,8 +108,10 @@ GPU = """
 {%- else -%}
 {%- set n = replicas or 1 -%}
 <svg width="480" height="48" role="img" aria-label="GPU {{ gpu.index }}">
-{%- for r in range(n) %}<rect x="{{ 5 + 470 / n * r }}" y="5" width="{{ 470 / n - 2 }}" height="40" rx="3" fill="{{ '#1a7f37' if n == 1 else '#2da44e' }}"/>{% endfor %}
-<text x="240" y="24" text-anchor="middle" font-size="12" font-weight="700" fill="#fff">{{ 'whole GPU' if n == 1 else n ~ ' replicas of one GPU' }}</text>
+{%- for r in range(n) %}
+<rect x="{{ 5 + 470 / n * r }}" y="5" width="{{ 470 / n - 2 }}" height="40" rx="3" fill="{{ '#1a7f37' if n == 1 else '#2da44e' }}"/>{% endfor %}
+<text x="240" y="24" text-anchor="middle" font-size="12" font-weight="700" fill="#fff">{{ 'whole GPU' if n == 1 else n ~ ' replicas of one GPU' }}
+</text>
 <text x="240" y="38" text-anchor="middle" font-size="9" fill="#eaeef2">{{ 'MIG disabled' if not gpu.mig else 'MIG layout not known' }}</text>
 </svg>
 {%- endif -%}
@@ -133,8 +137,10 @@ PAGE = MACROS + GPU + """<!DOCTYPE html>
 <div class="tile"><b>{{ t(v.gpu_count, 'gpus') }}</b><span>GPUs</span></div>
 <div class="tile"><b>{{ f(v.summary.checks, '/summary/checks') }}</b><span>checks</span></div>
 <div class="tile{{ ' bad' if v.summary.failed else '' }}"><b>{{ f(v.summary.failed, '/summary/failed') }}</b><span>failed checks</span></div>
-<div class="tile{{ ' bad' if v.summary.failed_nodes else '' }}"><b>{{ t(v.summary.failed_nodes | length, 'failed_nodes') }}</b><span>failing nodes</span></div>
-{% if v.rollout %}<div class="tile{{ ' bad' if v.rollout.cordoned else '' }}"><b>{{ t(v.rollout.cordoned | length, 'cordoned') }}</b><span>left cordoned by the rollout</span></div>{% endif %}
+<div class="tile{{ ' bad' if v.summary.failed_nodes else '' }}"><b>{{ t(v.summary.failed_nodes | length, 'failed_nodes') }}</b>
+<span>failing nodes</span></div>
+{% if v.rollout %}<div class="tile{{ ' bad' if v.rollout.cordoned else '' }}"><b>{{ t(v.rollout.cordoned | length, 'cordoned') }}</b>
+<span>left cordoned by the rollout</span></div>{% endif %}
 </div>
 {% endif %}
 {% if v.drift %}
@@ -147,17 +153,21 @@ PAGE = MACROS + GPU + """<!DOCTYPE html>
 {% endif %}
 {% if v.failed_checks or (v.rollout and (v.rollout.cordoned or v.rollout.stopped_early)) %}
 <h2 id="failures">Failures</h2>
-{% if v.rollout and v.rollout.stopped_early %}<p class="bad"><span class="pill bad">rollout stopped early</span> a batch failed over its budget; later batches were not started.</p>{% endif %}
+{% if v.rollout and v.rollout.stopped_early %}<p class="bad">
+<span class="pill bad">rollout stopped early</span> a batch failed over its budget; later batches were not started.</p>{% endif %}
 {% if v.failed_checks %}
 <table class="failures"><tr><th>Node</th><th>Check</th><th>Planned</th><th>Found</th><th>What is wrong</th></tr>
-{% for c in v.failed_checks %}<tr class="bad" data-failed="true" data-node="{{ c.node }}"><td><a href="#node-{{ c.node }}">{{ c.node }}</a></td><td>{{ c.kind }} <code>{{ c.name }}</code></td>
-<td class="mono" data-src="{{ c.src }}/expected">{{ c.expected }}</td><td class="mono bad" data-src="{{ c.src }}/actual">{{ c.actual }}</td><td>{{ c.message }}</td></tr>
+{% for c in v.failed_checks %}<tr class="bad" data-failed="true" data-node="{{ c.node }}"><td><a href="#node-{{ c.node }}">{{ c.node }}</a></td><td>
+{{ c.kind }} <code>{{ c.name }}</code></td>
+<td class="mono" data-src="{{ c.src }}/expected">{{ c.expected }}</td><td class="mono bad" data-src="{{ c.src }}/actual">{{ c.actual }}</td><td>
+{{ c.message }}</td></tr>
 {% endfor %}</table>
 {% endif %}
 {% if v.rollout and v.rollout.cordoned %}
 <h4>Nodes the rollout left cordoned</h4>
 <table class="cordoned"><tr><th>Node</th><th>Outcome</th><th>Why</th></tr>
-{% for r in v.rollout.cordoned %}<tr class="bad" data-failed="true" data-node="{{ r.node }}"><td>{{ r.node }}</td><td data-src="{{ r.src }}/outcome">{{ r.outcome }}</td><td>{{ r.reason }}</td></tr>{% endfor %}
+{% for r in v.rollout.cordoned %}<tr class="bad" data-failed="true" data-node="{{ r.node }}"><td>{{ r.node }}</td><td data-src="{{ r.src }}/outcome">
+{{ r.outcome }}</td><td>{{ r.reason }}</td></tr>{% endfor %}
 </table>
 {% endif %}
 {% endif %}
@@ -166,8 +176,10 @@ PAGE = MACROS + GPU + """<!DOCTYPE html>
 PAGE += """
 {% if v.fleet %}
 <h2 id="fleet">Fleet at a glance</h2>
-<table class="fleet"><tr><th>Resource</th><th class="num">Nodes</th><th class="num">Physical units</th><th class="num">Schedulable after sharing</th><th class="num">Advertised</th></tr>
-{% for r in v.fleet %}<tr class="{{ '' if r.ok else 'bad' }}"{{ ' data-failed="true"' | safe if not r.ok else '' }}><td><code>{{ r.resource }}</code></td>
+<table class="fleet"><tr><th>Resource</th><th class="num">Nodes</th><th class="num">Physical units</th><th class="num">Schedulable after sharing</th>
+<th class="num">Advertised</th></tr>
+{% for r in v.fleet %}<tr class="{{ '' if r.ok else 'bad' }}"{{ ' data-failed="true"' | safe if not r.ok else '' }}><td><code>{{ r.resource }}</code>
+</td>
 <td class="num">{{ t(r.nodes, 'fleet/' ~ r.resource ~ '/nodes') }}</td><td class="num">{{ t(r.before, 'fleet/' ~ r.resource ~ '/before') }}</td>
 <td class="num"><b>{{ t(r.after, 'fleet/' ~ r.resource ~ '/after') }}</b></td>
 <td class="num{{ '' if r.advertised == r.after else ' bad' }}">{{ t(r.advertised, 'fleet/' ~ r.resource ~ '/advertised') }}</td></tr>
@@ -175,50 +187,79 @@ PAGE += """
 {% endif %}
 {% if v.rollout %}
 <h2 id="rollout">Rollout</h2>
-<p class="meta">{% for name, count in v.rollout.outcomes %}<span class="pill {{ 'bad' if name in ('failed', 'unreachable') else 'warn' if name == 'not started' else '' }}">{{ count }} {{ name }}</span> {% endfor %}
+<p class="meta">{% for name, count in v.rollout.outcomes %}
+<span class="pill {{ 'bad' if name in ('failed', 'unreachable') else 'warn' if name == 'not started' else '' }}">{{ count }} {{ name }}
+</span> {% endfor %}
 {% if v.rollout.stopped_early %}<span class="pill bad">stopped early</span>{% endif %}</p>
 <table class="rollout"><tr><th>Node</th><th>Outcome</th><th>GPUs changed</th><th>Reason</th></tr>
-{% for r in v.rollout.rows %}<tr class="{{ 'bad' if r.failed else '' }}"{{ ' data-failed="true"' | safe if r.failed else '' }} data-node="{{ r.node }}"><td>{{ r.node }}</td>
-<td data-src="{{ r.src }}/outcome">{{ r.outcome }}</td><td class="mono">{% for g in r.gpus or [] %}GPU {{ f(g, r.src ~ '/gpus/' ~ loop.index0) }}{{ ', ' if not loop.last else '' }}{% else %}-{% endfor %}</td><td>{{ r.reason or '' }}</td></tr>
+{% for r in v.rollout.rows %}
+<tr class="{{ 'bad' if r.failed else '' }}"{{ ' data-failed="true"' | safe if r.failed else '' }} data-node="{{ r.node }}"><td>{{ r.node }}</td>
+<td data-src="{{ r.src }}/outcome">{{ r.outcome }}</td><td class="mono">
+{% for g in r.gpus or [] %}GPU {{ f(g, r.src ~ '/gpus/' ~ loop.index0) }}{{ ', ' if not loop.last else '' }}{% else %}-{% endfor %}</td><td>
+{{ r.reason or '' }}</td></tr>
 {% endfor %}</table>
 {% endif %}
 {% if v.nodes %}<h2 id="nodes">Nodes</h2>{% endif %}
 {% for n in v.nodes %}
 <section class="node{{ '' if n.ok else ' bad' }}" id="node-{{ n.name }}" data-node="{{ n.name }}" data-failed="{{ 'false' if n.ok else 'true' }}">
 <header><h3>{{ n.name }}</h3><span class="pill{{ '' if n.ok else ' bad' }}">{{ 'OK' if n.ok else 'FAIL' }}</span>
-<span class="meta">{{ n.product or 'unknown product' }} &middot; MIG strategy {{ n.mig_strategy }} &middot; sharing {{ n.sharing }}{% if n.config %} (config <code>{{ n.config }}</code>){% endif %} &middot; {{ n.passed }}/{{ n.total }} checks passed</span></header>
+<span class="meta">{{ n.product or 'unknown product' }} &middot; MIG strategy {{ n.mig_strategy }} &middot; sharing {{ n.sharing }}
+{%- if n.config %} (config <code>{{ n.config }}</code>){% endif %} &middot; {{ n.passed }}/{{ n.total }} checks passed</span></header>
 {% if n.gpus %}<h4>GPUs</h4><div class="gpus">
 {% for g in n.gpus %}<div class="gpu" data-gpu="{{ g.index }}" data-uuid="{{ g.uuid or '' }}">
-<div class="cap"><b>GPU {{ f(g.index, g.src ~ '/index') }}</b> {{ g.name or g.model or '' }}{% if g.uuid %} &middot; <code>{{ g.uuid }}</code>{% endif %}</div>
+<div class="cap"><b>GPU {{ f(g.index, g.src ~ '/index') }}</b> {{ g.name or g.model or '' }}{% if g.uuid %} &middot; <code>{{ g.uuid }}</code>
+{% endif %}</div>
 {{ gpu_svg(g, (n.resources | selectattr('resource', 'eq', 'nvidia.com/gpu') | map(attribute='replicas') | first) if not g.mig else 1) }}
-{% if g.instances %}<ul class="uuids">{% for i in g.instances %}<li class="{{ '' if i.found or not g.uuid else 'bad' }}"{{ ' data-failed="true"' | safe if g.uuid and not i.found else '' }}>{{ i.profile }} @ slice {{ f(i.start, g.src ~ '/instances/' ~ loop.index0 ~ '/start') }}: {{ i.uuid or ('planned, not found on the host' if g.uuid else 'planned') }}</li>{% endfor %}
-{% for o in g.other %}<li class="bad" data-failed="true">found, not planned: {{ o.profile }} @ slice {{ o.start }} {{ o.uuid or '' }}</li>{% endfor %}</ul>{% endif %}
+{% if g.instances %}<ul class="uuids">{% for i in g.instances %}
+<li class="{{ '' if i.found or not g.uuid else 'bad' }}"{{ ' data-failed="true"' | safe if g.uuid and not i.found else '' }}>
+{{ i.profile }} @ slice {{ f(i.start, g.src ~ '/instances/' ~ loop.index0 ~ '/start') }}:
+ {{ i.uuid or ('planned, not found on the host' if g.uuid else 'planned') }}</li>{% endfor %}
+{% for o in g.other %}<li class="bad" data-failed="true">found, not planned: {{ o.profile }} @ slice {{ o.start }} {{ o.uuid or '' }}</li>{% endfor %}
+</ul>{% endif %}
 {% if g.problem %}<div class="bad">{{ g.problem }}</div>{% endif %}
 </div>{% endfor %}</div>{% endif %}
 <h4>Planned against advertised</h4>
-<table class="resources"><tr><th>Resource</th><th class="num">Physical</th><th>Sharing</th><th class="num">Planned</th><th class="num">Capacity</th><th class="num">Allocatable</th></tr>
-{% for r in n.resources %}<tr class="{{ '' if r.ok else 'bad' }}"{{ ' data-failed="true"' | safe if not r.ok else '' }}><td><code>{{ r.planned_name }}</code></td>
+<table class="resources"><tr><th>Resource</th><th class="num">Physical</th><th>Sharing</th><th class="num">Planned</th><th class="num">Capacity</th>
+<th class="num">Allocatable</th></tr>
+{% for r in n.resources %}<tr class="{{ '' if r.ok else 'bad' }}"{{ ' data-failed="true"' | safe if not r.ok else '' }}><td><code>{{ r.planned_name }}
+</code></td>
 <td class="num">{{ f(r.count, r.count_src) if r.count is not none else '-' }}</td>
-<td class="mult">{% if (r.replicas or 1) > 1 %}&times; {{ f(r.replicas, r.replicas_src) }} {{ r.strategy }}{% if r.strategy == 'mps' %} <span class="meta">(each client capped at {{ (100 / r.replicas) | round(1) }} % of the threads and 1/{{ r.replicas }} of the memory)</span>{% endif %}{% else %}-{% endif %}</td>
+<td class="mult">{% if (r.replicas or 1) > 1 %}&times; {{ f(r.replicas, r.replicas_src) }} {{ r.strategy }}
+{%- if r.strategy == 'mps' %} <span class="meta">(each client capped at {{ (100 / r.replicas) | round(1) }} % of the threads
+ and 1/{{ r.replicas }} of the memory)</span>{% endif %}{% else %}-{% endif %}</td>
 <td class="num"><b>{{ f(r.planned, r.planned_src) }}</b></td>
-{% for kind in ('capacity', 'allocatable') %}<td class="num{{ '' if r[kind ~ '_ok'] else ' bad' }}">{{ f(r[kind], r[kind ~ '_src']) if r[kind] is not none else '-' }}</td>{% endfor %}</tr>
+{% for kind in ('capacity', 'allocatable') %}<td class="num{{ '' if r[kind ~ '_ok'] else ' bad' }}">
+{{ f(r[kind], r[kind ~ '_src']) if r[kind] is not none else '-' }}</td>{% endfor %}</tr>
 {% endfor %}</table>
-{% if n.failed_checks %}<h4>What differs</h4><ul>{% for c in n.failed_checks %}<li class="bad" data-failed="true">{{ c.message }}</li>{% endfor %}</ul>{% endif %}
+{% if n.failed_checks %}<h4>What differs</h4><ul>{% for c in n.failed_checks %}<li class="bad" data-failed="true">{{ c.message }}</li>{% endfor %}
+</ul>{% endif %}
 {% if n.pods %}<h4>Verification pods</h4>
 <table class="pods"><tr><th>Pod</th><th>Resource</th><th>Asked for</th><th>Saw</th><th>Outcome</th><th class="num">Seconds</th></tr>
-{% for p in n.pods %}<tr class="{{ '' if p.ok else 'bad' }}"{{ ' data-failed="true"' | safe if not p.ok else '' }}><td class="mono">{{ p.name }}</td><td><code>{{ p.resource }}</code></td><td>{{ p.expected }}</td>
-<td class="{{ 'ok' if p.ok else 'bad' }}"{% if p.saw_src %} data-src="{{ p.saw_src }}"{% endif %}>{{ p.saw or p.reason or '' }}</td><td>{{ p.outcome }}</td><td class="num">{{ f(p.seconds, p.src ~ '/seconds') if p.seconds is not none else '-' }}</td></tr>
+{% for p in n.pods %}<tr class="{{ '' if p.ok else 'bad' }}"{{ ' data-failed="true"' | safe if not p.ok else '' }}><td class="mono">{{ p.name }}</td>
+<td><code>{{ p.resource }}</code></td><td>{{ p.expected }}</td>
+<td class="{{ 'ok' if p.ok else 'bad' }}"{% if p.saw_src %} data-src="{{ p.saw_src }}"{% endif %}>{{ p.saw or p.reason or '' }}</td><td>
+{{ p.outcome }}</td><td class="num">{{ f(p.seconds, p.src ~ '/seconds') if p.seconds is not none else '-' }}</td></tr>
 {% endfor %}</table>{% endif %}
 {% if n.probe %}<h4>Sharing probe</h4>
-{% for r in n.probe %}<div class="meta"><code>{{ r.resource }}</code> &middot; {{ r.sharing }} &times; {{ f(r.replicas, r.src ~ '/replicas') }} &middot; {{ r.device }} ({{ r.backend }})
-{% if r.share is not none %} &middot; share of fair {{ f(r.share, r.src ~ '/share') }}{% endif %}{% if r.inflation is not none %} &middot; latency &times;{{ f(r.inflation, r.src ~ '/inflation') }}{% endif %}</div>
+{% for r in n.probe %}<div class="meta"><code>{{ r.resource }}
+</code> &middot; {{ r.sharing }} &times; {{ f(r.replicas, r.src ~ '/replicas') }} &middot; {{ r.device }} ({{ r.backend }})
+{% if r.share is not none %} &middot; share of fair {{ f(r.share, r.src ~ '/share') }}{% endif %}
+{%- if r.inflation is not none %} &middot; latency &times;{{ f(r.inflation, r.src ~ '/inflation') }}{% endif %}</div>
 <div class="charts">
-<div class="chart"><b>Throughput per replica</b> (TFLOP/s)<br>{{ bars([('alone', r.exclusive_tflops, 'mute', r.src ~ '/exclusive_tflops'), ('fair share', r.fair_tflops, 'ref', '=fair' ~ r.src)] + ([('per replica', r.shared_tflops, 'ok' if r.share is none or r.share >= 0.8 else 'bad', r.src ~ '/shared_tflops')] if r.shared_tflops is not none else []), '') }}</div>
-{% if r.shared_ms is not none %}<div class="chart"><b>Latency</b> (ms, small kernel)<br>{{ bars([('alone', r.exclusive_ms, 'mute', r.src ~ '/exclusive_ms'), ('shared', r.shared_ms, 'bad' if (r.inflation or 0) > 2 else 'ok', r.src ~ '/shared_ms')], 'ms') }}</div>{% endif %}
-<div class="chart"><b>Memory per sharer</b> (MiB)<br>{{ bars([('allocatable', r.memory_allocatable_mib, 'ok' if r.isolation != 'no' else 'warn', r.src ~ '/memory_allocatable_mib'), ('1/N of total', r.memory_fair_mib, 'ref', '=memfair' ~ r.src)], '') }}</div>
+<div class="chart"><b>Throughput per replica</b> (TFLOP/s)<br>
+{{ bars([('alone', r.exclusive_tflops, 'mute', r.src ~ '/exclusive_tflops'), ('fair share', r.fair_tflops, 'ref', '=fair' ~ r.src)]
+        + ([('per replica', r.shared_tflops, 'ok' if r.share is none or r.share >= 0.8 else 'bad', r.src ~ '/shared_tflops')]
+           if r.shared_tflops is not none else []), '') }}</div>
+{% if r.shared_ms is not none %}<div class="chart"><b>Latency</b> (ms, small kernel)<br>
+{{ bars([('alone', r.exclusive_ms, 'mute', r.src ~ '/exclusive_ms'),
+        ('shared', r.shared_ms, 'bad' if (r.inflation or 0) > 2 else 'ok', r.src ~ '/shared_ms')], 'ms') }}</div>{% endif %}
+<div class="chart"><b>Memory per sharer</b> (MiB)<br>
+{{ bars([('allocatable', r.memory_allocatable_mib, 'ok' if r.isolation != 'no' else 'warn', r.src ~ '/memory_allocatable_mib'),
+        ('1/N of total', r.memory_fair_mib, 'ref', '=memfair' ~ r.src)], '') }}</div>
 </div>{% endfor %}{% endif %}
 </section>
 {% endfor %}
-<footer>Written by gpufleet.sharing from the same data as the JSON report{% if v.run_id %} (<code>gpufleet-verify.json</code>){% endif %}{% if v.rollout %} and <code>rollout-summary.json</code>{% endif %}. Self-contained: no script, no network request.</footer>
+<footer>Written by gpufleet.sharing from the same data as the JSON report{% if v.run_id %} (<code>gpufleet-verify.json</code>){% endif %}
+{%- if v.rollout %} and <code>rollout-summary.json</code>{% endif %}. Self-contained: no script, no network request.</footer>
 </main></body></html>
 """
