@@ -110,9 +110,10 @@ GPU = """
 <svg width="480" height="48" role="img" aria-label="GPU {{ gpu.index }}">
 {%- for r in range(n) %}
 <rect x="{{ 5 + 470 / n * r }}" y="5" width="{{ 470 / n - 2 }}" height="40" rx="3" fill="{{ '#1a7f37' if n == 1 else '#2da44e' }}"/>{% endfor %}
-<text x="240" y="24" text-anchor="middle" font-size="12" font-weight="700" fill="#fff">{{ 'whole GPU' if n == 1 else n ~ ' replicas of one GPU' }}
-</text>
-<text x="240" y="38" text-anchor="middle" font-size="9" fill="#eaeef2">{{ 'MIG disabled' if not gpu.mig else 'MIG layout not known' }}</text>
+{%- for r in range(n) %}<text x="{{ 5 + 470 / n * (r + 0.5) }}" y="{{ 24 if n == 1 else 30 }}" text-anchor="middle"
+ font-size="{{ 12 if n == 1 else 11 }}" font-weight="700" fill="#fff">{{ 'whole GPU' if n == 1 else 'replica ' ~ (r + 1) }}</text>{% endfor %}
+{%- if n == 1 %}
+<text x="240" y="38" text-anchor="middle" font-size="9" fill="#eaeef2">{{ 'MIG disabled' if not gpu.mig else 'MIG layout not known' }}</text>{% endif %}
 </svg>
 {%- endif -%}
 {%- endmacro -%}
@@ -157,7 +158,8 @@ PAGE = MACROS + GPU + """<!DOCTYPE html>
 <span class="pill bad">rollout stopped early</span> a batch failed over its budget; later batches were not started.</p>{% endif %}
 {% if v.failed_checks %}
 <table class="failures"><tr><th>Node</th><th>Check</th><th>Planned</th><th>Found</th><th>What is wrong</th></tr>
-{% for c in v.failed_checks %}<tr class="bad" data-failed="true" data-node="{{ c.node }}"><td><a href="#node-{{ c.node }}">{{ c.node }}</a></td><td>
+{% for c in v.failed_checks %}<tr class="bad" data-failed="true" data-node="{{ c.node }}">
+<td>{% if loop.first or loop.previtem.node != c.node %}<a href="#node-{{ c.node }}">{{ c.node }}</a>{% endif %}</td><td>
 {{ c.kind }} <code>{{ c.name }}</code></td>
 <td class="mono" data-src="{{ c.src }}/expected">{{ c.expected }}</td><td class="mono bad" data-src="{{ c.src }}/actual">{{ c.actual }}</td><td>
 {{ c.message }}</td></tr>

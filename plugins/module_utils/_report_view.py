@@ -129,7 +129,8 @@ def view(report: Mapping[str, Any]) -> Dict[str, Any]:
     summary = report.get("summary") or {}
     rollout = rollout_view(report.get("rollout"))
     drift = [dict(r, src=pointer("drift", i)) for i, r in enumerate(report.get("drift") or [])]
-    failed_checks = [dict(c, src=pointer("checks", i)) for i, c in enumerate(report.get("checks") or []) if not c["ok"]]
+    failed_checks = sorted((dict(c, src=pointer("checks", i)) for i, c in enumerate(report.get("checks") or []) if not c["ok"]),
+                           key=lambda c: c["node"])  # grouped by node, in the order they were checked
     ok = (not drift and not failed_checks and not (rollout and (rollout["cordoned"] or rollout["stopped_early"]))
           and summary.get("ok", True) is not False)
     return {"run_id": report.get("run_id"), "generated": report.get("generated"), "title": report.get("title"),
