@@ -139,3 +139,23 @@ def test_the_filter_refuses_what_is_not_a_report():
     with pytest.raises(AnsibleFilterError, match="expected the report data"):
         report_html(["not", "a", "report"])
     assert "GPU fleet report" in report_html({})
+
+
+def test_a_rollout_alone_shows_the_nodes_left_cordoned_first():
+    rollout = {"run": "20261202T011828Z-1", "stopped_early": True, "nodes": [
+        {"node": "a100-inf-0", "outcome": "changed", "gpus": [0], "reason": ""},
+        {"node": "a100-inf-1", "outcome": "failed", "gpus": [0],
+         "reason": "GPU 0 still runs compute processes after the drain (task: Apply the MIG layout on the host)"},
+        {"node": "h100-trn-0", "outcome": "changed", "gpus": [], "reason": "left cordoned: it was cordoned before this run"},
+        {"node": "h100-trn-1", "outcome": "not started", "gpus": [], "reason": ""}]}
+    data = {"rollout": rollout}
+    html = render_html(data)
+    assert disagreements(html, data)[0] == []
+    tree = Tree(html)
+    cordoned = [e for e in tree.all(tag="table") if e.attrs.get("class") == "cordoned"][0]
+    assert [tr.attrs["data-node"] for tr in cordoned.children if tr.tag == "tr" and "data-node" in tr.attrs] == [
+        "a100-inf-1", "h100-trn-0"]
+    rows = [e for e in tree.all(tag="table") if e.attrs.get("class") == "rollout"][0]
+    assert [tr.attrs["data-node"] for tr in rows.children if "data-node" in tr.attrs][0] == "a100-inf-1"
+    assert "stopped early" in html and "still runs compute processes" in html
+    assert tree.all("id", "header")[0].attrs["data-ok"] == "false"
