@@ -105,3 +105,15 @@ def test_the_screenshot_for_people(chromium, tmp_path, data):
         head = handle.read(24)
     assert head[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", head[16:24]) == (1200, 2200)
     assert os.path.getsize(shot) > 50000  # a drawn page, not a blank one
+
+
+def test_it_prints(chromium, tmp_path, data):
+    """Printed (the @media print rules), the report is a PDF of a few A4 pages, made with no request."""
+    page = tmp_path / "fleet-report.html"
+    page.write_text(render_html(data))
+    pdf = tmp_path / "fleet-report.pdf"
+    _out, requested = browse(chromium, str(page), tmp_path, "--print-to-pdf=%s" % pdf, "--no-pdf-header-footer")
+    assert requested == []
+    content = pdf.read_bytes()
+    pages = content.count(b"/Type /Page") - content.count(b"/Type /Pages")
+    assert content[:5] == b"%PDF-" and 2 <= pages <= 20, pages
