@@ -159,3 +159,13 @@ def test_a_rollout_alone_shows_the_nodes_left_cordoned_first():
     assert [tr.attrs["data-node"] for tr in rows.children if "data-node" in tr.attrs][0] == "a100-inf-1"
     assert "stopped early" in html and "still runs compute processes" in html
     assert tree.all("id", "header")[0].attrs["data-ok"] == "false"
+
+
+def test_partial_reports_render(data):
+    """A check-mode run (no pods, no probe), an older JSON without ``gpus``, a node read from its labels."""
+    for key in ("pods", "probe", "gpus"):
+        data.pop(key)
+    data["nodes"][0]["labels"] = {}
+    data["rollout"]["nodes"][0].pop("gpus")
+    html = render_html(data)
+    assert disagreements(html, data)[0] == [] and html.count("<section") == len(data["nodes"])
