@@ -16,7 +16,7 @@ name: report_html
 short_description: The HTML fleet report (fleet-report.html) from a run's report data
 version_added: 0.3.0
 description:
-  - One self-contained page (inline CSS and SVG, no script, no URL, readable printed): the verdict, a C(drift)
+  - One self-contained page (inline CSS and SVG, no script, no URL, readable printed) - the verdict, a C(drift)
     section when the data has one, the failures, the fleet at a glance (nodes, GPUs, schedulable units before
     and after sharing per resource), the rollout summary, and per node its GPUs with their MIG instances on
     the slice grid (profile, device UUID), its sharing, planned against advertised per resource, the
