@@ -14,7 +14,8 @@ name: rollout_summary
 short_description: The rollout summary, a row per host
 version_added: 0.2.0
 description:
-  - A row per host, in the given order, with C(node) (the inventory host), C(outcome), C(gpus) and C(reason).
+  - A row per host, in the given order, with C(node) (the inventory host), C(outcome), C(gpus) and C(reason), and
+    C(batch) (1 for the canary) for a host that reached a batch (C(rollout_batch)).
   - What the host's batch recorded (C(rollout_outcome), C(rollout_gpus), C(rollout_reason)) wins; a host
     the plan found settled (V(unchanged) or V(unreachable) in O(triage)) never reached a batch; any
     other host is V(not started).
@@ -41,7 +42,7 @@ _value:
   elements: dict
 """
 
-FIELDS = (("rollout_outcome", "outcome"), ("rollout_gpus", "gpus"), ("rollout_reason", "reason"))
+FIELDS = (("rollout_outcome", "outcome"), ("rollout_gpus", "gpus"), ("rollout_reason", "reason"), ("rollout_batch", "batch"))
 
 
 def rollout_summary(hostvars: Mapping[str, Any], hosts: Sequence[str],

@@ -119,7 +119,8 @@ def rollout_view(rollout: Optional[Mapping[str, Any]]) -> Optional[Dict[str, Any
     for row in rows:
         outcomes[row.get("outcome") or "?"] = outcomes.get(row.get("outcome") or "?", 0) + 1
     return {"run": rollout.get("run"), "stopped_early": bool(rollout.get("stopped_early")),
-            "rows": sorted(rows, key=lambda r: (not r["failed"], r.get("node") or "")), "cordoned": cordoned,
+            "batches": len({r["batch"] for r in rows if r.get("batch") is not None}),
+            "rows": sorted(rows, key=lambda r: (not r["failed"], r.get("batch") or 1e9, r.get("node") or "")), "cordoned": cordoned,
             "outcomes": sorted(outcomes.items())}
 
 

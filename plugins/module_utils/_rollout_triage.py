@@ -42,7 +42,7 @@ def triage(plan: Optional[Mapping[str, Any]], annotated: bool) -> Dict[str, Any]
 def summary_rows(hosts: Sequence[str], recorded: Mapping[str, Mapping[str, Any]],
                  triaged: Mapping[str, Mapping[str, Any]]) -> List[Dict[str, Any]]:
     """The rollout summary, a row per host in order. ``recorded``: per host, what its batch set
-    (``outcome``, ``gpus``, ``reason``, each only when set); ``triaged``: this module's triage, whose
+    (``outcome``, ``gpus``, ``reason``, ``batch``, each only when set); ``triaged``: this module's triage, whose
     settled hosts never reached a batch. A host with neither was not started."""
     rows = []
     for host in hosts:
@@ -52,4 +52,6 @@ def summary_rows(hosts: Sequence[str], recorded: Mapping[str, Mapping[str, Any]]
             settled = {}
         rows.append({"node": host, "outcome": mine.get("outcome", settled.get("outcome", "not started")),
                      "gpus": list(mine.get("gpus") or []), "reason": mine.get("reason", settled.get("reason", ""))})
+        if mine.get("batch") is not None:  # the batch it was in (1 = the canary)
+            rows[-1]["batch"] = int(mine["batch"])
     return rows

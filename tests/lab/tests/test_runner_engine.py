@@ -128,7 +128,7 @@ def test_site_then_verify_as_awx_job_templates(job_dir):
                                            "rollout-summary.json"]
     with open(os.path.join(reports, "rollout-summary.json"), encoding="utf-8") as handle:
         rollout = json.load(handle)
-    assert sorted((row["node"], row["outcome"]) for row in rollout["nodes"]) == [("awx-0", "changed")]
+    assert sorted((row["node"], row["outcome"], row.get("batch")) for row in rollout["nodes"]) == [("awx-0", "changed", 1)]
 
     _assert_no_token(site, _token(job_dir))
     stats = _stats(site)

@@ -100,6 +100,7 @@ def fleet_figures(data: Mapping[str, Any]) -> Dict[str, Any]:
                              ("advertised", _int(capacity.get((node["node"], advertised_as))))):
                 figures["fleet/%s/%s" % (name, key)] = figures.get("fleet/%s/%s" % (name, key), 0) + add
     rollout = data.get("rollout") or {}
+    figures["batches"] = len({r["batch"] for r in rollout.get("nodes") or [] if r.get("batch") is not None})
     figures["cordoned"] = sum(1 for r in rollout.get("nodes") or []
                               if r["outcome"] in ("failed", "unreachable") or "left cordoned" in (r.get("reason") or ""))
     for index, row in enumerate(data.get("probe") or []):

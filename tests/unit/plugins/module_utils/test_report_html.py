@@ -143,10 +143,11 @@ def test_the_filter_refuses_what_is_not_a_report():
 
 def test_a_rollout_alone_shows_the_nodes_left_cordoned_first():
     rollout = {"run": "20261202T011828Z-1", "stopped_early": True, "nodes": [
-        {"node": "a100-inf-0", "outcome": "changed", "gpus": [0], "reason": ""},
-        {"node": "a100-inf-1", "outcome": "failed", "gpus": [0],
+        {"node": "a100-inf-0", "outcome": "changed", "gpus": [0], "reason": "", "batch": 1},
+        {"node": "a100-inf-1", "outcome": "failed", "gpus": [0], "batch": 2,
          "reason": "GPU 0 still runs compute processes after the drain (task: Apply the MIG layout on the host)"},
-        {"node": "h100-trn-0", "outcome": "changed", "gpus": [], "reason": "left cordoned: it was cordoned before this run"},
+        {"node": "h100-trn-0", "outcome": "changed", "gpus": [], "reason": "left cordoned: it was cordoned before this run",
+         "batch": 2},
         {"node": "h100-trn-1", "outcome": "not started", "gpus": [], "reason": ""}]}
     data = {"rollout": rollout}
     html = render_html(data)
@@ -158,6 +159,7 @@ def test_a_rollout_alone_shows_the_nodes_left_cordoned_first():
     rows = [e for e in tree.all(tag="table") if e.attrs.get("class") == "rollout"][0]
     assert [tr.attrs["data-node"] for tr in rows.children if "data-node" in tr.attrs][0] == "a100-inf-1"
     assert "stopped early" in html and "still runs compute processes" in html
+    assert "/rollout/nodes/1/batch" in disagreements(html, data)[1] and ">2</span> batches" in html
     assert tree.all("id", "header")[0].attrs["data-ok"] == "false"
 
 
