@@ -38,6 +38,7 @@ td.ok,span.ok{color:var(--ok)}
 .pill{display:inline-block;padding:1px 8px;border-radius:10px;font-size:11px;font-weight:700;color:#fff;background:var(--ok)}
 .pill.warn{background:var(--warn)}
 span.pill.bad,span.pill{color:#fff}
+.pill.info{background:#57606a}
 section.node{border:1px solid var(--line);border-radius:8px;padding:10px 14px;margin:12px 0;break-inside:avoid-page}
 section.node.bad{border-color:var(--bad);border-left:6px solid var(--bad)}
 section.node>header{display:flex;gap:10px;align-items:baseline;flex-wrap:wrap}
@@ -192,7 +193,7 @@ PAGE += """
 <p class="meta">{% for name, count in v.rollout.outcomes %}
 <span class="pill {{ 'bad' if name in ('failed', 'unreachable') else 'warn' if name == 'not started' else '' }}">{{ count }} {{ name }}
 </span> {% endfor %}
-{% if v.rollout.batches %}<span class="pill warn">{{ t(v.rollout.batches, 'batches') }} batch{{ 'es' if v.rollout.batches != 1 else '' }}</span>{% endif %}
+{% if v.rollout.batches %}<span class="pill info">{{ t(v.rollout.batches, 'batches') }} batch{{ 'es' if v.rollout.batches != 1 else '' }}</span>{% endif %}
 {% if v.rollout.stopped_early %}<span class="pill bad">stopped early</span>{% endif %}</p>
 <table class="rollout"><tr><th>Node</th><th class="num">Batch</th><th>Outcome</th><th>GPUs changed</th><th>Reason</th></tr>
 {% for r in v.rollout.rows %}
