@@ -198,7 +198,8 @@ PAGE += """
 <table class="rollout"><tr><th>Node</th><th class="num">Batch</th><th>Outcome</th><th>GPUs changed</th><th>Reason</th></tr>
 {% for r in v.rollout.rows %}
 <tr class="{{ 'bad' if r.failed else '' }}"{{ ' data-failed="true"' | safe if r.failed else '' }} data-node="{{ r.node }}"><td>{{ r.node }}</td>
-<td class="num">{{ f(r.batch, r.src ~ '/batch') if r.get('batch') is not none else '-' }}</td><td data-src="{{ r.src }}/outcome">{{ r.outcome }}</td><td class="mono">
+<td class="num">{{ f(r.batch, r.src ~ '/batch') if r.get('batch') is not none else '-' }}</td>
+<td data-src="{{ r.src }}/outcome">{{ r.outcome }}</td><td class="mono">
 {% for g in r.gpus or [] %}GPU {{ f(g, r.src ~ '/gpus/' ~ loop.index0) }}{{ ', ' if not loop.last else '' }}{% else %}-{% endfor %}</td><td>
 {{ r.reason or '' }}</td></tr>
 {% endfor %}</table>
