@@ -18,16 +18,19 @@ $(STAMP): requirements-dev.txt
 	$(BIN)/pip install -q -r requirements-dev.txt
 	touch $@
 
-# The lab's SSH hosts need sshd (Debian's openssh-server); installed only when missing.
+# The lab's SSH hosts need sshd (Debian's openssh-server), the HTML report's browser test Debian's
+# chromium; each installed only when missing (one apt-get update at most).
 system-deps:
-	@command -v /usr/sbin/sshd >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client >/dev/null; }
+	@missing=""; command -v /usr/sbin/sshd >/dev/null || missing="openssh-server openssh-client"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	[ -z "$$missing" ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; }
 
 # ansible-playbook finds the collection through ANSIBLE_COLLECTIONS_PATH=.build (a symlink to this tree).
 collection:
 	@mkdir -p .build/ansible_collections/gpufleet && ln -sfn ../../.. .build/ansible_collections/gpufleet/sharing
 
 units: venv system-deps collection
-	$(BIN)/python -m pytest -q tests/unit tests/lab
+	GPUFLEET_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -q tests/unit tests/lab
 
 sanity: venv
 	tests/tools/sanity.sh

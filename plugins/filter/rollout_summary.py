@@ -15,7 +15,8 @@ name: rollout_summary
 short_description: The rollout summary, a row per host
 version_added: 0.2.0
 description:
-  - A row per host, in the given order, with C(node) (the inventory host), C(outcome), C(gpus) and C(reason).
+  - A row per host, in the given order, with C(node) (the inventory host), C(outcome), C(gpus) and C(reason), and
+    C(batch) (1 for the canary) for a host that reached a batch (C(rollout_batch)).
   - What the host's batch recorded (C(rollout_outcome), C(rollout_gpus), C(rollout_reason)) wins; a host
     the plan found settled (V(unchanged) or V(unreachable) in O(triage)) never reached a batch; any
     other host is V(not started).
@@ -55,7 +56,7 @@ _value:
 """
 
 FIELDS = (("rollout_outcome", "outcome"), ("rollout_gpus", "gpus"), ("rollout_reason", "reason"),
-          ("rollout_mark", "mark"), ("rollout_mark_error", "mark_error"))
+          ("rollout_mark", "mark"), ("rollout_mark_error", "mark_error"), ("rollout_batch", "batch"))
 
 
 def _recorded(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> Dict[str, Dict[str, Any]]:

@@ -64,8 +64,8 @@ def node_state(mark: str, error: str = "", again: Optional[str] = None) -> str:
 def summary_rows(hosts: Sequence[str], recorded: Mapping[str, Mapping[str, Any]],
                  triaged: Mapping[str, Mapping[str, Any]], remarked: Optional[Mapping[str, str]] = None) -> List[Dict[str, Any]]:
     """The rollout summary, a row per host in order. ``recorded``: per host, what its batch set
-    (``outcome``, ``gpus``, ``reason``, ``mark``, ``mark_error``, each only when set); ``triaged``: this
-    module's triage, whose settled hosts never reached a batch. A host with neither was not started.
+    (``outcome``, ``gpus``, ``reason``, ``mark``, ``mark_error``, ``batch``, each only when set); ``triaged``:
+    this module's triage, whose settled hosts never reached a batch. A host with neither was not started.
     ``remarked``: per host, the error of writing its reason again at the end of the run ("" = written).
     A failed host whose batch says what became of its node (``mark``) gets ``node_state``."""
     rows = []
@@ -76,6 +76,8 @@ def summary_rows(hosts: Sequence[str], recorded: Mapping[str, Mapping[str, Any]]
             settled = {}
         row = {"node": host, "outcome": mine.get("outcome", settled.get("outcome", "not started")),
                "gpus": list(mine.get("gpus") or []), "reason": mine.get("reason", settled.get("reason", ""))}
+        if mine.get("batch") is not None:  # the batch it was in (1 = the canary)
+            row["batch"] = int(mine["batch"])
         if mine.get("mark") and row["outcome"] in FAILED_OUTCOMES:
             row["node_state"] = node_state(mine["mark"], str(mine.get("mark_error") or ""), (remarked or {}).get(host))
         rows.append(row)

@@ -316,6 +316,10 @@ report:
   description:
     - Run id, summary, per node the expectation, every check (node, kind, name, expected, actual, ok, message) and the pods.
     - C(probe), with O(probe), one row per node and resource type (see C(docs/sharing.md), "Measuring your own fleet").
+    - C(gpus), per node its GPUs (index, UUID, model, the planned MIG layout) and each planned MIG instance on the
+      GPU's memory-slice grid as the planner places it (profile, start, size, compute slices), with the device
+      UUID of the instance the host's read found at that place (C(found)); C(other) lists instances found that
+      the plan does not have there. The HTML report (C(fleet-report.html), C(docs/report.md)) draws it.
   returned: always
   type: dict
   sample: {run_id: 3f2a9c1e, summary: {ok: true, checks: 14, failed: 0, nodes: 2, failed_nodes: []}}
@@ -360,6 +364,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._probe import (
     PROBE_ARGSPEC, junit_properties, probe_option_problems, render_probe_table)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._probe_io import ProbeRun
+from ansible_collections.gpufleet.sharing.plugins.module_utils._report_gpus import node_gpu_layouts
 from ansible_collections.gpufleet.sharing.plugins.module_utils._pod_metrics import METRICS_ARGSPEC, metrics_option_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils._metrics_io import MetricsScrape
 
@@ -397,8 +402,8 @@ ARGUMENT_SPEC = dict(
 NodeList = List[Dict[str, Any]]
 
 
+# The intent (the plan given, else the cluster's configs) and the cluster as it is.
 def read(mod: ClusterModule) -> Tuple[Intent, ClusterView, NodeList, List[Check]]:
-    """The intent (the plan given, else the cluster's configs) and the cluster as it is."""
     p = mod.params
     nodes = mod.k8s.list("Node")
     policy = read_cluster_policy(mod.k8s, p["cluster_policy_name"], required=False)
@@ -440,7 +445,7 @@ def evaluate(mod: ClusterModule, intent: Intent, cluster: ClusterView, nodes: No
     return checks, expected
 
 
-def compare(mod: ClusterModule) -> Tuple[List[Check], List[ExpectedNode], NodeList, float]:
+def compare(mod: ClusterModule) -> Tuple[List[Check], List[ExpectedNode], NodeList, float, Intent]:
     """Compare, optionally polling (one node list per poll) until the nodes match or wait_timeout."""
     p = mod.params
     intent, cluster, nodes, plan_checks = read(mod)
@@ -453,7 +458,7 @@ def compare(mod: ClusterModule) -> Tuple[List[Check], List[ExpectedNode], NodeLi
         nodes = mod.k8s.list("Node")
         checks, expected = evaluate(mod, intent, cluster, nodes)
     waited = round(time.monotonic() - start, 1) if p["wait_timeout"] > 0 else 0
-    return plan_checks + checks, expected, nodes, waited
+    return plan_checks + checks, expected, nodes, waited, intent
 
 
 def run(mod: ClusterModule) -> None:
@@ -465,7 +470,7 @@ def run(mod: ClusterModule) -> None:
     if problems:
         mod.fail("; ".join(problems), problems=problems)
     run_id = p["run_id"] or binascii.hexlify(os.urandom(4)).decode("ascii")
-    checks, expected, nodes, waited = compare(mod)
+    checks, expected, nodes, waited, intent = compare(mod)
     pods, probe, metrics = PodRun(mod.k8s, p, run_id, mod.warn), ProbeRun(mod.k8s, p, run_id, mod.warn), MetricsScrape(mod.k8s, p)
     pods.observers.append(metrics.observe)
     if p["pods"] or p["probe"]:
@@ -476,12 +481,12 @@ def run(mod: ClusterModule) -> None:
             runner.run(expected, hostnames)
     checks += pods.checks + metrics.checks(pods.pods) + probe.checks
     mod.result["removed_leftover_pods"] = pods.leftovers
-    report(mod, checks, expected, run_id, {"pods": pods.pods, "probe": probe.rows},
+    report(mod, checks, expected, run_id, {"pods": pods.pods, "probe": probe.rows, "gpus": node_gpu_layouts(intent.hosts, expected)},
            {"elapsed": time.monotonic() - start, "waited": waited})
 
 
 def report(mod: ClusterModule, checks: List[Check], expected: List[ExpectedNode], run_id: str,
-           runs: Dict[str, List[Dict[str, Any]]], times: Mapping[str, float]) -> None:
+           runs: Dict[str, Any], times: Mapping[str, float]) -> None:
     p, requests = mod.params, mod.k8s.request_count
     summary = build_report(checks, expected, run_id,
                            extra=dict(runs, elapsed_seconds=round(times["elapsed"], 2), waited_seconds=times["waited"],

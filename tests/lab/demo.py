@@ -3,7 +3,7 @@
 1. starts the lab: a virtual GPU cluster and six SSH GPU hosts of mixed models in three groups
    (A100-40GB inference with MIG, H100-80GB training, H200 shared with MPS);
 2. runs playbooks/site.yml with the lab's inventory plus inventories/lab (the groups' variables);
-3. prints the verification report and how to stop the lab.
+3. prints the verification report, the path of the HTML fleet report and how to stop the lab.
 
 The lab stays up afterwards so that you can look around (`kubectl --kubeconfig DIR/kubeconfig get
 nodes`, `ssh` into a host, re-run the playbook and watch changed=0). `make demo-down` stops it.
@@ -86,6 +86,9 @@ def main():
         with open(summary) as handle:
             nodes = json.load(handle)['nodes']
         print('Rollout: ' + ', '.join('%s %s' % (n['node'], n['outcome']) for n in nodes))
+    html = os.path.join(report_dir, 'fleet-report.html')
+    if os.path.exists(html):
+        print('Fleet report (open it in a browser): %s' % html)
     outcome = 'success' if result == 0 else 'FAILURES (exit %d)' % result
     print('\nDemo finished in %.0f s with %s.' % (time.time() - started, outcome))
     print('The lab is still running: kubeconfig %s' % os.path.join(lab_dir, 'kubeconfig'))

@@ -124,10 +124,11 @@ def test_site_then_verify_as_awx_job_templates(job_dir):
     assert artifacts == os.path.join(job_dir, "artifacts", "site-1")
     assert os.listdir(os.path.join(artifacts, "job_events"))  # one file per event, as AWX ingests them
     reports = os.path.join(artifacts, "gpufleet-reports")
-    assert sorted(os.listdir(reports)) == ["gpufleet-verify.json", "gpufleet-verify.txt", "rollout-summary.json"]
+    assert sorted(os.listdir(reports)) == ["fleet-report.html", "gpufleet-verify.json", "gpufleet-verify.txt",
+                                           "rollout-summary.json"]
     with open(os.path.join(reports, "rollout-summary.json"), encoding="utf-8") as handle:
         rollout = json.load(handle)
-    assert sorted((row["node"], row["outcome"]) for row in rollout["nodes"]) == [("awx-0", "changed")]
+    assert sorted((row["node"], row["outcome"], row.get("batch")) for row in rollout["nodes"]) == [("awx-0", "changed", 1)]
 
     _assert_no_token(site, _token(job_dir))
     stats = _stats(site)
@@ -139,6 +140,7 @@ def test_site_then_verify_as_awx_job_templates(job_dir):
     assert published["gpufleet_verify"]["ok"] is True
     assert published["gpufleet_verify"]["failed_nodes"] == []
     assert published["gpufleet_verify"]["report"] == os.path.join(reports, "gpufleet-verify.json")
+    assert published["gpufleet_verify"]["html"] == os.path.join(reports, "fleet-report.html")
     assert _report(site)["pods"]  # the run changed the sharing configs: pods prove them
 
     # AWX's fact storage hands the facts of the last job to the next one (ansible-runner's jsonfile

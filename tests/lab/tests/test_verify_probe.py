@@ -19,6 +19,9 @@ import yaml
 from labtools import BUILD, REPO, run_module, wait_until
 from test_cluster_modules_sharing import install_operator, start_lab
 
+sys.path.insert(0, os.path.join(REPO, "tests", "unit", "plugins", "module_utils"))
+from report_dom import disagreements  # noqa: E402  (the HTML report's reader, shared with the unit tests)
+
 PROBE = os.path.join(REPO, "roles", "verify", "files", "gpufleet_probe.py")
 TS3 = {"name": "ts3", "strategy": "time-slicing", "resources": [{"name": "nvidia.com/gpu", "replicas": 3}], "nodes": ["ts-1"]}
 MPS2 = {"name": "mps2", "strategy": "mps", "resources": [{"name": "nvidia.com/gpu", "replicas": 2}], "nodes": ["mps-1"]}
@@ -185,3 +188,7 @@ def test_the_verify_role_with_verify_probe_writes_the_probe_section(lab, tmp_pat
         ("mps-1", "mps", 2, "lab CPU backend")]
     assert "ISOLATED" in (reports / "gpufleet-verify.txt").read_text()
     assert 'name="probe.mps-1.nvidia.com/gpu.isolation" value="yes"' in (reports / "gpufleet-verify.xml").read_text()
+    # the HTML report beside them (issue 24), every figure the JSON's, the probe drawn
+    html = (reports / "fleet-report.html").read_text()
+    problems, shown = disagreements(html, report)
+    assert problems == [] and "/probe/0/shared_tflops" in shown and 'data-node="mps-1"' in html

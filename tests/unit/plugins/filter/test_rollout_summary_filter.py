@@ -33,3 +33,12 @@ def test_documentation_parses():
     doc = yaml.safe_load(DOCUMENTATION)
     assert doc["name"] == "rollout_summary" and set(doc["options"]) == {"triage", "remarked"}
     assert doc["extends_documentation_fragment"] == ["gpufleet.sharing.fleet_filter"]  # _input (hostvars), hosts
+
+
+def test_the_batch_each_host_was_in():
+    """Issue 24: the summary (and the HTML report) says which batch a host was in; 1 is the canary."""
+    hostvars = {"a": {"rollout_outcome": "changed", "rollout_gpus": [0], "rollout_batch": 1},
+                "b": {"rollout_outcome": "failed", "rollout_gpus": [], "rollout_reason": "x", "rollout_batch": "2"},
+                "c": {}}
+    rows = rollout_summary(hostvars, ["a", "b", "c"], {"c": {"outcome": "unchanged", "reason": ""}})
+    assert [(r["node"], r.get("batch")) for r in rows] == [("a", 1), ("b", 2), ("c", None)]

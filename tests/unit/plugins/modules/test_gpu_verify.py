@@ -214,3 +214,16 @@ def test_probe_bad_options_fail_before_any_request(monkeypatch):
         "alone; below 1 can never pass",
         "probe_program must hold the probe's source (the verify role reads roles/verify/files/gpufleet_probe.py)"]
     assert fake.writes == []
+
+
+def test_the_report_carries_each_nodes_gpus_and_mig_placements(monkeypatch):
+    """Issue 24: the HTML report draws the GPUs from the report data (one source with the JSON)."""
+    fake = cluster()
+    result, failed = run(gpu_verify, {"node_gpus": PLAN, "run_id": "t5"}, fake, monkeypatch)
+    assert not failed
+    gpus = result["report"]["gpus"]
+    assert sorted(gpus) == ["gpu-a", "gpu-m"] and len(gpus["gpu-a"]) == 8
+    assert not any(g["mig"] or g["instances"] for g in gpus["gpu-a"])
+    mig, = gpus["gpu-m"]
+    assert (mig["model"], mig["memory_slices"], mig["layout"]) == ("H100-80GB", 8, {"1g.10gb": 7})
+    assert sorted(i["start"] for i in mig["instances"]) == list(range(7))  # where the planner places them
