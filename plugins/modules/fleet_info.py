@@ -81,7 +81,6 @@ import time
 from typing import Any, Dict, Mapping
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import BUILTIN_TYPES
 
 STATE_LABELS = ("nvidia.com/mig.config.state", "nvidia.com/gpu-driver-upgrade-state")
 OUR_PREFIX = "gpufleet.sharing/"
@@ -112,7 +111,7 @@ def run(mod: ClusterModule) -> None:
     absent = {"exists": False, "labels": {}, "annotations": {}, "unschedulable": False, "cordoned_since": None}
     mod.result["nodes"] = dict((name, node_state(listed[name]) if name in listed else dict(absent))
                                for name in params["nodes"])
-    lease = mod.k8s.get(BUILTIN_TYPES["Lease"], params["lock_name"], namespace=params["lock_namespace"])
+    lease = mod.k8s.get("Lease", params["lock_name"], namespace=params["lock_namespace"])
     mod.result["now"] = time.time()
     mod.result["lease"] = {"metadata": {"name": params["lock_name"]}, "spec": lease.get("spec") or {}} if lease else None
 
