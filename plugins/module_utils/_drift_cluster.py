@@ -25,9 +25,11 @@ _CHANGE = re.compile(r"^(?P<path>[^:]+): (?:(?P<before>.*) -> (?P<after>.*)|adde
 
 
 def operator_rows(result: Mapping[str, Any], chart_version: str) -> List[Row]:
-    """gpu_operator's check-mode answer: the release missing, its chart version, one row per value path."""
+    """gpu_operator's check-mode answer: the release missing, its chart version, one row per value path.
+    ``unchanged`` is no drift (its ``values_changes`` may list values carried forward from the live
+    ClusterPolicy, which the release does not hold); a value path carried forward is no row."""
     action = result.get("action")
-    if not result or result.get("skipped"):
+    if not result or result.get("skipped") or action == "unchanged":
         return []
     if result.get("failed"):
         return [row(CLUSTER, "GPU Operator plan", "a plan", result.get("msg"), SITE)]
@@ -39,6 +41,8 @@ def operator_rows(result: Mapping[str, Any], chart_version: str) -> List[Row]:
         rows.append(row(CLUSTER, "GPU Operator chart version", chart_version, found, SITE))
     for line in result.get("values_changes") or []:
         match = _CHANGE.match(line)
+        if match and _carried(match.group("path"), result.get("carried_forward") or []):
+            continue
         if not match:
             rows.append(row(CLUSTER, "GPU Operator value", "as planned", line, SITE))
             continue
@@ -46,6 +50,10 @@ def operator_rows(result: Mapping[str, Any], chart_version: str) -> List[Row]:
         rows.append(row(CLUSTER, "GPU Operator value %s" % match.group("path"), planned,
                         match.group("before") if match.group("before") is not None else match.group("was"), SITE))
     return rows
+
+
+def _carried(path: str, carried: List[str]) -> bool:
+    return any(path == item or item.startswith(path + ".") or path.startswith(item + ".") for item in carried)
 
 
 def sharing_rows(result: Mapping[str, Any], hosts_by_node: Mapping[str, str]) -> List[Row]:

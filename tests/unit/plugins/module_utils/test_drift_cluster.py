@@ -16,13 +16,18 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._drift_cluster im
 from ansible_collections.gpufleet.sharing.plugins.module_utils._rollout_lock import parse_time
 
 SITE = "ansible-playbook playbooks/site.yml"
-UNCHANGED = {"action": "unchanged", "release": {"chart_version": "v25.10.0"}, "values_changes": []}
+UNCHANGED = {"action": "unchanged", "release": {"chart_version": "v25.10.0"}, "values_changes": [],
+             "carried_forward": ["devicePlugin.config.name"]}
 
 
 def test_operator_as_planned_skipped_or_unmanaged_has_no_row():
     assert operator_rows(UNCHANGED, "v25.10.0") == [] == operator_rows(UNCHANGED, "25.10.0")
     assert operator_rows(UNCHANGED, "") == []  # any version planned
     assert operator_rows({}, "v1") == [] == operator_rows({"skipped": True}, "v1")
+    # the live ClusterPolicy's device-plugin config, carried forward: not in the release, not drift
+    carried = dict(UNCHANGED, values_changes=["devicePlugin: added {'config': {'name': 'cm'}}"])
+    assert operator_rows(carried, "") == []
+    assert operator_rows(dict(carried, action="upgraded"), "") == []
 
 
 def test_operator_missing_failed_or_another_version():
