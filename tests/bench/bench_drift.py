@@ -82,8 +82,8 @@ def main():
             print('measured %d hosts in %.0fs' % (size, time.perf_counter() - started), flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print('\n%6s %8s %10s %9s %12s %12s %12s %11s' % ('hosts', 'ping s', 'no-op s', 'drift s', 'no-op/ping',
-                                                       'drift/ping', 'drift/no-op', 'load 1m'))
+    header = ('hosts', 'ping s', 'no-op s', 'drift s', 'no-op/ping', 'drift/ping', 'drift/no-op', 'load 1m')
+    print('\n%6s %8s %10s %9s %12s %12s %12s %11s' % header)
     for row in results:
         print('%6d %8.1f %10.1f %9.1f %12.2f %12.2f %12.2f %5.1f-%.1f' % (
             row['hosts'], row['ping_s'], row['noop_site_s'], row['drift_s'], row['ratio_noop_to_ping'],
