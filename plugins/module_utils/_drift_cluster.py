@@ -89,7 +89,8 @@ def node_rows(node: str, state: Mapping[str, Any], host: str, operator_mig: bool
     mig_state = labels.get(MIG_STATE)
     if mig_state is not None and mig_state != "success":
         converge = (SITE + " --limit %s" % host) if operator_mig else "kubectl label node %s %s-" % (node, MIG_STATE)
-        rows.append(row(node, "label " + MIG_STATE, "success" if operator_mig else None, mig_state, converge))
+        since = state.get("mig_failed_since") if mig_state == "failed" else None
+        rows.append(row(node, "label " + MIG_STATE, "success" if operator_mig else None, mig_state, converge, since))
     upgrade = labels.get(DRIVER_UPGRADE_STATE)
     if upgrade not in (None, "", DRIVER_UPGRADE_DONE):
         rows.append(row(node, "label " + DRIVER_UPGRADE_STATE, DRIVER_UPGRADE_DONE, upgrade,

@@ -14,9 +14,10 @@ description:
   - Read-only (it never writes, in check mode or not), for C(playbooks/drift.yml).
   - Per node of O(nodes), the operator's state labels (C(nvidia.com/mig.config.state), C(nvidia.com/gpu-driver-upgrade-state)),
     the annotations of the collection (C(gpufleet.sharing/*)), whether the node is cordoned and since when
-    (the C(timeAdded) of its C(node.kubernetes.io/unschedulable) taint).
+    (the C(timeAdded) of its C(node.kubernetes.io/unschedulable) taint), and since when the MIG manager
+    has failed (the last C(MigConfigFailed) Warning event on the node, as the MIG manager records it).
   - The rollout lock, a C(coordination.k8s.io/v1) Lease (see M(gpufleet.sharing.rollout_lock)).
-  - Uses the verbs list on C(nodes) and get on C(leases).
+  - Uses the verbs list on C(nodes) and C(events) and get on C(leases).
 author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
@@ -63,10 +64,13 @@ EXAMPLES = r"""
 
 RETURN = r"""
 nodes:
-  description: Per node, C(exists), C(labels) (the state labels it carries), C(annotations) (ours), C(unschedulable) and C(cordoned_since).
+  description:
+    - Per node, C(exists), C(labels) (the state labels it carries), C(annotations) (ours), C(unschedulable),
+      C(cordoned_since) and C(mig_failed_since) (the last C(MigConfigFailed) event's time, or null).
   returned: always
   type: dict
-  sample: {gpu-a: {exists: true, labels: {nvidia.com/mig.config.state: failed}, annotations: {}, unschedulable: false, cordoned_since: null}}
+  sample: {gpu-a: {exists: true, labels: {nvidia.com/mig.config.state: failed}, annotations: {}, unschedulable: false,
+                   cordoned_since: null, mig_failed_since: "2026-12-01T10:00:00Z"}}
 lease:
   description: The rollout lock's Lease (C(metadata.name), C(spec)), or null when there is none.
   returned: always
@@ -78,12 +82,13 @@ now:
 """
 
 import time
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, List, Mapping
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
 
 STATE_LABELS = ("nvidia.com/mig.config.state", "nvidia.com/gpu-driver-upgrade-state")
 OUR_PREFIX = "gpufleet.sharing/"
+MIG_FAILED_EVENT = "MigConfigFailed"
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     nodes=dict(type="list", elements="str", required=True),
@@ -105,11 +110,24 @@ def node_state(node: Mapping[str, Any]) -> Dict[str, Any]:
             "unschedulable": bool(spec.get("unschedulable")), "cordoned_since": (since or [None])[0]}
 
 
+def mig_failures(events: List[Mapping[str, Any]]) -> Dict[str, str]:
+    """Node -> time of its last MigConfigFailed event."""
+    last: Dict[str, str] = {}
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        when = event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
+        if event.get("reason") == MIG_FAILED_EVENT and involved.get("kind") == "Node" and when:
+            last[involved.get("name")] = max(when, last.get(involved.get("name"), ""))
+    return last
+
+
 def run(mod: ClusterModule) -> None:
     params = mod.params
     listed = dict(((n.get("metadata") or {}).get("name"), n) for n in mod.k8s.list("Node"))
+    failed = mig_failures(mod.k8s.list("Event", field_selector="involvedObject.kind=Node,reason=" + MIG_FAILED_EVENT))
     absent = {"exists": False, "labels": {}, "annotations": {}, "unschedulable": False, "cordoned_since": None}
-    mod.result["nodes"] = dict((name, node_state(listed[name]) if name in listed else dict(absent))
+    mod.result["nodes"] = dict((name, dict(node_state(listed[name]) if name in listed else absent,
+                                           mig_failed_since=failed.get(name)))
                                for name in params["nodes"])
     lease = mod.k8s.get("Lease", params["lock_name"], namespace=params["lock_namespace"])
     mod.result["now"] = time.time()

@@ -85,6 +85,13 @@ def test_mig_manager_state(operator_mig, planned, converge):
     assert rows == [row("n", "label nvidia.com/mig.config.state", planned, "failed", converge)]
 
 
+def test_mig_manager_failure_since_its_event():
+    rows = node_rows("n", dict(state({"nvidia.com/mig.config.state": "failed"}), mig_failed_since="T1"), "h", True)
+    assert rows[0]["since"] == "T1"
+    pending = node_rows("n", dict(state({"nvidia.com/mig.config.state": "pending"}), mig_failed_since="T1"), "h", True)
+    assert pending[0]["since"] is None  # an earlier failure says nothing about since when it is pending
+
+
 def test_driver_upgrade_state():
     rows = node_rows("n", state({"nvidia.com/gpu-driver-upgrade-state": "upgrade-failed"}), "h", False)
     assert [(r["what"], r["planned"], r["found"]) for r in rows] == [

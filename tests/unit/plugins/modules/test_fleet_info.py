@@ -20,12 +20,18 @@ def test_reads_what_drift_needs_and_writes_nothing(monkeypatch):
                                                       "timeAdded": "2026-12-01T10:00:00Z"}]})
     fake.add("Node", "b", metadata={"name": "b"})
     fake.add("Lease", "gpufleet-sharing-rollout", namespace="kube-system", spec={"holderIdentity": "run-1"})
+    fake.events = [
+        {"reason": "MigConfigFailed", "involvedObject": {"kind": "Node", "name": "a"}, "lastTimestamp": "2026-12-01T09:00:00Z"},
+        {"reason": "MigConfigFailed", "involvedObject": {"kind": "Node", "name": "a"}, "lastTimestamp": "2026-12-01T11:00:00Z"},
+        {"reason": "Other", "involvedObject": {"kind": "Node", "name": "b"}, "lastTimestamp": "2026-12-01T11:00:00Z"},
+        {"reason": "MigConfigFailed", "involvedObject": {"kind": "Pod", "name": "b"}, "lastTimestamp": "2026-12-01T11:00:00Z"}]
     result, failed = run(fleet_info, {"nodes": ["a", "b", "gone"]}, fake, monkeypatch)
     assert not failed and not result["changed"]
     assert result["nodes"]["a"] == {"exists": True, "labels": {"nvidia.com/mig.config.state": "failed"},
                                     "annotations": {"gpufleet.sharing/rollout": "failed: x"}, "unschedulable": True,
-                                    "cordoned_since": "2026-12-01T10:00:00Z"}
-    assert result["nodes"]["b"] == {"exists": True, "labels": {}, "annotations": {}, "unschedulable": False, "cordoned_since": None}
+                                    "cordoned_since": "2026-12-01T10:00:00Z", "mig_failed_since": "2026-12-01T11:00:00Z"}
+    assert result["nodes"]["b"] == {"exists": True, "labels": {}, "annotations": {}, "unschedulable": False, "cordoned_since": None,
+                                    "mig_failed_since": None}
     assert not result["nodes"]["gone"]["exists"]
     assert result["lease"]["spec"] == {"holderIdentity": "run-1"}
     assert fake.writes == [] and fake.dry_writes == []
