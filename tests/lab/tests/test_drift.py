@@ -6,6 +6,7 @@ resourceVersion moves, the host state files stay byte-identical, every host's re
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -99,6 +100,11 @@ def test_hand_changes_are_exactly_the_rows_and_nothing_changes(fleet):
     assert "Drift: 3 difference(s) on flt-0, flt-1" in output
     with open(os.path.join(fleet.report_dir, "fleet-drift.xml"), encoding="utf-8") as handle:
         assert handle.read().count("<failure ") == 3
+    with open(os.path.join(fleet.report_dir, "fleet-drift.html"), encoding="utf-8") as handle:
+        page = handle.read()
+    for row in report["drift"]:  # the page people read shows every row (the renderer's own tests check the figures)
+        for field in ("node", "what", "planned", "found", "converge"):
+            assert html.escape(row[field], quote=False) in page, (field, row)
 
     result, output, again = drift(fleet, gpufleet_drift_fail=False)
     assert result.returncode == 0, output[-3000:]
