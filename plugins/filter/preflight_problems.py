@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.gpufleet.sharing.plugins.filter.mig_selection_problems import mig_selection_problems
+from ansible_collections.gpufleet.sharing.plugins.filter.node_plans import node_name
 from ansible_collections.gpufleet.sharing.plugins.filter.node_taints import taint_report
-from ansible_collections.gpufleet.sharing.plugins.module_utils._preflight import gpu_models, host_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils._preflight import gpu_models, host_problems, shared_node_problems
 
 DOCUMENTATION = r"""
 name: preflight_problems
@@ -67,7 +68,7 @@ def _mig_problems(values: Mapping[str, Any]) -> List[str]:
 
 def preflight_problems(hostvars: Mapping[str, Any], hosts: Sequence[str], tolerations: Optional[Sequence[Any]] = None,
                        checked: Optional[Sequence[str]] = None) -> List[str]:
-    problems: List[str] = []
+    problems = shared_node_problems([(host, node_name(host, hostvars[host])) for host in hosts])
     unchecked: List[str] = []
     for host in hosts:
         values = hostvars[host]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._inputs import input_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_strategy import COLLECTION_DEFAULT, preflight_problem
@@ -81,6 +81,16 @@ def read_problems(declared: Optional[str], facts: Mapping[str, Any]) -> List[str
     if declared is None and not facts.get("gpufleet_gpus") and "gpufleet_gpus_reason" in facts:
         return ["no GPU found (%s)" % facts["gpufleet_gpus_reason"]]
     return []
+
+
+def shared_node_problems(nodes: Sequence[Tuple[str, str]]) -> List[str]:
+    """``(host, node)`` in inventory order: a problem per Kubernetes node that more than one host names
+    (it would be planned, tainted and rolled out twice, with values that may conflict)."""
+    hosts_of: Dict[str, List[str]] = {}
+    for host, node in nodes:
+        hosts_of.setdefault(node, []).append(host)
+    return ["node %s: named by more than one inventory host (%s): each node must be one host (gpufleet_node_name)"
+            % (node, ", ".join(hosts)) for node, hosts in hosts_of.items() if len(hosts) > 1]
 
 
 def host_problems(values: Mapping[str, Any], mig_problems: Sequence[str]) -> List[str]:

@@ -44,3 +44,18 @@ def test_documentation_parses():
     doc = yaml.safe_load(DOCUMENTATION)
     assert doc["name"] == "preflight_problems" and set(doc["options"]) == {"tolerations", "checked"}
     assert doc["extends_documentation_fragment"] == ["gpufleet.sharing.fleet_filter"]  # _input (hostvars), hosts
+
+
+def test_two_hosts_naming_one_node_are_refused():
+    """Issue 21 (11): one Kubernetes node named by two inventory hosts (gpufleet_node_name) would be planned,
+    tainted and rolled out twice with conflicting values; refused naming the node and both hosts."""
+    taint = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+    toleration = {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
+    host = {"mig_selection": SELECTION, "ansible_facts": {"gpufleet_gpus": [H100]}}
+    hostvars = {"rack1-a": dict(host, gpufleet_node_name="gpu-7", gpufleet_node_taints=[taint]),
+                "rack1-b": dict(host, gpufleet_node_name="gpu-7", gpufleet_node_taints=[]),
+                "gpu-7": dict(host), "gpu-8": dict(host)}
+    problems = preflight_problems(hostvars, list(hostvars), [toleration])
+    assert problems == ["node gpu-7: named by more than one inventory host (rack1-a, rack1-b, gpu-7): each node must "
+                        "be one host (gpufleet_node_name)"]
+    assert preflight_problems(hostvars, ["rack1-a", "gpu-8"], [toleration]) == []
