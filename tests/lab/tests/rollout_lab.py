@@ -23,7 +23,7 @@ from labtools import BUILD, FAST_ENV, REPO, ensure_collection_path, environ, wai
 
 ensure_collection_path()
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError  # noqa: E402  pylint: disable=wrong-import-position
 
 SPECS = ["flt-0=A100-40GB:1@gpu_hosts", "flt-1=A100-40GB:1@gpu_hosts"]
 ANNOTATION = "gpufleet.sharing/rollout"
@@ -153,9 +153,18 @@ class RolloutLab:
         annotations = dict((k, v) for k, v in (meta.get("annotations") or {}).items() if not k.startswith("gpufleet.sharing/"))
         self.k8s.create({"apiVersion": "v1", "kind": "Node", "spec": {},
                          "metadata": {"name": meta["name"], "labels": meta.get("labels") or {}, "annotations": annotations}})
-        fresh = self.k8s.get("Node", meta["name"])
-        fresh["status"] = saved["status"]
-        self.k8s.request("PUT", "/api/v1/nodes/%s/status" % meta["name"], fresh)
+        # Like the kubelet's status update, retried on a conflict: the lab operator labels a new GPU
+        # node (nvidia.com/gpu.deploy.*) between our read and our write.
+        for _attempt in range(10):
+            fresh = self.k8s.get("Node", meta["name"])
+            fresh["status"] = saved["status"]
+            try:
+                self.k8s.request("PUT", "/api/v1/nodes/%s/status" % meta["name"], fresh)
+                return
+            except K8sError as exc:
+                if exc.status != 409:
+                    raise
+        raise AssertionError("node %s: status update conflicted 10 times" % meta["name"])
 
 
 def start_lab(lab_dir: str) -> RolloutLab:
