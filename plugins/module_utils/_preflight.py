@@ -14,6 +14,7 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_strategy import COLLECTION_DEFAULT, preflight_problem
+from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_teams import team_problems
 
 SERIAL_ITEM = re.compile(r"^([1-9][0-9]*|([1-9][0-9]?|100)%)$")
 PERCENT = re.compile(r"^([0-9]|[1-9][0-9]|100)$")
@@ -27,7 +28,7 @@ def _text(value: Any) -> str:
 
 
 def variable_problems(values: Mapping[str, Any]) -> List[str]:
-    """The run-wide variables: MIG backend, batch sizes, failure budget, verification pods, mig_configs."""
+    """The run-wide variables: MIG backend, batch sizes, failure budget, verification pods, mig_configs, teams."""
     problems: List[str] = []
     backend = values.get("gpufleet_mig_backend", "host")
     if backend not in BACKENDS:
@@ -46,7 +47,7 @@ def variable_problems(values: Mapping[str, Any]) -> List[str]:
     configs = values.get("mig_configs", {})
     if not isinstance(configs, Mapping):
         problems.append("mig_configs must be a mapping of config name to mig-parted items, got %s" % json.dumps(configs, default=str))
-    return problems
+    return problems + team_problems(values)
 
 
 def gpu_models(declared: Optional[str], gpus: Sequence[Mapping[str, Any]]) -> List[str]:
