@@ -96,7 +96,7 @@ def live_quotas(cq: Optional[Mapping[str, Any]]) -> Quotas:
 
 
 def with_quotas(plan: QuotaPlan, quotas: Mapping[str, Quotas]) -> QuotaPlan:
-    return QuotaPlan(plan.flavors, {t: dict(q) for t, q in quotas.items()}, list(plan.problems))
+    return QuotaPlan(plan.flavors, {t: dict(q) for t, q in quotas.items()}, list(plan.problems), list(plan.warnings))
 
 
 def summary(before: Mapping[str, Quotas], after: Mapping[str, Quotas]) -> List[Dict[str, Any]]:

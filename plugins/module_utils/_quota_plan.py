@@ -51,6 +51,7 @@ class QuotaPlan:
     flavors: List[Flavor] = field(default_factory=list)
     quotas: Dict[str, Quotas] = field(default_factory=dict)  # team -> flavor -> resource -> units
     problems: List[str] = field(default_factory=list)
+    warnings: List[str] = field(default_factory=list)  # shares of resources no planned node offers
 
     def capacity(self) -> Quotas:
         return {f.name: dict(f.capacity) for f in self.flavors}
@@ -116,7 +117,7 @@ def team_quotas(team: Team, flavors: Sequence[Flavor]) -> Tuple[Quotas, List[str
     for resource, share in team.shares:
         offering = [(f.name, f.units(resource)) for f in flavors if f.units(resource) > 0]
         if not offering:
-            problems.append("team %s: resource %s: no planned node advertises it" % (team.name, resource))
+            problems.append("team %s: resource %s: no planned node advertises it, no quota for it" % (team.name, resource))
             continue
         for name, units in _apply(share, offering).items():
             quotas.setdefault(name, {})[resource] = units
@@ -148,9 +149,9 @@ def plan_quotas(nodes: Sequence[Mapping[str, Any]], teams: Sequence[Team], overc
     flavors, problems = flavors_of(nodes)
     plan = QuotaPlan(flavors, {}, problems)
     for team in teams:
-        quotas, team_problems = team_quotas(team, flavors)
+        quotas, absent = team_quotas(team, flavors)
         plan.quotas[team.name] = quotas
-        plan.problems.extend(team_problems)
+        plan.warnings.extend(absent)
     if not overcommit:
         plan.problems.extend(capacity_problems(plan, teams))
     return plan

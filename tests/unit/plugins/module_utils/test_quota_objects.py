@@ -6,8 +6,9 @@ from fractions import Fraction
 
 import pytest
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import BUILTIN_TYPES
 from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_objects import (
-    cluster_queue, live_quotas, local_queue, owned, quota_checks, resource_flavor, summary, units)
+    API_VERSION, cluster_queue, live_quotas, local_queue, owned, quota_checks, resource_flavor, summary, units)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_plan import Flavor, plan_quotas
 from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_teams import Team
 
@@ -96,3 +97,8 @@ def test_quota_checks_fail_on_drift_and_on_missing_capacity():
     bad = [(c.node, c.message) for c in checks if not c.ok]
     assert bad == [("team/vision", "live quota differs from the plan"),
                    ("flavor/" + H100, "the teams' quotas exceed what the nodes advertise")]
+
+
+def test_the_client_knows_kueue_types_at_the_version_written():
+    assert {BUILTIN_TYPES[k].api_version for k in ("ResourceFlavor", "ClusterQueue", "LocalQueue")} == {API_VERSION}
+    assert BUILTIN_TYPES["LocalQueue"].path("team", "ns") == "/apis/kueue.x-k8s.io/v1beta2/namespaces/ns/localqueues/team"
