@@ -11,6 +11,7 @@ from typing import Any, Dict
 
 import pytest
 
+from gpulab.cluster import kueue_admission
 from labtools import run_module, wait_until
 from test_cluster_modules_sharing import auth, install_operator, metrics, start_lab, store_get, writes
 
@@ -134,6 +135,30 @@ def test_verified_proves_quota_as_planned_and_within_what_nodes_advertise(lab):
     assert all(c["ok"] for c in result["checks"])
     assert rows[("flavor/" + H100_FLAVOR, H100_MIG1)]["actual"] == "10"
     assert rows[("flavor/" + H100_FLAVOR, H100_MIG1)]["expected"] == "<= 14"
+
+
+def _admitted_everywhere(lab: Any, queues: Dict[str, Any]):
+    flavors = {f["metadata"]["name"]: f for f in store_get(lab, KUEUE + "/resourceflavors")["items"]}
+    nodes = store_get(lab, "/api/v1/nodes")["items"]
+    admitted, pending = [], []
+    for team, cq in sorted(queues.items()):
+        workloads = [{"name": "%s-%s-%d" % (team, r, i), "count": 1, "requests": {r: 1}}
+                     for r in (H100_MIG1, A100_MIG1) for i in range(30)]
+        ok, waiting = kueue_admission.admit(cq, workloads)
+        admitted += ok
+        pending += waiting
+    return admitted, pending, kueue_admission.place(admitted, flavors, nodes)
+
+
+def test_what_the_derived_quota_admits_fits_the_nodes(lab):
+    """The small admission model (gpulab/cluster/kueue_admission.py, what it leaves out is there)."""
+    queues = {t: store_get(lab, KUEUE + "/clusterqueues/" + t) for t in ("vision", "nlp")}
+    admitted, pending, unplaced = _admitted_everywhere(lab, queues)
+    assert len(admitted) == 7 + 3 + 3 + 3 and pending and unplaced == []
+    promised = dict(queues["vision"], spec=dict(queues["vision"]["spec"], resourceGroups=[
+        {"coveredResources": [H100_MIG1], "flavors": [{"name": H100_FLAVOR, "resources": [{"name": H100_MIG1, "nominalQuota": 28}]}]}]))
+    _admitted, _pending, unplaced = _admitted_everywhere(lab, dict(queues, vision=promised))
+    assert len(unplaced) == 28 + 3 - 14 and "no node of the flavor has" in unplaced[0]
 
 
 def test_a_mig_change_shrinks_first_and_grows_after(lab):
