@@ -131,10 +131,12 @@ def fraction_problems(teams: Sequence[Team]) -> List[str]:
         for resource, share in team.shares:
             if isinstance(share, Fraction):
                 totals[resource] = totals.get(resource, Fraction(0)) + share
-    return ["gpufleet_teams: resource %s: the teams' shares add up to %s%% (%s), over 100%%" % (
-        resource, _pct(total), ", ".join("%s %s%%" % (t.name, _pct(t.share(resource))) for t in teams
-                                          if isinstance(t.share(resource), Fraction)))
-            for resource, total in sorted(totals.items()) if total > 1]
+    problems = []
+    for resource, total in sorted(totals.items()):
+        if total > 1:
+            parts = ", ".join("%s %s%%" % (t.name, _pct(t.share(resource))) for t in teams if isinstance(t.share(resource), Fraction))
+            problems.append("gpufleet_teams: resource %s: the teams' shares add up to %s%% (%s), over 100%%" % (resource, _pct(total), parts))
+    return problems
 
 
 def _pct(value: Any) -> str:

@@ -37,7 +37,7 @@ options:
   teams:
     description:
       - The teams (the C(gpufleet_teams) inventory variable), each C({name, namespaces, shares, cohort,
-        borrowing_limit, lending_limit}); O(teams[].shares) maps a resource name to a fraction (V(0.5)),
+        borrowing_limit, lending_limit}); C(shares) maps a resource name to a fraction (V(0.5)),
         a percentage (V(50%)) or a count of units (V(3)).
     type: list
     elements: raw
