@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan import (
     SCOPE_FLEET, ClusterView, Intent, checked_configs, device_plugin_of, plan_fleet, read_intent)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import read_cluster_configs, read_cluster_policy
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import BUILTIN_TYPES, label_selector
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import BUILTIN_TYPES, K8sError, label_selector
 from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_objects import OWNER, owned
 from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import SharingError, parse_selector
 
@@ -68,8 +68,14 @@ def advertised_nodes(mod: Any) -> List[Dict[str, Any]]:
 def read_owned(mod: Any) -> Dict[str, Dict[Tuple[str, str], Dict[str, Any]]]:
     """kind -> (namespace, name) -> every owned Kueue object."""
     selector = label_selector(dict(OWNER))
-    return {kind: {((o["metadata"].get("namespace") or ""), o["metadata"]["name"]): o
-                   for o in mod.k8s.list(rt, label_selector=selector)} for kind, rt in TYPES.items()}
+    try:
+        return {kind: {((o["metadata"].get("namespace") or ""), o["metadata"]["name"]): o
+                       for o in mod.k8s.list(rt, label_selector=selector)} for kind, rt in TYPES.items()}
+    except K8sError as exc:
+        if exc.status != 404:
+            raise
+        mod.fail("Kueue's API kueue.x-k8s.io/v1beta2 is not served by this cluster: install Kueue v0.19 or later "
+                 "(its CRDs) before giving gpufleet_teams; nothing was written")
 
 
 def _canonical(spec: Mapping[str, Any], kind: str) -> Dict[str, Any]:

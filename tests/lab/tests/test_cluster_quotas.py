@@ -186,3 +186,15 @@ def test_verified_fails_on_a_hand_edited_quota(lab):
     result = run_module("gpu_quotas", args(lab, node_gpus=gpus({"3g.40gb": 2}), state="verified"), lab.tmp)
     assert result.get("failed") and "team/nlp" in result["msg"] and "live quota differs from the plan" in result["msg"]
     assert "the teams' quotas exceed what the nodes advertise" in result["msg"]
+
+
+def test_a_cluster_without_kueue_is_named(tmp_path):
+    from gpulab.cluster import server  # pylint: disable=import-outside-toplevel
+    bare = server.serve_in_thread(str(tmp_path), [])
+    try:
+        for crd in ("resourceflavors", "clusterqueues", "localqueues"):
+            bare.store.delete("apiextensions.k8s.io/v1/customresourcedefinitions", None, crd + ".kueue.x-k8s.io")
+        result = run_module("gpu_quotas", dict(kubeconfig=bare.kubeconfig, teams=TEAMS, node_gpus={}), str(tmp_path))
+        assert result.get("failed") and "Kueue's API kueue.x-k8s.io/v1beta2 is not served by this cluster" in result["msg"]
+    finally:
+        bare.stop()
