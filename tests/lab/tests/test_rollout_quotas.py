@@ -67,10 +67,12 @@ def test_the_rollout_shrinks_before_the_batches_and_grows_after(fleet):
     assert fleet.second == {"vision": {MIG1: 2, MIG2: 1, MIG3: 1}, "nlp": {MIG1: 1, MIG3: 1}}
     with open(os.path.join(fleet.report_dir, "rollout-summary.json"), encoding="utf-8") as handle:
         quotas = {row["team"]: row for row in json.load(handle)["quotas"]}
-    # the grow step starts from the shrunk quota: the smaller of before (7 x 1g.5gb) and after (2)
-    assert quotas["vision"] == {"team": "vision", "before": {MIG1: 2, MIG2: 0, MIG3: 0}, "after": {MIG1: 2, MIG2: 1, MIG3: 1}}
-    table = flat(output[grow:])
-    assert re.search(r"vision +\{\\?\"nvidia.com/mig-1g.5gb\\?\": 7\} +\{", table), table[:3000]
+    # while the nodes changed: the smaller of before (7 x 1g.5gb) and after, per resource
+    assert quotas["vision"] == {"team": "vision", "before": {MIG1: 7}, "shrunk": {MIG1: 2, MIG2: 0, MIG3: 0},
+                                "after": {MIG1: 2, MIG2: 1, MIG3: 1}}
+    assert quotas["nlp"] == {"team": "nlp", "before": {MIG1: 3}, "shrunk": {MIG1: 1, MIG3: 0}, "after": {MIG1: 1, MIG3: 1}}
+    assert output.count("Team quotas from the fleet plan (present)]") == 1
+    assert re.search(r'vision +\{\\?"nvidia.com/mig-1g.5gb\\?": 7\} +\{', flat(output[grow:])), flat(output[grow:])[:3000]
 
 
 def test_a_rerun_changes_nothing(fleet):
