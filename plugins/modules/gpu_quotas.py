@@ -25,8 +25,9 @@ description:
     returns the proof rows (RV(checks)).
   - Objects carry C(app.kubernetes.io/managed-by=gpufleet.sharing). A planned object that exists without
     that label is refused by name before anything is written; objects without it are never changed or deleted.
-  - Bad input (O(teams), a share no node can honour, a sum over capacity) fails naming the team, the resource
-    and the reason, before anything is written.
+  - Bad input (O(teams), a sum over capacity, a team namespace that does not exist, a cluster without Kueue's
+    API) fails naming the team, the resource and the reason, before anything is written. A share of a resource
+    no planned node advertises gives no quota, with a warning.
 author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
