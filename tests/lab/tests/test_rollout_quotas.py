@@ -47,6 +47,8 @@ def fleet(tmp_path_factory):
         lab.first = {t["name"]: totals(lab, t["name"]) for t in TEAMS}
         lab.change = lab.play("rollout.yml", mig_config="all-balanced", gpufleet_teams=TEAMS)
         lab.second = {t["name"]: totals(lab, t["name"]) for t in TEAMS}
+        with open(os.path.join(lab.report_dir, "rollout-summary.json"), encoding="utf-8") as handle:
+            lab.change_quotas = {row["team"]: row for row in json.load(handle)["quotas"]}
         lab.rerun = lab.play("rollout.yml", mig_config="all-balanced", gpufleet_teams=TEAMS)
         yield lab
     finally:
@@ -65,8 +67,7 @@ def test_the_rollout_shrinks_before_the_batches_and_grows_after(fleet):
     grow = output.index("TASK [gpufleet.sharing.quotas : Team quotas from the fleet plan (present)]")
     assert shrink < batches < grow
     assert fleet.second == {"vision": {MIG1: 2, MIG2: 1, MIG3: 1}, "nlp": {MIG1: 1, MIG3: 1}}
-    with open(os.path.join(fleet.report_dir, "rollout-summary.json"), encoding="utf-8") as handle:
-        quotas = {row["team"]: row for row in json.load(handle)["quotas"]}
+    quotas = fleet.change_quotas
     # while the nodes changed: the smaller of before (7 x 1g.5gb) and after, per resource
     assert quotas["vision"] == {"team": "vision", "before": {MIG1: 7}, "shrunk": {MIG1: 2, MIG2: 0, MIG3: 0},
                                 "after": {MIG1: 2, MIG2: 1, MIG3: 1}}
@@ -80,3 +81,6 @@ def test_a_rerun_changes_nothing(fleet):
     assert fleet.rerun.returncode == 0, output[-4000:]
     assert re.findall(r"(flt-\d) *: ok=\d+ +changed=(\d+)", output) == [("flt-0", "0"), ("flt-1", "0")], output[-3000:]
     assert {t["name"]: totals(fleet, t["name"]) for t in TEAMS} == fleet.second
+    with open(os.path.join(fleet.report_dir, "rollout-summary.json"), encoding="utf-8") as handle:
+        rows = json.load(handle)["quotas"]
+    assert all(row["before"] == row["shrunk"] == row["after"] for row in rows) and len(rows) == 2
