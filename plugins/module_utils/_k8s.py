@@ -206,6 +206,9 @@ BUILTIN_TYPES: Dict[str, ResourceType] = dict((rt.kind, rt) for rt in [
     ResourceType("coordination.k8s.io/v1", "Lease", "leases", True),
     ResourceType("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False),
     ResourceType("nvidia.com/v1", "ClusterPolicy", "clusterpolicies", False),
+    ResourceType("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "resourceflavors", False),
+    ResourceType("kueue.x-k8s.io/v1beta2", "ClusterQueue", "clusterqueues", False),
+    ResourceType("kueue.x-k8s.io/v1beta2", "LocalQueue", "localqueues", True),
 ])
 
 KindRef = Union[str, ResourceType]

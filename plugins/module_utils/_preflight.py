@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._inputs import input_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_strategy import COLLECTION_DEFAULT, preflight_problem
+from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_teams import team_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils._run_inputs import run_variable_problems
 
 SERIAL_ITEM = re.compile(r"^([1-9][0-9]*|([1-9][0-9]?|100)%)$")
@@ -29,7 +30,7 @@ def _text(value: Any) -> str:
 
 
 def variable_problems(values: Mapping[str, Any]) -> List[str]:
-    """The run-wide variables: MIG backend, batch sizes, failure budget, verification pods, mig_configs."""
+    """The run-wide variables: MIG backend, batch sizes, failure budget, verification pods, mig_configs, teams."""
     problems: List[str] = []
     backend = values.get("gpufleet_mig_backend", "host")
     if backend not in BACKENDS:
@@ -48,7 +49,8 @@ def variable_problems(values: Mapping[str, Any]) -> List[str]:
     configs = values.get("mig_configs", {})
     if not isinstance(configs, Mapping):
         problems.append("mig_configs must be a mapping of config name to mig-parted items, got %s" % json.dumps(configs, default=str))
-    return problems + run_variable_problems(values) + ["gpu_operator: " + p for p in input_problems(operator_inputs(values))]
+    return (problems + run_variable_problems(values) + ["gpu_operator: " + p for p in input_problems(operator_inputs(values))]
+            + team_problems(values))
 
 
 def _first(values: Mapping[str, Any], *names: str) -> Any:

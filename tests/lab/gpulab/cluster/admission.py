@@ -19,6 +19,7 @@ import uuid
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from gpulab.cluster import corevalidation as _core
+from gpulab.cluster import kueue as _kueue
 from gpulab.cluster import selectors as _sel
 from gpulab.cluster.crds import CRD_KEY
 from gpulab.cluster.errors import bad_request
@@ -298,6 +299,7 @@ _VALIDATORS: Dict[str, Callable[[Obj, Optional[Obj]], Problems]] = {
     "v1/nodes": _core.node_problems,
     "policy/v1/poddisruptionbudgets": _pdb_problems,
     **{key: _workload_problems for key in WORKLOAD_KEYS},
+    **_kueue.VALIDATORS,
 }
 
 

@@ -42,6 +42,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from gpulab.cluster import faults as _faults
+from gpulab.cluster import kueue as _kueue
 from gpulab.cluster import manager
 from gpulab.cluster.api import Api, Request
 from gpulab.cluster.errors import ApiError
@@ -208,6 +209,7 @@ class LabServer:
         self.hosts = list(hosts)
         self.store = Store()
         add_nodes(self.store, self.hosts)
+        _kueue.install(self.store)  # Kueue's CRDs, as in a cluster where Kueue is installed
         self.faults = fault_registry if fault_registry is not None else _faults.REGISTRY
         self.token = token or secrets.token_hex(16)
         self.stopping = threading.Event()

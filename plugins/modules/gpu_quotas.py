@@ -1,0 +1,228 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.sharing contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_quotas
+short_description: Kueue flavors and team queues derived from what the GPU nodes will advertise
+version_added: 0.4.0
+description:
+  - Computes, with the same plan as M(gpufleet.sharing.gpu_verify), what every GPU node will advertise; groups
+    the nodes into flavors (GPU product label and the scheduling taints they carry), sums each flavor's
+    capacity per resource and gives every team of O(teams) its nominal quota (a fraction is floored, a count
+    is split over the flavors in proportion to their capacity). The teams' quotas of a flavor never add up
+    to more than its capacity unless O(overcommit=true). See docs/quotas.md.
+  - O(state=present) applies Kueue C(kueue.x-k8s.io/v1beta2) C(ResourceFlavor)s (C(nodeLabels), C(nodeTaints),
+    C(tolerations)), one C(ClusterQueue) per team (resource groups, nominal quotas, C(cohortName), borrowing and
+    lending limits, a C(namespaceSelector) on the team's namespaces) and a C(LocalQueue) named after the team in
+    each of its namespaces, and deletes the objects of ours the plan no longer names.
+  - O(state=shrunk) applies per team, flavor and resource the smaller of the live and the planned quota, and
+    deletes nothing (the step before nodes change in a rollout). O(state=verified) changes nothing and
+    returns the proof rows (RV(checks)).
+  - Objects carry C(app.kubernetes.io/managed-by=gpufleet.sharing). A planned object that exists without
+    that label is refused by name before anything is written; objects without it are never changed or deleted.
+  - Bad input (O(teams), a sum over capacity, a team namespace that does not exist, a cluster without Kueue's
+    API) fails naming the team, the resource and the reason, before anything is written. A share of a resource
+    no planned node advertises gives no quota, with a warning.
+author:
+  - gpufleet maintainers (@gpufleet)
+extends_documentation_fragment:
+  - gpufleet.sharing.k8s_auth
+  - gpufleet.sharing.attributes.CLUSTER
+  - gpufleet.sharing.node_plans
+options:
+  teams:
+    description:
+      - The teams (the C(gpufleet_teams) inventory variable), each C({name, namespaces, shares, cohort,
+        borrowing_limit, lending_limit}); C(shares) maps a resource name to a fraction (V(0.5)),
+        a percentage (V(50%)) or a count of units (V(3)).
+    type: list
+    elements: raw
+    required: true
+  overcommit:
+    description: Allow the teams' quotas of a flavor to add up to more than its capacity.
+    type: bool
+    default: false
+  state:
+    description: V(present) applies the plan, V(shrunk) the smaller of live and planned, V(verified) only compares.
+    type: str
+    choices: [present, shrunk, verified]
+    default: present
+  nodes:
+    description: Nodes to plan; empty means every GPU node.
+    type: list
+    elements: str
+    default: []
+  node_selector:
+    description: Label selector limiting the nodes planned.
+    type: str
+  configs:
+    description: The sharing configs, as for M(gpufleet.sharing.gpu_verify); omitted, the cluster's ConfigMap is read.
+    type: list
+    elements: raw
+  node_configs:
+    description: Node name to sharing config name.
+    type: dict
+    default: {}
+  default_config:
+    description: The default sharing config.
+    type: str
+  mig_strategy:
+    description: The ClusterPolicy MIG strategy to plan for; omitted, the ClusterPolicy's.
+    type: str
+    choices: [none, single, mixed]
+  cluster_policy_name:
+    description: The ClusterPolicy to read; omitted, the only one.
+    type: str
+  operator_namespace:
+    description: The GPU Operator's namespace (its device-plugin ConfigMap).
+    type: str
+    default: gpu-operator
+  fail_on_mismatch:
+    description: With O(state=verified), fail when a proof row is not ok.
+    type: bool
+    default: true
+"""
+
+EXAMPLES = r"""
+- name: Team quotas from the fleet plan
+  gpufleet.sharing.gpu_quotas:
+    teams:
+      - name: vision
+        namespaces: [vision-train]
+        shares: {nvidia.com/mig-1g.10gb: "50%"}
+        cohort: research
+        borrowing_limit: 4
+      - name: nlp
+        namespaces: [nlp]
+        shares: {nvidia.com/mig-1g.10gb: 7}
+    node_plans: "{{ hostvars | gpufleet.sharing.node_plans(groups['gpu_hosts']) }}"
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+flavors:
+  description: The flavors of the plan, each with its product, nodes and capacity per resource.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{name: gpufleet-nvidia-h100-80gb-hbm3, product: NVIDIA-H100-80GB-HBM3, nodes: [gpu-a], capacity: {nvidia.com/mig-1g.10gb: 14}}]
+quotas:
+  description: Per team, flavor and resource the nominal quota applied (or planned with O(state=verified)).
+  returned: always
+  type: dict
+  sample: {vision: {gpufleet-nvidia-h100-80gb-hbm3: {nvidia.com/mig-1g.10gb: 7}}}
+summary:
+  description: Per team the units per resource before (live) and after this run.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{team: vision, before: {nvidia.com/mig-1g.10gb: 14}, after: {nvidia.com/mig-1g.10gb: 7}}]
+checks:
+  description: With O(state=verified), the proof rows (node, kind, name, expected, actual, ok, message).
+  returned: when state is verified
+  type: list
+  elements: dict
+"""
+
+from typing import Any, Dict, List
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan import NODE_PLANS_ARGSPEC
+from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_io import (
+    advertised_nodes, delete, planned_nodes, read_owned, refusals, write)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_objects import (
+    cluster_queue, live_quotas, local_queue, quota_checks, resource_flavor, summary, with_quotas)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_plan import (
+    flavors_of, group_problems, plan_quotas, resource_groups, shrunk)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_teams import parse_teams
+
+ARGUMENT_SPEC: Dict[str, Any] = dict(
+    teams=dict(type="list", elements="raw", required=True),
+    overcommit=dict(type="bool", default=False),
+    state=dict(type="str", choices=["present", "shrunk", "verified"], default="present"),
+    nodes=dict(type="list", elements="str", default=[]),
+    node_selector=dict(type="str"),
+    configs=dict(type="list", elements="raw"),
+    node_configs=dict(type="dict", default={}),
+    default_config=dict(type="str"),
+    mig_strategy=dict(type="str", choices=["none", "single", "mixed"]),
+    cluster_policy_name=dict(type="str"),
+    operator_namespace=dict(type="str", default="gpu-operator"),
+    fail_on_mismatch=dict(type="bool", default=True),
+    **NODE_PLANS_ARGSPEC,
+)
+
+
+def main() -> None:
+    ClusterModule(ARGUMENT_SPEC, supports_check_mode=True).run(run)
+
+
+def run(mod: ClusterModule) -> None:
+    p = mod.params
+    teams, problems = parse_teams(p["teams"])
+    if problems:
+        mod.fail("invalid gpufleet_teams: %s" % "; ".join(problems), problems=problems)
+    plan = plan_quotas(planned_nodes(mod), teams, p["overcommit"])
+    for warning in plan.warnings:
+        mod.warn(warning)
+    owned_objs = read_owned(mod)
+    live = {t.name: owned_objs["ClusterQueue"].get(("", t.name)) for t in teams}
+    before = {name: live_quotas(cq) for name, cq in live.items()}
+    if p["state"] == "shrunk":
+        plan = with_quotas(plan, {t.name: shrunk(plan.quotas[t.name], before[t.name]) for t in teams})
+    problems = plan.problems + [m for t in teams for m in group_problems(t.name, resource_groups(plan.quotas[t.name]))]
+    if problems:
+        mod.fail("the team quotas cannot be applied: %s" % "; ".join(problems), problems=problems)
+    mod.result.update(flavors=[{"name": f.name, "product": f.product, "nodes": list(f.nodes), "capacity": dict(f.capacity)}
+                               for f in plan.flavors], quotas=plan.quotas, summary=summary(before, plan.quotas))
+    if p["state"] == "verified":
+        verify(mod, plan, teams, live)
+        return
+    flavors = [resource_flavor(f) for f in plan.flavors]
+    if p["state"] == "shrunk":  # flavors of the layout being left stay until the quotas on them are gone
+        planned_names = {f["metadata"]["name"] for f in flavors}
+        flavors += [o for (_ns, name), o in sorted(owned_objs["ResourceFlavor"].items()) if name not in planned_names]
+    queues = [cluster_queue(t, plan.quotas[t.name]) for t in teams]
+    locals_ = [local_queue(t, ns) for t in teams for ns in t.namespaces]
+    refused = refusals(mod, flavors + queues + locals_)
+    if refused:
+        mod.fail("refused, nothing was written: %s" % "; ".join(refused), problems=refused)
+    apply_all(mod, owned_objs, flavors, queues, locals_, prune=p["state"] == "present")
+
+
+def apply_all(mod: ClusterModule, owned_objs: Dict[str, Any], flavors: List[Dict[str, Any]],
+              queues: List[Dict[str, Any]], locals_: List[Dict[str, Any]], prune: bool) -> None:
+    """Flavors, then queues, then local queues; the stale ones in the reverse order."""
+    for body in flavors + queues + locals_:
+        meta = body["metadata"]
+        write(mod, body, owned_objs[body["kind"]].get((meta.get("namespace", ""), meta["name"])))
+    if not prune:
+        return
+    keep = {(b["kind"], b["metadata"].get("namespace", ""), b["metadata"]["name"]) for b in flavors + queues + locals_}
+    for kind in ("LocalQueue", "ClusterQueue", "ResourceFlavor"):
+        for key, obj in sorted(owned_objs[kind].items()):
+            if (kind,) + key not in keep:
+                delete(mod, kind, key, obj)
+
+
+def verify(mod: ClusterModule, plan: Any, teams: List[Any], live: Dict[str, Any]) -> None:
+    """Live quotas against the plan, and against what the nodes advertise now."""
+    now = advertised_nodes(mod)
+    flavors, _problems = flavors_of(now)
+    by_node = {node: f.name for f in flavors for node in f.nodes}
+    advertised = {n["node"]: (by_node[n["node"]], n["resources"]) for n in now if n["node"] in by_node}
+    checks = quota_checks(plan, teams, live, advertised)
+    mod.result["checks"] = [c.as_dict() for c in checks]
+    bad = [c for c in checks if not c.ok]
+    if bad and mod.params["fail_on_mismatch"]:
+        mod.fail("%d quota check(s) failed: %s" % (len(bad), "; ".join("%s %s: expected %s, got %s (%s)" % (
+            c.node, c.name, c.expected, c.actual, c.message) for c in bad)), checks=mod.result["checks"])
+
+
+if __name__ == "__main__":
+    main()
