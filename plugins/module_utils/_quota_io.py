@@ -14,12 +14,12 @@ from __future__ import annotations
 import copy
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan import (
-    SCOPE_FLEET, ClusterView, Intent, checked_configs, device_plugin_of, plan_fleet, read_intent)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import read_cluster_configs, read_cluster_policy
+from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan import SCOPE_FLEET, Intent, plan_fleet
+from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import read_cluster_configs
+from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_read import read_fleet
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import BUILTIN_TYPES, K8sError, label_selector
 from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_objects import OWNER, owned
-from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import SharingError, parse_selector
+from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import SharingError
 
 TYPES = {kind: BUILTIN_TYPES[kind] for kind in ("ResourceFlavor", "ClusterQueue", "LocalQueue")}  # API_VERSION
 SPEC_FIELDS = {"ResourceFlavor": ("nodeLabels", "nodeTaints", "tolerations"),
@@ -31,19 +31,15 @@ QUANTITY_FIELDS = ("nominalQuota", "borrowingLimit", "lendingLimit")
 def planned_nodes(mod: Any) -> List[Dict[str, Any]]:
     """Per node in the plan: what it will advertise, its labels (the plan's over the live ones), its taints."""
     p = mod.params
-    nodes = mod.k8s.list("Node")
-    policy = read_cluster_policy(mod.k8s, p["cluster_policy_name"], required=False)
-    cluster = ClusterView.read(nodes, policy)
+    read = read_fleet(mod)
+    nodes = read.nodes
+    configs = read.configs
+    if configs is None:
+        configs = read_cluster_configs(mod.k8s, read.cluster.configmap, p["operator_namespace"])[0]
+    intent = Intent(configs, read.default_config, read.plans, p["mig_strategy"], tuple(p["nodes"]), read.selector,
+                    SCOPE_FLEET, read.plugin)
     try:
-        selector, plugin = parse_selector(p["node_selector"], "node_selector"), device_plugin_of(p, policy, mod.warn)
-        plans, raw_configs = read_intent(p)
-        configs = (checked_configs(raw_configs, p["default_config"] or None, plugin, p["mig_strategy"] or cluster.mig_strategy)
-                   if raw_configs is not None else None)
-        if configs is None:
-            configs = read_cluster_configs(mod.k8s, cluster.configmap, p["operator_namespace"])[0]
-        intent = Intent(configs, p["default_config"] if raw_configs is not None else None, plans, p["mig_strategy"],
-                        tuple(p["nodes"]), selector, SCOPE_FLEET, plugin)
-        fleet = plan_fleet(intent, cluster.with_nodes(nodes))
+        fleet = plan_fleet(intent, read.cluster.with_nodes(nodes))
     except SharingError as exc:
         mod.fail("invalid sharing plan: %s" % exc, problems=exc.problems)
     live = {n["metadata"]["name"]: n for n in nodes}

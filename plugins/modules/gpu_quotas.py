@@ -132,7 +132,7 @@ checks:
 from typing import Any, Dict, List
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan import NODE_PLANS_ARGSPEC
+from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_read import FLEET_ARGSPEC
 from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_io import (
     advertised_nodes, delete, planned_nodes, read_owned, refusals, write)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_objects import (
@@ -145,16 +145,8 @@ ARGUMENT_SPEC: Dict[str, Any] = dict(
     teams=dict(type="list", elements="raw", required=True),
     overcommit=dict(type="bool", default=False),
     state=dict(type="str", choices=["present", "shrunk", "verified"], default="present"),
-    nodes=dict(type="list", elements="str", default=[]),
-    node_selector=dict(type="str"),
-    configs=dict(type="list", elements="raw"),
-    node_configs=dict(type="dict", default={}),
-    default_config=dict(type="str"),
-    mig_strategy=dict(type="str", choices=["none", "single", "mixed"]),
-    cluster_policy_name=dict(type="str"),
-    operator_namespace=dict(type="str", default="gpu-operator"),
     fail_on_mismatch=dict(type="bool", default=True),
-    **NODE_PLANS_ARGSPEC,
+    **FLEET_ARGSPEC,
 )
 
 

@@ -344,23 +344,14 @@ import os
 import time
 from typing import Any, Dict, List, Mapping, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan import (
-    NODE_PLANS_ARGSPEC,
-    SCOPE_FLEET,
-    ClusterView,
-    Intent,
-    checked_configs,
-    device_plugin_of,
-    labels_of,
-    plan_fleet,
-    read_intent,
-)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan import SCOPE_FLEET, ClusterView, Intent, labels_of, plan_fleet
+from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_read import FLEET_ARGSPEC, read_fleet
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import ExpectedNode, SharingError, parse_selector
+from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import ExpectedNode, SharingError
 from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import (
     HAS_JMESPATH, POD_ARGSPEC, Check, build_report, compare_node, config_checks, option_problems, render_junit, render_table,
     user_checks)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import PodRun, read_cluster_configs, read_cluster_policy
+from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import PodRun, read_cluster_configs
 from ansible_collections.gpufleet.sharing.plugins.module_utils._probe import (
     PROBE_ARGSPEC, junit_properties, probe_option_problems, render_probe_table)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._probe_io import ProbeRun
@@ -369,14 +360,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._pod_metrics impo
 from ansible_collections.gpufleet.sharing.plugins.module_utils._metrics_io import MetricsScrape
 
 ARGUMENT_SPEC = dict(
-    nodes=dict(type="list", elements="str", default=[]),
-    node_selector=dict(type="str"),
-    configs=dict(type="list", elements="raw"),
-    node_configs=dict(type="dict", default={}),
-    default_config=dict(type="str"),
-    mig_strategy=dict(type="str", choices=["none", "single", "mixed"]),
-    cluster_policy_name=dict(type="str"),
-    operator_namespace=dict(type="str", default="gpu-operator"),
+    **FLEET_ARGSPEC,
     pods=dict(type="bool", default=True),
     namespace=dict(type="str", default="gpufleet-verify"),
     namespace_labels=dict(type="dict", default={
@@ -393,7 +377,6 @@ ARGUMENT_SPEC = dict(
                              equals=dict(type="raw"))),
     junit=dict(type="bool", default=False),
     fail_on_mismatch=dict(type="bool", default=True),
-    **NODE_PLANS_ARGSPEC,
     **POD_ARGSPEC,
     **PROBE_ARGSPEC,
     **METRICS_ARGSPEC,
@@ -405,23 +388,14 @@ NodeList = List[Dict[str, Any]]
 # The intent (the plan given, else the cluster's configs) and the cluster as it is.
 def read(mod: ClusterModule) -> Tuple[Intent, ClusterView, NodeList, List[Check]]:
     p = mod.params
-    nodes = mod.k8s.list("Node")
-    policy = read_cluster_policy(mod.k8s, p["cluster_policy_name"], required=False)
-    cluster = ClusterView.read(nodes, policy)
-    try:
-        selector, plugin = parse_selector(p["node_selector"], "node_selector"), device_plugin_of(p, policy, mod.warn)
-        plans, raw_configs = read_intent(p)
-        configs = (checked_configs(raw_configs, p["default_config"] or None, plugin, p["mig_strategy"] or cluster.mig_strategy)
-                   if raw_configs is not None else None)
-    except SharingError as exc:
-        mod.fail("invalid sharing plan: %s" % exc, problems=exc.problems)
-    live, checks = read_cluster_configs(mod.k8s, cluster.configmap, p["operator_namespace"])
-    if configs is not None:  # the plan: what the ConfigMap holds of it must be what the plan renders
-        checks = config_checks(configs, live, str(cluster.configmap))
-    configs = live if configs is None else configs
-    intent = Intent(configs, p["default_config"] if raw_configs is not None else None, plans, p["mig_strategy"],
-                    tuple(p["nodes"]), selector, SCOPE_FLEET, plugin)
-    return intent, cluster, nodes, checks
+    fleet = read_fleet(mod)
+    live, checks = read_cluster_configs(mod.k8s, fleet.cluster.configmap, p["operator_namespace"])
+    if fleet.configs is not None:  # the plan: what the ConfigMap holds of it must be what the plan renders
+        checks = config_checks(fleet.configs, live, str(fleet.cluster.configmap))
+    configs = live if fleet.configs is None else fleet.configs
+    intent = Intent(configs, fleet.default_config, fleet.plans, p["mig_strategy"], tuple(p["nodes"]), fleet.selector,
+                    SCOPE_FLEET, fleet.plugin)
+    return intent, fleet.cluster, fleet.nodes, checks
 
 
 def evaluate(mod: ClusterModule, intent: Intent, cluster: ClusterView, nodes: NodeList) -> Tuple[List[Check], List[ExpectedNode]]:
