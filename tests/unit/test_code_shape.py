@@ -11,7 +11,7 @@ import io
 import os
 import re
 import tokenize
-from typing import Iterator, List, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 import pytest
 
@@ -145,3 +145,15 @@ def test_lab_files_are_short() -> None:
         if lines > MAX_LAB_FILE_LINES:
             offenders.append(where(path, 1) + " %d lines" % lines)
     report(offenders, "tests/lab/gpulab files over %d lines" % MAX_LAB_FILE_LINES)
+
+
+def test_test_file_names_are_unique():
+    """The test folders are not packages, so pytest imports each test file by its base name: two files
+    of one name in tests/ stop the whole run at collection ("import file mismatch")."""
+    seen: Dict[str, List[str]] = {}
+    for path in python_files(os.path.join(REPO, "tests")):
+        name = os.path.basename(path)
+        if name.startswith("test_"):
+            seen.setdefault(name, []).append(os.path.relpath(path, REPO))
+    report(sorted("%s: %s" % (name, ", ".join(paths)) for name, paths in seen.items() if len(paths) > 1),
+           "test file names used more than once")
