@@ -13,14 +13,14 @@ import yaml
 from gpulab.cluster import access
 from labtools import REPO, run_module, wait_until
 # The probe tests' lab (three nodes: time-sliced, MPS, MIG all-balanced; sharing configs applied), one per module.
-from test_verify_probe import MPS2, NODE_GPUS, TS3, lab  # noqa: F401 pylint: disable=unused-import
+from test_verify_probe import MIGX, MPS2, NODE_GPUS, TS3, lab  # noqa: F401 pylint: disable=unused-import
 
 PER_POD_ENV = [{"name": "KUBERNETES_VIRTUAL_GPUS", "value": "true"},
                {"name": "DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS", "value": "true"}]
 
 
 def verify_args(lab, **extra):
-    args = {"kubeconfig": lab.kubeconfig, "configs": [TS3, MPS2], "node_gpus": NODE_GPUS, "metrics": True,
+    args = {"kubeconfig": lab.kubeconfig, "configs": [TS3, MPS2, MIGX], "node_gpus": NODE_GPUS, "metrics": True,
             "metrics_hold": 3, "pod_timeout": 60, "poll_interval": 0.3, "fail_on_mismatch": False}
     args.update(extra)
     return args
@@ -63,7 +63,7 @@ def test_with_per_pod_attribution_every_pod_has_a_series(lab):
     result = run_module("gpu_verify", verify_args(lab, fail_on_mismatch=True), lab.tmp)
     assert not result.get("failed"), result.get("msg")
     checks = metrics_checks(result)
-    assert sorted({c["node"] for c in checks}) == ["mig-1", "mps-1", "ts-1"] and all(c["ok"] for c in checks)
+    assert sorted({c["node"] for c in checks}) == ["gpu-1", "mig-1", "mps-1", "ts-1"] and all(c["ok"] for c in checks)
     assert not [p for p in lab.store.items("v1/pods", "gpufleet-verify") if not p["metadata"].get("deletionTimestamp")]
 
 
@@ -86,4 +86,5 @@ def test_the_shipped_role_allows_the_scrape_and_without_pods_proxy_the_pods_fail
     finally:
         access.apply(lab.tmp, rbac_documents("gpufleet-sharing.yml"))
     failed = [c for c in metrics_checks(result) if not c["ok"]]
-    assert len(failed) == 5 and all('cannot get resource "pods/proxy"' in c["message"] for c in failed), failed
+    # every verification pod's scrape is refused (six pods since the probe lab gained the unshared gpu-1)
+    assert len(failed) == 6 and all('cannot get resource "pods/proxy"' in c["message"] for c in failed), failed

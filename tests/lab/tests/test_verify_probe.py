@@ -128,10 +128,17 @@ def test_thresholds_fail_verification(lab):
     result = run_module("gpu_verify", probe_args(lab, nodes=["ts-1"], probe_min_share=1.0, probe_max_inflation=1.0,
                                                  fail_on_mismatch=False), lab.tmp)
     assert result["ok"] is False
-    failed = [c["message"] for c in result["report"]["checks"] if not c["ok"]]
-    assert len(failed) == 2
-    assert "probe nvidia.com/gpu on node ts-1: the worst sharer got" in failed[0] and "the minimum is 1.00" in failed[0]
-    assert "probe nvidia.com/gpu on node ts-1: latency" in failed[1]
+    checks = {c["name"]: c for c in result["report"]["checks"] if c["kind"] == "probe" and c["node"] == "ts-1"}
+    share, latency = checks["nvidia.com/gpu share"], checks["nvidia.com/gpu latency"]
+    # Sharing always costs latency (the lab's time-slicing interleaves), so 1.0x can never pass.
+    assert not latency["ok"] and "probe nvidia.com/gpu on node ts-1: latency" in latency["message"], latency
+    # The share is judged against the exclusive run: the lab's CPU figures vary with the machine's load, so
+    # the worst sharer may reach its full fair share; the verdict must follow the figure either way.
+    (row,) = [r for r in result["report"]["probe"] if r["node"] == "ts-1" and r["resource"] == "nvidia.com/gpu"]
+    assert share["ok"] is (row["share"] >= 1.0), (share, row)
+    if not share["ok"]:
+        assert ("probe nvidia.com/gpu on node ts-1: the worst sharer got" in share["message"]
+                and "the minimum is 1.00" in share["message"]), share
 
 
 @pytest.mark.parametrize("source, words", [
