@@ -13,8 +13,8 @@ short_description: The rollout summary's team quota rows, before, while the node
 version_added: 0.4.0
 description:
   - A row per team of O(_input) (the C(summary) of the last M(gpufleet.sharing.gpu_quotas) run) with C(team),
-    C(before) (what the team had before the run: the C(before) of the shrink run O(shrink)), C(shrunk) (what
-    it had while the nodes changed: the C(after) of the shrink run) and C(after) (units per resource).
+    C(before) (what the team had before the run, the C(before) of the shrink run O(shrink)), C(shrunk) (what
+    it had while the nodes changed, the C(after) of the shrink run) and C(after) (units per resource).
   - A team the shrink run does not know takes the last run's C(before) for both.
 options:
   _input:

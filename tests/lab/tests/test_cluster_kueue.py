@@ -85,7 +85,7 @@ def test_cluster_queue_group_rules(store):
     obj["spec"]["resourceGroups"].append(copy.deepcopy(CQ["spec"]["resourceGroups"][0]))
     assert "Duplicate value" in _invalid(store, kueue.CQ_KEY, obj)
     obj = copy.deepcopy(CQ)
-    obj["spec"]["resourceGroups"] = [copy.deepcopy(CQ["spec"]["resourceGroups"][0]) for _ in range(17)]
+    obj["spec"]["resourceGroups"] = [copy.deepcopy(CQ["spec"]["resourceGroups"][0]) for _group in range(17)]
     assert "must have at most 16 items" in _invalid(store, kueue.CQ_KEY, obj)
 
 
