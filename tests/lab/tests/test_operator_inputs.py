@@ -15,20 +15,12 @@ import json
 
 import pytest
 
-from labtools import environ
 # The harness and the fixtures (helm, helm_binary) of the operator module tests.
 from test_cluster_modules_operator import Lab, helm, helm_binary, operator_args  # noqa: F401 pylint: disable=unused-import
-from test_pull_secrets import MIRROR, docker_secret
+# The private-registry lab of the pull-secret tests (one A100 node, the mirror requires credentials).
+from test_pull_secrets import MIRROR, docker_secret, lab  # noqa: F401 pylint: disable=unused-import
 
 PLANTED = "s3cr3t-Planted-Pa55word-0x7e"
-
-
-@pytest.fixture
-def lab(tmp_path):
-    with environ({"GPULAB_PRIVATE_REGISTRIES": MIRROR}):
-        running = Lab(tmp_path, [("gpu-a", "A100-40GB", 1)])
-    yield running
-    running.stop()
 
 
 def _upgrades(helm) -> list:  # noqa: F811
