@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.filter.node_plans import node_name
-from ansible_collections.gpufleet.sharing.plugins.filter.rollout_triage import read_plan
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import node_name
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._read_plan import read_plan
 from ansible_collections.gpufleet.sharing.plugins.module_utils._drift import advertised_rows, host_rows, merge_rows
 from ansible_collections.gpufleet.sharing.plugins.module_utils._drift_cluster import cluster_rows, summary
 from ansible_collections.gpufleet.sharing.plugins.module_utils._drift_report import junit, report_json, table

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Sequence
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import CatalogError, resolve_model
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import plan_named_config
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._mig_selection import mig_selection_problems
 
 DOCUMENTATION = r"""
 name: mig_selection_problems
@@ -49,21 +48,6 @@ _value:
   type: list
   elements: str
 """
-
-
-def mig_selection_problems(models: Sequence[str], selection: Mapping[str, Any]) -> List[str]:
-    problems: List[str] = []
-    content = {"version": "v1", "mig-configs": selection.get("configs")}
-    for gpu in models:
-        try:
-            requested = resolve_model(str(gpu))
-        except CatalogError as error:
-            problems.append(str(error))
-            continue
-        planned = plan_named_config(content, bool(selection.get("include_defaults")), selection.get("config"), requested)
-        if planned.message is not None:
-            problems.append(planned.message)
-    return problems
 
 
 class FilterModule:

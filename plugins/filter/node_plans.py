@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Sequence
 
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import node_name
+
 DOCUMENTATION = r"""
 name: node_plans
 short_description: The per-host plans of the fleet (GPUs, MIG selection, sharing config) from the inventory
@@ -36,11 +38,6 @@ _value:
   type: list
   elements: dict
 """
-
-
-def node_name(host: str, host_vars: Mapping[str, Any]) -> str:
-    """The Kubernetes node of an inventory host: gpufleet_node_name, else the host name."""
-    return host_vars.get("gpufleet_node_name") or host
 
 
 def host_entry(host: str, host_vars: Mapping[str, Any]) -> Dict[str, Any]:

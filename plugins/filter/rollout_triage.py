@@ -7,12 +7,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.filter.node_plans import node_name
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_read_plan import (
-    Prepared,
-    plan_prepared,
-    prepare,
-)
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import node_name
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._read_plan import read_plan
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_read_plan import Prepared
 from ansible_collections.gpufleet.sharing.plugins.module_utils._rollout_triage import UNPLANNED, triage
 
 DOCUMENTATION = r"""
@@ -60,21 +57,6 @@ _value:
   description: Per host, its C(node), C(outcome), C(reason), C(gpus) and C(planned_on).
   type: dict
 """
-
-
-def read_plan(read: Any, selection: Any, cache: Dict[Tuple[str, bool], Prepared]) -> Dict[str, Any]:
-    """The plan from a gpu_facts result, or {} when it cannot be used."""
-    read, selection = read or {}, selection or {}
-    gpus = (read.get("ansible_facts") or {}).get("gpufleet_gpus") or []
-    files = read.get("files") or {}
-    paths = [selection.get(key) or None for key in ("config_dest", "selected_config_override")]
-    unusable = read.get("failed") or read.get("skipped") or read.get("unreachable") or not gpus
-    if unusable or "config" not in selection or any(path and path not in files for path in paths):
-        return {}
-    key = (repr(selection.get("configs")), bool(selection.get("include_defaults")))
-    if key not in cache:
-        cache[key] = prepare({"version": "v1", "mig-configs": selection.get("configs")}, key[1])
-    return plan_prepared(cache[key], selection["config"], gpus, files, *paths)
 
 
 def rollout_triage(hostvars: Mapping[str, Any], hosts: Sequence[str], annotated_nodes: Optional[Mapping[str, Any]] = None,

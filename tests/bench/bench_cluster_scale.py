@@ -37,6 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "lab"))
 sys.path.insert(0, os.path.join(REPO, "tests", "lab", "tests"))
+sys.path.insert(0, os.path.join(REPO, ".build"))
 
 import labtools  # noqa: E402  pylint: disable=wrong-import-position
 from gpulab.cluster import server  # noqa: E402  pylint: disable=wrong-import-position

@@ -6,6 +6,7 @@ Each rule cites the reference fact it follows (docs/reference/specs.md §x) or s
 
 from __future__ import annotations
 
+import argparse
 import os
 from typing import Callable, List, Optional, Sequence, Tuple
 
@@ -272,8 +273,6 @@ def reset_gpu(state: HostState, gpu: Gpu) -> None:
 
 def state_cli(prog: str, main: Callable[[Sequence[str], str], int], argv: Optional[Sequence[str]] = None) -> int:
     """``python -m <prog> --state FILE -- <args>`` (or GPULAB_STATE): the tools' command lines."""
-    import argparse  # only the command-line entry points need it
-
     parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("--state", default=os.environ.get("GPULAB_STATE"), help="GPU state file of the host")
     parser.add_argument("args", nargs=argparse.REMAINDER)

@@ -17,9 +17,12 @@ never runs anything and exits 1, so nothing on a lab host can reach the real mac
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import sys
 from typing import Dict, List, Optional, Sequence
+
+from gpulab import gpustate
 
 # Tool name -> what it does; every one is a launcher file of the same name in the host's bin dir.
 SIMULATED_TOOLS = ("nvidia-smi", "nvidia-mig-parted", "nvidia-ctk", "reboot", "shutdown", "halt", "poweroff", "systemctl")
@@ -79,24 +82,20 @@ def write_boot_id(boot_id_file: str, boot_id: str) -> bool:
 
 
 def sync_boot_id(state_file: str, boot_id_file: str) -> None:
-    from gpulab import gpustate  # pylint: disable=import-outside-toplevel
-
     write_boot_id(boot_id_file, gpustate.load(state_file).boot_id)
 
 
+# Each launcher loads only the simulator module its tool needs (start-up cost): a table of module
+# names, loaded by importlib when the tool runs, instead of imports inside the function.
+_SIMULATORS = {"nvidia-smi": "gpulab.smi", "nvidia-mig-parted": "gpulab.migparted", "nvidia-ctk": "gpulab.hosts.ctk"}
+
+
 def _dispatch(tool: str, args: List[str], state_file: str) -> int:
-    # Imports are local: each launcher loads only the simulator module it needs (start-up cost).
-    # pylint: disable=import-outside-toplevel
-    if tool == "nvidia-smi":
-        from gpulab import smi
-        return smi.main(args, state_file)
     if tool == "nvidia-mig-parted":
-        from gpulab import migparted
-        return migparted.main(args, state_file, dict(os.environ))
-    if tool == "nvidia-ctk":
-        from gpulab.hosts import ctk
-        return ctk.main(args, state_file)
-    from gpulab import shims
+        return importlib.import_module(_SIMULATORS[tool]).main(args, state_file, dict(os.environ))
+    if tool in _SIMULATORS:
+        return importlib.import_module(_SIMULATORS[tool]).main(args, state_file)
+    shims = importlib.import_module("gpulab.shims")
     if tool == "reboot":
         return shims.reboot_main(args, state_file)
     if tool == "shutdown":

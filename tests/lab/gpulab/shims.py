@@ -15,6 +15,7 @@ such unit for status, 5 = unit not found for start/stop, 1 otherwise).
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import glob
 import io
@@ -24,7 +25,7 @@ import sys
 from contextlib import redirect_stderr, redirect_stdout
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from gpulab import gpustate
+from gpulab import gpustate, migparted
 
 _REBOOT_FLAGS = ("-f", "--force", "-p", "--poweroff", "-w", "--wtmp-only", "-d", "--no-wtmp", "-n", "--no-sync",
                  "--no-wall", "-r", "--reboot")
@@ -73,8 +74,6 @@ def boot_services(state_path: str, env: Optional[Mapping[str, str]] = None) -> O
         return None
     config_file = os.path.join(env.get("GPULAB_MIG_MANAGER_DIR", "/etc/nvidia-mig-manager"), "config.yaml")
     selected = _selected_config(env)
-    from gpulab import migparted  # pylint: disable=import-outside-toplevel
-
     output = io.StringIO()
     with redirect_stdout(output), redirect_stderr(output):
         rc = migparted.main(["apply", "-f", config_file, "-c", selected], state_path, env={})
@@ -361,8 +360,6 @@ def _change(state: gpustate.HostState, verb: str, name: str, now: bool) -> None:
 
 def cli(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m gpulab.shims {reboot|shutdown|systemctl} --state FILE -- <args>``."""
-    import argparse  # pylint: disable=import-outside-toplevel
-
     parser = argparse.ArgumentParser(prog="python -m gpulab.shims")
     parser.add_argument("tool", choices=("reboot", "shutdown", "systemctl"))
     parser.add_argument("--state", default=os.environ.get("GPULAB_STATE"), help="GPU state file of the host")

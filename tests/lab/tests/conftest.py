@@ -1,20 +1,44 @@
-"""Shared fixtures for the lab's own tests (helpers may add conftest.py files in subfolders)."""
+"""Shared fixtures for the lab's own tests, and their one ``sys.path`` set-up.
+
+The lab's tests import the lab as ``gpulab`` (tests/lab), the collection as ``ansible_collections``
+(.build, made by ``make collection``; ``labtools`` links it to this checkout) and the HTML report's
+reader ``report_dom`` (shared with the unit tests). Tests that need the lab's SSH hosts carry
+``@pytest.mark.lab_hosts`` (pytest.ini): they are skipped, with the reason, where this machine
+cannot run them.
+"""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from typing import Optional
 
 import pytest
 
 LAB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if LAB_DIR not in sys.path:
-    sys.path.insert(0, LAB_DIR)
-
-from gpulab import gpustate  # noqa: E402  pylint: disable=wrong-import-position
-
 REPO_ROOT = os.path.dirname(os.path.dirname(LAB_DIR))
+for _path in (os.path.join(REPO_ROOT, "tests", "unit", "plugins", "module_utils"), os.path.join(REPO_ROOT, ".build"), LAB_DIR):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+# pylint: disable=wrong-import-position
+from gpulab import gpustate, hosts  # noqa: E402
+from labtools import ensure_collection_path  # noqa: E402
+
+ensure_collection_path()
 H200_FIXTURES = os.path.join(REPO_ROOT, "tests", "fixtures", "h200")
+
+
+@functools.lru_cache(maxsize=None)
+def _hosts_problem() -> Optional[str]:
+    return hosts.prerequisites_problem()
+
+
+def pytest_runtest_setup(item) -> None:
+    """The one prerequisites marker: ``lab_hosts`` tests need root, sshd and unshare here."""
+    if item.get_closest_marker("lab_hosts") is not None and _hosts_problem() is not None:
+        pytest.skip(f"lab hosts cannot run here: {_hosts_problem()}")
 
 
 @pytest.fixture

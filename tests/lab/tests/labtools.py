@@ -29,12 +29,10 @@ FAST_ENV = {
 
 
 def ensure_collection_path() -> None:
-    """ansible_collections.gpufleet.sharing importable: .build/... links to this checkout."""
+    """.build/ansible_collections/gpufleet/sharing links to this checkout (``conftest`` puts .build on sys.path)."""
     if not os.path.lexists(LINK):
         os.makedirs(os.path.dirname(LINK), exist_ok=True)
         os.symlink(os.path.join("..", "..", ".."), LINK)
-    if BUILD not in sys.path:
-        sys.path.insert(0, BUILD)
 
 
 @contextlib.contextmanager

@@ -19,11 +19,10 @@ import yaml
 from gpulab import hosts, tools
 from gpulab.cluster import faults
 
-from labtools import BUILD, FAST_ENV, REPO, ensure_collection_path, environ, wait_until
+from labtools import BUILD, FAST_ENV, REPO, environ, wait_until
 
-ensure_collection_path()
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
 
 SPECS = ["flt-0=A100-40GB:1@gpu_hosts", "flt-1=A100-40GB:1@gpu_hosts"]
 ANNOTATION = "gpufleet.sharing/rollout"

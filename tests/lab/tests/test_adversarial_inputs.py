@@ -31,11 +31,10 @@ from unittest import mock
 import pytest
 
 from gpulab import launchers
-from labtools import ensure_collection_path, serve_lab, wait_until
+from labtools import serve_lab, wait_until
 
-ensure_collection_path()
 
-from ansible.module_utils.testing import patch_module_args  # noqa: E402  pylint: disable=wrong-import-position
+from ansible.module_utils.testing import patch_module_args
 
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 Case = Tuple[str, str, Dict[str, Any], str]

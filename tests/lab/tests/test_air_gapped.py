@@ -15,6 +15,7 @@ import pytest
 
 # The harness and the fixtures (lab, helm, helm_binary) of the operator module tests.
 from test_cluster_modules_operator import CHART, helm, helm_binary, lab, operator_args  # noqa: F401 pylint: disable=unused-import
+from gpulab.cluster.operator.nfd import OS_ID_LABEL, OS_VERSION_LABEL, driver_pod_parts, gpu_node_os_tag, read_os_release
 
 MIRROR = "mirror.lab.test:5000"
 
@@ -161,8 +162,6 @@ def test_per_pod_metrics_refused_on_an_exporter_without_them(lab, helm):  # noqa
 
 def test_lab_operator_os_tag_follows_nfd_labels(tmp_path):
     """The lab's model of getGPUNodeOSInfo / resolveDriverTag (gpulab.cluster.operator.nfd)."""
-    from gpulab.cluster.operator.nfd import OS_ID_LABEL, OS_VERSION_LABEL, driver_pod_parts, gpu_node_os_tag, read_os_release
-
     def node(name, os_id=None, version=None, gpu=True):
         labels = {"nvidia.com/gpu.present": "true"} if gpu else {}
         if os_id:

@@ -15,6 +15,8 @@ import pytest
 from kubernetes import client, config, dynamic, watch
 
 from gpulab.cluster import faults, server
+from gpulab.cluster.errors import ApiError
+from gpulab.cluster.store import Store
 
 HOSTS = [
     {"name": "gpu-a", "state_file": "/nonexistent/gpu-a.json", "labels": {"pool": "a100"}},
@@ -419,9 +421,6 @@ def test_watch_streams_changes_with_selectors_and_resume(core, ns, lab):
 
 
 def test_watch_too_old_resource_version_is_410():
-    from gpulab.cluster.errors import ApiError
-    from gpulab.cluster.store import Store
-
     class SmallStore(Store):
         HISTORY = 3
     store = SmallStore()

@@ -9,6 +9,7 @@ import pytest
 from gpulab.cluster import faults, patch, protobuf, selectors
 from gpulab.cluster.errors import ApiError
 from gpulab.cluster.store import Store
+from gpulab.cluster import schema
 
 
 # ----------------------------------------------------------------------- selectors
@@ -291,7 +292,6 @@ WIDGET_SCHEMA = {
 
 
 def test_schema_prunes_unknown_fields():
-    from gpulab.cluster import schema
     obj = {"apiVersion": "lab.example/v1", "kind": "Widget", "metadata": {"name": "w"},
            "spec": {"size": 2, "typo": 1, "labels": {"a": "b"}, "free": {"any": {"x": 1}},
                     "port": "http", "note": None, "mode": None},
@@ -305,7 +305,6 @@ def test_schema_prunes_unknown_fields():
 
 
 def test_schema_validation_messages():
-    from gpulab.cluster import schema
     _pruned, problems = schema.prune_and_validate(WIDGET_SCHEMA, {"spec": {
         "size": 9, "mode": "none", "name": "ABCDEFG", "tags": ["a", "b", 3], "labels": {"a": 1}}})
     fields = dict(problems)

@@ -25,13 +25,11 @@ import pytest
 
 from gpulab import gpustate, tools
 from gpulab.cluster import faults
-from labtools import REPO, ensure_collection_path, run_module, serve_lab, wait_until
+from labtools import REPO, run_module, serve_lab, wait_until
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient
 
 CHART = os.path.join(REPO, "tests", "lab", "charts", "gpu-operator-standin")
-
-ensure_collection_path()
-
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient  # noqa: E402
 
 
 # -- harness ---------------------------------------------------------------------------------------

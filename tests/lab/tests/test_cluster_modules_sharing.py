@@ -15,8 +15,10 @@ import urllib.request
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
+from kubernetes import client, config as kconfig
 
 from labtools import run_module, serve_lab, wait_until
+
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -58,8 +60,7 @@ def install_operator(lab: Any, mig_strategy: str = "") -> None:
     """The GPU Operator as the gpu_operator module would leave it: namespace + ClusterPolicy, ready.
     "" (the chart renders no spec.mig.strategy): each node's config gives its strategy, as the
     MPS groups need (the device plugin refuses MPS under mixed; issue 25 part 2)."""
-    from kubernetes import client, config  # pylint: disable=import-outside-toplevel
-    api = config.new_client_from_config(config_file=lab.kubeconfig)
+    api = kconfig.new_client_from_config(config_file=lab.kubeconfig)
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     core.create_namespace({"metadata": {"name": "gpu-operator"}})
     custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", {
@@ -85,8 +86,7 @@ def lab(tmp_path_factory):
     running.tmp = lab_dir
     try:
         install_operator(running)
-        from kubernetes import client, config  # pylint: disable=import-outside-toplevel
-        core = client.CoreV1Api(config.new_client_from_config(config_file=running.kubeconfig))
+        core = client.CoreV1Api(kconfig.new_client_from_config(config_file=running.kubeconfig))
         core.patch_node("mps-1", {"metadata": {"labels": {"pool": "notebooks"}}})
         core.patch_node("mig-1", {"metadata": {"labels": {"nvidia.com/mig.config": "all-balanced"}}})
         # per node and no config yet: mig-1's plugin runs with the default strategy none until its

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any, Dict
 
 import pytest
+from kubernetes import client, config as kconfig
 
-from gpulab.cluster import kueue_admission
+from gpulab.cluster import kueue_admission, server
 from labtools import run_module, wait_until
 from test_cluster_modules_sharing import auth, install_operator, metrics, start_lab, store_get, writes
 
@@ -39,7 +40,6 @@ def args(lab: Any, **extra: Any) -> Dict[str, Any]:
 
 
 def set_layout(lab: Any, node: str, config: str) -> None:
-    from kubernetes import client, config as kconfig  # pylint: disable=import-outside-toplevel
     core = client.CoreV1Api(kconfig.new_client_from_config(config_file=lab.kubeconfig))
     core.patch_node(node, {"metadata": {"labels": {"nvidia.com/mig.config": config}}})
     wait_until("MIG %s on %s" % (config, node), lambda: core.read_node(node).metadata.labels.get(
@@ -86,8 +86,7 @@ def test_bad_input_names_team_resource_reason_and_changes_nothing(lab):
 
 
 def test_objects_it_did_not_create_are_refused_by_name(lab):
-    from kubernetes import client, config  # pylint: disable=import-outside-toplevel
-    custom = client.CustomObjectsApi(config.new_client_from_config(config_file=lab.kubeconfig))
+    custom = client.CustomObjectsApi(kconfig.new_client_from_config(config_file=lab.kubeconfig))
     custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", {
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "nlp"}, "spec": {}})
     lab.api.metrics.reset()
@@ -99,8 +98,7 @@ def test_objects_it_did_not_create_are_refused_by_name(lab):
 
 def test_check_mode_is_a_dry_run_with_the_diff_of_every_quota(lab):
     for ns in ("vision-train", "vision-dev", "nlp"):
-        from kubernetes import client, config  # pylint: disable=import-outside-toplevel
-        client.CoreV1Api(config.new_client_from_config(config_file=lab.kubeconfig)).create_namespace({"metadata": {"name": ns}})
+        client.CoreV1Api(kconfig.new_client_from_config(config_file=lab.kubeconfig)).create_namespace({"metadata": {"name": ns}})
     lab.api.metrics.reset()
     result = run_module("gpu_quotas", args(lab), lab.tmp, check_mode=True, diff=True)
     assert not result.get("failed"), result.get("msg")
@@ -178,8 +176,7 @@ def test_a_mig_change_shrinks_first_and_grows_after(lab):
 
 
 def test_verified_fails_on_a_hand_edited_quota(lab):
-    from kubernetes import client, config  # pylint: disable=import-outside-toplevel
-    custom = client.CustomObjectsApi(config.new_client_from_config(config_file=lab.kubeconfig))
+    custom = client.CustomObjectsApi(kconfig.new_client_from_config(config_file=lab.kubeconfig))
     cq = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "nlp")
     cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 50
     custom.replace_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "nlp", cq)
@@ -189,7 +186,6 @@ def test_verified_fails_on_a_hand_edited_quota(lab):
 
 
 def test_a_cluster_without_kueue_is_named(tmp_path):
-    from gpulab.cluster import server  # pylint: disable=import-outside-toplevel
     bare = server.serve_in_thread(str(tmp_path), [])
     try:
         for crd in ("resourceflavors", "clusterqueues", "localqueues"):

@@ -9,12 +9,11 @@ from typing import Optional
 
 import pytest
 
-from labtools import ensure_collection_path, run_module, wait_until
+from labtools import run_module, wait_until
 from test_cluster_modules_sharing import install_operator, start_lab
 
-ensure_collection_path()
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient  # noqa: E402
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient
 
 MPS_DS = "nvidia-device-plugin-mps-control-daemon"
 NODE_GPUS = {"mps-1": [{"model": "H200", "count": 1, "product": "NVIDIA H200"}]}

@@ -18,8 +18,7 @@ from gpulab import hosts, smi
 from labtools import wait_until
 from rollout_lab import flat, start_lab
 
-_PROBLEM = hosts.prerequisites_problem()
-pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=f"lab hosts cannot run here: {_PROBLEM}")
+pytestmark = pytest.mark.lab_hosts
 
 SHARING = [{"name": "ts-mig", "strategy": "time-slicing", "nodes": ["flt-1"],
             "resources": [{"name": "nvidia.com/mig-1g.5gb", "replicas": 2}]}]

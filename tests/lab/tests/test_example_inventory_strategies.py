@@ -17,13 +17,12 @@ import pytest
 import yaml
 
 from gpulab.cluster import devices, pluginconfig
-from labtools import ensure_collection_path
+
 from test_cluster_behaviour_devices import host, set_mig
 
-ensure_collection_path()
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _fleet_plan as fp  # noqa: E402
-from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import parse_configs, render_configmap_data  # noqa: E402
+from ansible_collections.gpufleet.sharing.plugins.module_utils import _fleet_plan as fp
+from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import parse_configs, render_configmap_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 GROUP_VARS = os.path.join(ROOT, "inventories", "example", "group_vars")

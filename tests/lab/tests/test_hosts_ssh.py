@@ -17,14 +17,12 @@ from typing import List
 
 import pytest
 
+
+from gpulab import gpustate, hosts
+
 LAB_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if LAB_ROOT not in sys.path:  # the lab is imported as `gpulab` (PYTHONPATH=tests/lab)
-    sys.path.insert(0, LAB_ROOT)
 
-from gpulab import gpustate, hosts  # noqa: E402  pylint: disable=wrong-import-position
-
-_PROBLEM = hosts.prerequisites_problem()
-pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=f"lab hosts cannot run here: {_PROBLEM}")
+pytestmark = pytest.mark.lab_hosts
 
 SPECS = ["gpu-h100=H100-80GB:2@h100_training", "gpu-a100=A100-40GB:1@a100_inference", "gpu-h200=H200:1"]
 

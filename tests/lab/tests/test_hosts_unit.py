@@ -10,11 +10,10 @@ import sys
 import pytest
 import yaml
 
-LAB_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if LAB_ROOT not in sys.path:  # the lab is imported as `gpulab` (PYTHONPATH=tests/lab)
-    sys.path.insert(0, LAB_ROOT)
 
-from gpulab import hosts, launchers, nsinit  # noqa: E402  pylint: disable=wrong-import-position
+from gpulab import hosts, launchers, nsinit
+
+LAB_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # --------------------------------------------------------------------------- host specs

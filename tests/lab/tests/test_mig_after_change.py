@@ -25,7 +25,6 @@ from gpulab.hosts import ctk
 from test_mig_failures import _flat
 from test_rollout_live_operator import REPO_ROOT, LiveLab, start_live_lab
 
-_PROBLEM = hosts.prerequisites_problem()
 NODE = "op-h100"
 OTHER = "op-h200"
 SPECS = ["op-h100=H100-80GB:1", "op-h200=H200:1"]
@@ -57,7 +56,7 @@ def test_lab_management_cdi_spec_keeps_the_devices_it_was_generated_with(tmp_pat
 
 # --------------------------------------------------------------------------- the live lab
 
-pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=f"lab hosts cannot run here: {_PROBLEM}")
+pytestmark = pytest.mark.lab_hosts
 
 
 def validator_pods(lab: LiveLab, node: str) -> List[Dict[str, Any]]:

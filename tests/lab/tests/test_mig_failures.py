@@ -18,15 +18,13 @@ from typing import Dict, Optional
 import pytest
 import yaml
 
+
+from gpulab import gpustate, hosts, workload
+
 LAB_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO_ROOT = os.path.dirname(os.path.dirname(LAB_ROOT))
-if LAB_ROOT not in sys.path:
-    sys.path.insert(0, LAB_ROOT)
 
-from gpulab import gpustate, hosts, workload  # noqa: E402  pylint: disable=wrong-import-position
-
-_PROBLEM = hosts.prerequisites_problem()
-pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=f"lab hosts cannot run here: {_PROBLEM}")
+pytestmark = pytest.mark.lab_hosts
 
 SPECS = ["mig-a100=A100-40GB:1", "mig-h100=H100-80GB:2"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from gpulab import driver, gpustate
-from test_cluster_behaviour_operator import Lab, wait_for  # noqa: E402  pylint: disable=wrong-import-position
+from test_cluster_behaviour_operator import Lab, wait_for
 
 DEPLOY = "nvidia.com/gpu.deploy."
 PAUSED = "paused-for-mig-change"

@@ -21,14 +21,12 @@ import yaml
 
 from gpulab import gpustate, hosts, tools
 
-from labtools import BUILD, REPO, ensure_collection_path, environ
+from labtools import BUILD, REPO, environ
 
-ensure_collection_path()
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient
 
-_PROBLEM = hosts.prerequisites_problem()
-pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=f"lab hosts cannot run here: {_PROBLEM}")
+pytestmark = pytest.mark.lab_hosts
 
 NODES = ["op-0", "op-1", "op-2"]
 FAST_ENV = {"GPULAB_RESYNC_SECONDS": "0.3", "GPULAB_OPERAND_START_DELAY": "0.2", "GPULAB_POD_START_DELAY": "0.1",

@@ -36,8 +36,7 @@ SMALL = {"mig_config": "inference-small",
                                               "devices": "all", "mig-enabled": True,
                                               "mig-devices": {"1g.5gb": 7}}]}}
 
-_PROBLEM = hosts.prerequisites_problem()
-pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=f"lab hosts cannot run here: {_PROBLEM}")
+pytestmark = pytest.mark.lab_hosts
 
 
 def load(name: str) -> List[Dict[str, Any]]:

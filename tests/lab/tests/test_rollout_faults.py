@@ -18,8 +18,7 @@ from gpulab import gpustate, hosts, workload
 from labtools import wait_until
 from rollout_lab import LEASE_NAME, LEASE_NS, WORK_NS, flat, start_lab
 
-_PROBLEM = hosts.prerequisites_problem()
-pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=f"lab hosts cannot run here: {_PROBLEM}")
+pytestmark = pytest.mark.lab_hosts
 
 LAYOUTS = ["all-1g.5gb", "all-balanced"]
 NODES = ("flt-0", "flt-1")

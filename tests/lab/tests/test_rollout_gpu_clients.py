@@ -15,12 +15,11 @@ import json
 import pytest
 
 from gpulab import gpustate, hosts
-from test_mig_failures import _flat  # noqa: E402  pylint: disable=wrong-import-position
-from test_operand_gpu_clients import AGENT_NS, CLIENT, agent_daemonset  # noqa: E402  pylint: disable=wrong-import-position
-from test_rollout_live_operator import start_live_lab  # noqa: E402  pylint: disable=wrong-import-position
+from test_mig_failures import _flat
+from test_operand_gpu_clients import AGENT_NS, CLIENT, agent_daemonset
+from test_rollout_live_operator import start_live_lab
 
-_PROBLEM = hosts.prerequisites_problem()
-pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=f"lab hosts cannot run here: {_PROBLEM}")
+pytestmark = pytest.mark.lab_hosts
 
 NODE = "cl-h100"
 

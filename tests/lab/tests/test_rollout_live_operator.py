@@ -11,24 +11,21 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from typing import Any, Callable, Dict, List
 
 import pytest
 import yaml
 
+
+from gpulab import gpustate, hosts
+from labtools import FAST_ENV, environ
+from test_mig_failures import _ansible_playbook, _collections_path, _flat
+
 LAB_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO_ROOT = os.path.dirname(os.path.dirname(LAB_ROOT))
-if LAB_ROOT not in sys.path:
-    sys.path.insert(0, LAB_ROOT)
 
-from gpulab import gpustate, hosts  # noqa: E402  pylint: disable=wrong-import-position
-from labtools import FAST_ENV, environ  # noqa: E402  pylint: disable=wrong-import-position
-from test_mig_failures import _ansible_playbook, _collections_path, _flat  # noqa: E402  pylint: disable=wrong-import-position
-
-_PROBLEM = hosts.prerequisites_problem()
-pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=f"lab hosts cannot run here: {_PROBLEM}")
+pytestmark = pytest.mark.lab_hosts
 
 SPECS = ["op-h100=H100-80GB:1", "op-h200=H200:1"]
 DEPLOY = "nvidia.com/gpu.deploy."

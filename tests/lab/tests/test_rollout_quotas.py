@@ -18,8 +18,7 @@ from gpulab import hosts
 
 from rollout_lab import flat, start_lab
 
-_PROBLEM = hosts.prerequisites_problem()
-pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=f"lab hosts cannot run here: {_PROBLEM}")
+pytestmark = pytest.mark.lab_hosts
 
 MIG1, MIG2, MIG3 = "nvidia.com/mig-1g.5gb", "nvidia.com/mig-2g.10gb", "nvidia.com/mig-3g.20gb"
 TEAMS = [{"name": "vision", "namespaces": ["vision"], "cohort": "lab", "shares": {MIG1: "50%", MIG2: "50%", MIG3: "50%"}},

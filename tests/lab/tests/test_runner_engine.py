@@ -25,8 +25,7 @@ from rollout_lab import _helm
 
 ansible_runner = pytest.importorskip("ansible_runner")
 
-_PROBLEM = hosts.prerequisites_problem()
-pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=f"lab hosts cannot run here: {_PROBLEM}")
+pytestmark = pytest.mark.lab_hosts
 
 SPECS = ["awx-0=A100-40GB:1@gpu_hosts"]
 PLAYBOOKS = {"site.yml": "gpufleet.sharing.site", "verify.yml": "gpufleet.sharing.verify"}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib
 
-import labtools
 import pytest
 import yaml
 
@@ -13,7 +12,6 @@ from gpulab import gpustate, migparted, smi
 from gpulab.cluster.operator.migconfig import default_mig_parted_config
 from gpulab.models import available_models, load_model
 
-labtools.ensure_collection_path()
 CATALOG = importlib.import_module("ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog")
 MIG_PARTED = importlib.import_module("ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted")
 

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from gpulab import gpustate, smi
+from gpulab.models import MODELS_DIR, available_models
 
 QUERY = ("--query-gpu=index,name,uuid,pci.bus_id,pci.device_id,pci.sub_device_id,memory.total,"
          "mig.mode.current,mig.mode.pending,driver_version,vbios_version,compute_cap")
@@ -91,8 +92,6 @@ def test_module_entry_point(h200_host, h200_capture):
 
 def test_other_models_render_their_fixture_tables(make_host):
     """lgip.txt of every model re-renders identically (the parser and renderer agree)."""
-    from gpulab.models import MODELS_DIR, available_models  # pylint: disable=import-outside-toplevel
-
     for key in available_models():
         spec_dir = os.path.join(MODELS_DIR, key)
         if not os.path.exists(os.path.join(spec_dir, "lgip.txt")):

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from gpulab import gpustate, shims, smi, workload
+from gpulab.models import ModelError
 
 LAB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -66,8 +67,6 @@ def test_missing_state_file(tmp_path):
 
 
 def test_unknown_model(tmp_path):
-    from gpulab.models import ModelError  # pylint: disable=import-outside-toplevel
-
     with pytest.raises(ModelError, match="unknown GPU model 'B999'"):
         gpustate.create(str(tmp_path / "x.json"), "x", [("B999", 1)])
 

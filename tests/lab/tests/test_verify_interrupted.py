@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from labtools import BUILD, ensure_collection_path, run_module, serve_lab, wait_until
+from labtools import BUILD, run_module, serve_lab, wait_until
 
 MANAGED = "app.kubernetes.io/managed-by=gpufleet.sharing"
 PLAN = {"gpu-h": [{"model": "H100-80GB", "count": 1, "product": "NVIDIA H100 80GB HBM3"}]}
@@ -48,7 +48,6 @@ def verify_args(lab, run_id, **extra):
 
 def start_module(tmp_path, args):
     """gpu_verify as Ansible runs it (its own process), so that it can be killed."""
-    ensure_collection_path()
     path = tmp_path / "args.json"
     path.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": dict(args, _ansible_tmpdir=str(tmp_path))}))
     return subprocess.Popen([sys.executable, "-m", "ansible_collections.gpufleet.sharing.plugins.modules.gpu_verify",

@@ -19,8 +19,7 @@ import yaml
 from labtools import BUILD, REPO, run_module, wait_until
 from test_cluster_modules_sharing import install_operator, start_lab
 
-sys.path.insert(0, os.path.join(REPO, "tests", "unit", "plugins", "module_utils"))
-from report_dom import disagreements  # noqa: E402  (the HTML report's reader, shared with the unit tests)
+from report_dom import disagreements  # (the HTML report's reader, shared with the unit tests)
 
 PROBE = os.path.join(REPO, "roles", "verify", "files", "gpufleet_probe.py")
 TS3 = {"name": "ts3", "strategy": "time-slicing", "resources": [{"name": "nvidia.com/gpu", "replicas": 3}], "nodes": ["ts-1"]}
