@@ -9,7 +9,6 @@ I/O through ``_k8s.K8sClient``; what a node or a pod must show is ``_fleet_plan`
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
@@ -182,21 +181,26 @@ class PodRun:
 
     def poll(self, created: Mapping[str, Any]) -> Tuple[Dict[str, Tuple[str, float]], Dict[str, Any]]:
         """Until every pod finished or the timeout: name -> (phase, seconds), and the pods last seen."""
-        start = time.monotonic()
+        start = self.k8s.now()
         finished: Dict[str, Tuple[str, float]] = {}
         live: Dict[str, Any] = {}
-        while True:
+
+        def probe() -> Tuple[bool, int]:
             for pod in self.k8s.list("Pod", namespace=self.namespace, label_selector=self.selector):
                 name = pod["metadata"]["name"]
                 live[name] = pod
                 phase = (pod.get("status") or {}).get("phase")
                 if name in created and phase in ("Succeeded", "Failed") and name not in finished:
-                    finished[name] = (phase, round(time.monotonic() - start, 1))
+                    finished[name] = (phase, round(self.k8s.now() - start, 1))
             for observe in self.observers:
                 observe(live, created)
-            if len(finished) == len(created) or time.monotonic() - start >= self.params["pod_timeout"]:
-                return finished, live
-            time.sleep(self.params["poll_interval"])
+            return len(finished) == len(created), len(finished)
+
+        try:
+            self.k8s.wait_for("the verification pods to finish", probe, self.params["pod_timeout"], self.params["poll_interval"])
+        except K8sTimeout:
+            pass  # the pods that did not finish are reported by collect()
+        return finished, live
 
     def collect(self, created: Mapping[str, Any]) -> None:
         finished, live = self.poll(created)

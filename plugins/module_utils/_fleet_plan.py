@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._changes import diff_entry as _changes_entry
 from ansible_collections.gpufleet.sharing.plugins.module_utils._component_versions import (
     DevicePlugin,
     VersionError,
@@ -398,7 +399,7 @@ def _yaml_block(mapping: Mapping[str, Any]) -> str:
 
 
 def diff_entry(what: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> Dict[str, Any]:
-    return {"before_header": what, "after_header": what, "before": _yaml_block(before), "after": _yaml_block(after)}
+    return _changes_entry(what, _yaml_block(before), _yaml_block(after))
 
 
 @dataclass(frozen=True)

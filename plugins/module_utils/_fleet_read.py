@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional
 from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import read_cluster_policy
 from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan import (
     NODE_PLANS_ARGSPEC, ClusterView, HostPlan, checked_configs, device_plugin_of, read_intent)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import SharingConfig, SharingError, parse_selector
+from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import SharingConfig, parse_selector
 
 FLEET_ARGSPEC: Dict[str, Any] = dict(
     nodes=dict(type="list", elements="str", default=[]),
@@ -53,12 +53,10 @@ def read_fleet(mod: Any) -> FleetRead:
     nodes = mod.k8s.list("Node")
     policy = read_cluster_policy(mod.k8s, p["cluster_policy_name"], required=False)
     cluster = ClusterView.read(nodes, policy)
-    try:
+    with mod.failing_on("invalid sharing plan"):
         selector, plugin = parse_selector(p["node_selector"], "node_selector"), device_plugin_of(p, policy, mod.warn)
         plans, raw_configs = read_intent(p)
         configs = (checked_configs(raw_configs, p["default_config"] or None, plugin, p["mig_strategy"] or cluster.mig_strategy)
                    if raw_configs is not None else None)
-    except SharingError as exc:
-        mod.fail("invalid sharing plan: %s" % exc, problems=exc.problems)
     default = p["default_config"] if raw_configs is not None else None
     return FleetRead(nodes, policy, cluster, selector, plugin, plans, configs, default)

@@ -21,6 +21,7 @@ try:
 except ImportError:  # pragma: no cover - PyYAML comes with ansible-core and the kubernetes client
     yaml = None
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._errors import ProblemsError
 from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import HelmError, same_version, split_chart_field
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError, K8sTimeout
 from ansible_collections.gpufleet.sharing.plugins.module_utils._values_tree import get_path, set_path
@@ -32,12 +33,8 @@ PSA_LABELS = {
 }
 
 
-class ValuesError(ValueError):
+class ValuesError(ProblemsError):
     """The requested values contradict each other; ``problems`` lists every contradiction."""
-
-    def __init__(self, problems: List[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = problems
 
 
 def build_values(values: Optional[Dict[str, Any]] = None, mig_strategy: Optional[str] = None,

@@ -23,6 +23,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, List, Mapping, Sequence, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._errors import ProblemsError
+
 # Distributions the operator v26.7.0 knows (controllers/object_controls.go RepoConfigPathMap).
 KNOWN_OS = ("centos", "debian", "ubuntu", "rhcos", "rhel", "rocky", "ol", "sles", "sl-micro")
 MAJOR_ONLY = ("ol", "rocky", "rhel")
@@ -44,12 +46,8 @@ SANDBOX = (("sandboxDevicePlugin", "kubevirt"), ("kataSandboxDevicePlugin", "kat
 NOT_IN_POLICY = ("operator", "draDriver", "node-feature-discovery")
 
 
-class OsError(ValueError):
+class OsError(ProblemsError):
     """OS names the operator does not know; ``problems`` lists every one."""
-
-    def __init__(self, problems: List[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = problems
 
 
 def _on(value: Any, default: bool = True) -> bool:

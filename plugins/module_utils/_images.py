@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._errors import ProblemsError
 from ansible_collections.gpufleet.sharing.plugins.module_utils._image_plan import OsError, pulled, tagged_images
 from ansible_collections.gpufleet.sharing.plugins.module_utils._values_tree import get_path
 
@@ -36,12 +37,8 @@ SUBCHART_SWITCHES: Dict[str, Path] = {"node-feature-discovery": ("nfd", "enabled
 _REGISTRY = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
 
 
-class ImageError(ValueError):
+class ImageError(ProblemsError):
     """Input that cannot name images; ``problems`` lists every reason."""
-
-    def __init__(self, problems: List[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = problems
 
 
 @dataclass(frozen=True)

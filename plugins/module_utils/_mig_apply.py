@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._changes import diff_entry
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import CatalogError, GpuModel, resolve_model
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import (
     DesiredGpu,
@@ -281,12 +282,8 @@ def gpus_side(layouts: Iterable[Layout], changed_gpus: Sequence[int]) -> Dict[st
 def plan_diff(plan: HostPlan, changed_gpus: Sequence[int], files: Sequence[FileState]) -> List[Dict[str, Any]]:
     """The GPU entry first (always, empty when no GPU changes), then one entry per differing file."""
     header = "MIG state (selected config %s)" % plan.config_name
-    gpu_diff = dict(before=gpus_side(plan.before, changed_gpus), after=gpus_side(plan.after, changed_gpus),
-                    before_header=header, after_header=header)
-    return [gpu_diff] + [
-        dict(before=state.current or "", after=state.text, before_header=state.path, after_header=state.path)
-        for state in files if state.differs
-    ]
+    gpu_diff = diff_entry(header, gpus_side(plan.before, changed_gpus), gpus_side(plan.after, changed_gpus))
+    return [gpu_diff] + [diff_entry(state.path, state.current or "", state.text) for state in files if state.differs]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ try:
 except ImportError:  # pragma: no cover - PyYAML comes with ansible-core and the kubernetes client
     yaml = None
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._errors import ProblemsError
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils._node_drain import CORDON_OWNER, LEGACY_CORDON_MARKER
 
@@ -31,12 +32,8 @@ CONFIG_KEY = "config.yaml"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpufleet.sharing"}
 
 
-class MigOperatorError(ValueError):
+class MigOperatorError(ProblemsError):
     """Invalid input; ``problems`` lists everything found."""
-
-    def __init__(self, problems: List[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = problems
 
 
 def merge_host_configs(configs: Optional[Mapping[str, Any]] = None,

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._errors import ProblemsError
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import MODELS, GpuModel
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import LayoutError, plan_layout
 
@@ -42,12 +43,8 @@ def config_name_problem(name: Any, where: str = "mig-configs") -> Optional[str]:
     return "%s: config name %r is invalid: it must be %s" % (where, name, CONFIG_NAME_RULE)
 
 
-class MigPartedError(ValueError):
+class MigPartedError(ProblemsError):
     """A mig-parted config is invalid; ``problems`` lists every problem found."""
-
-    def __init__(self, problems: Sequence[str]) -> None:
-        self.problems = list(problems)
-        super().__init__("; ".join(self.problems))
 
 
 class DocumentError(ValueError):

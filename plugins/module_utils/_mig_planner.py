@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._errors import ProblemsError
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import (
     ENGINE_NAMES,
     GpuModel,
@@ -32,13 +33,12 @@ STRATEGIES = ('none', 'single', 'mixed')
 RESOURCE_PREFIX = 'nvidia.com/'
 
 
-class LayoutError(ValueError):
+class LayoutError(ProblemsError):
     """A layout cannot be realised on the GPU model; `problems` explains every reason found."""
 
     def __init__(self, model_key: str, problems: List[str]) -> None:
         self.model_key = model_key
-        self.problems = list(problems)
-        super().__init__('; '.join(self.problems))
+        super().__init__(problems)
 
 
 class Placement:

@@ -19,6 +19,9 @@ Every module's ``main()`` is a few lines::
 - ``fail()`` raises; ``run()`` turns it (and the errors a subclass expects, ``K8sError`` for
   ``_cluster_module.ClusterModule``) into ``fail_json`` carrying the result gathered so far, so no
   helper ever exits the process itself.
+- Bad input is a ``_errors.ProblemsError`` (every domain's error subclasses it): ``run()`` fails
+  with its message and ``problems``; ``with mod.failing_on("invalid sharing plan"):`` prefixes
+  the message with what the block was doing.
 - This file does not import the Kubernetes layer: host modules built on it ship to GPU hosts
   without ``_k8s`` (and never try to import the ``kubernetes`` package there).
 - ``changes`` collects the changed flag and the diff entries; ``run()`` adds ``diff`` only under
@@ -35,10 +38,13 @@ Every module's ``main()`` is a few lines::
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Tuple, Type
+import contextlib
+from typing import Any, Callable, Dict, Iterator, Mapping, NoReturn, Optional, Tuple, Type
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._changes import Changes
+from ansible_collections.gpufleet.sharing.plugins.module_utils._errors import ProblemsError
 from ansible_collections.gpufleet.sharing.plugins.module_utils._inputs import redact_url, redact_urls
 
 
@@ -49,36 +55,6 @@ class ModuleFailure(Exception):
         super().__init__(msg)
         self.msg = msg
         self.extra = extra
-
-
-class Changes:
-    """The changed flag and the diff entries of one module run."""
-
-    def __init__(self) -> None:
-        self.changed = False
-        self.entries: List[Dict[str, Any]] = []
-
-    def record(self, what: str, before: Any, after: Any, changed: Optional[bool] = None) -> bool:
-        """Note one object's before/after; ``changed`` defaults to ``before != after``."""
-        is_changed = (before != after) if changed is None else bool(changed)
-        self.changed = self.changed or is_changed
-        if is_changed:
-            self.entries.append({"before_header": what, "after_header": what,
-                                 "before": _diffable(before), "after": _diffable(after)})
-        return is_changed
-
-    def mark(self) -> None:
-        """Something changed that has no before/after of its own (e.g. a pod restarted)."""
-        self.changed = True
-
-    def diff(self) -> Any:
-        if len(self.entries) == 1:
-            return self.entries[0]
-        return self.entries
-
-
-def _diffable(value: Any) -> Any:
-    return {} if value is None else value
 
 
 class GpuFleetModule:
@@ -104,6 +80,14 @@ class GpuFleetModule:
     def fail(self, msg: str, **extra: Any) -> NoReturn:
         raise ModuleFailure(msg, **extra)
 
+    @contextlib.contextmanager
+    def failing_on(self, what: str = "", **extra: Any) -> Iterator[None]:
+        """A ``ProblemsError`` in the block fails the module: ``<what>: <problems>``, with ``problems`` and ``extra``."""
+        try:
+            yield
+        except ProblemsError as exc:
+            self.fail("%s: %s" % (what, exc) if what else str(exc), problems=exc.problems, **extra)
+
     def warn(self, msg: str) -> None:
         self.ansible.warn(redact_url(msg))
 
@@ -125,6 +109,8 @@ class GpuFleetModule:
             body(self)
         except ModuleFailure as exc:
             self.ansible.fail_json(msg=redact_url(exc.msg), **self._final_result(exc.extra))
+        except ProblemsError as exc:
+            self.ansible.fail_json(msg=redact_url(str(exc)), **self._final_result({"problems": exc.problems}))
         except self.expected_errors as exc:  # pylint: disable=catching-non-exception
             failure = self.failure_from(exc)
             self.ansible.fail_json(msg=redact_url(failure.msg), **self._final_result(failure.extra))

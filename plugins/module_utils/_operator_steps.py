@@ -17,11 +17,11 @@ from ansible.module_utils.common.process import get_bin_path
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator import (
-    ClusterObjectError, NotReady, ValuesError, apply_cluster_objects, build_values, cluster_policy_state, crds_from_text,
+    ClusterObjectError, NotReady, apply_cluster_objects, build_values, cluster_policy_state, crds_from_text,
     pending_problem, release_action, release_info, release_state, values_changes, wait_operator_ready)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import Helm, HelmCommand, find_helm, helm_environment, repo_of
 from ansible_collections.gpufleet.sharing.plugins.module_utils._images import (
-    ImageError, docker_config_secret, full_chart_values, merge, mirror_values, per_pod_metrics_env, proxy_env,
+    docker_config_secret, full_chart_values, merge, mirror_values, per_pod_metrics_env, proxy_env,
     pull_secret_values, registry_host, registry_problems, secret_forms)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._inputs import secret_owner_problem
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
@@ -106,14 +106,13 @@ class GpuOperator:
         problems += registry_problems(credentials.get("server"), "registry_credentials.server")
         if problems:
             self.mod.fail("invalid registry: %s" % "; ".join(problems), problems=problems)
-        try:
+        with self.mod.failing_on("invalid values"):
             values = build_values(p["values"], p["mig_strategy"], p["mig_manager_enabled"], p["mig_manager_config"],
                                   p["driver_enabled"], p["toolkit_enabled"], p["device_plugin_config"],
                                   mig_manager_default_config=p["mig_manager_default_config"])
             wanted = any((p["proxy"] or {}).values())
-            return merge(values, {"driver": {"env": proxy_env(values, p["proxy"])}}) if wanted else values
-        except (ValuesError, ImageError) as exc:
-            self.mod.fail("invalid values: %s" % exc, problems=exc.problems)
+            values = merge(values, {"driver": {"env": proxy_env(values, p["proxy"])}}) if wanted else values
+        return values
 
     def release_entry(self) -> Optional[Dict[str, Any]]:
         """The release; an interrupted one is rolled back first when O(recover_pending) allows it."""
@@ -194,31 +193,27 @@ class GpuOperator:
     def chart_values(self) -> Dict[str, Any]:
         """The chart's default values with its subcharts' (where its images and pull secrets are), read once."""
         if self._chart_values is None:
-            try:
+            with self.mod.failing_on():
                 ref, version = self.params["chart_ref"], self.params["chart_version"]
                 self._subcharts = self.helm.subcharts(ref, version)
                 self._chart_values = full_chart_values(self.helm.values_text(ref, version), self._subcharts)
-            except ImageError as exc:
-                self.mod.fail(str(exc), problems=exc.problems)
         return self._chart_values
 
     def mirrored(self, requested: Dict[str, Any]) -> Dict[str, Any]:
         """``requested`` with every image of the chart pointed at O(registry) (docs/reference/specs.md §17.1)."""
         if not self.params["registry"]:
             return requested
-        try:
-            return merge(requested, mirror_values(self.chart_values(), requested, self.params["registry"]))
-        except ImageError as exc:
-            self.mod.fail("registry %s: %s" % (self.params["registry"], exc), problems=exc.problems)
+        with self.mod.failing_on("registry %s" % self.params["registry"]):
+            mirrors = mirror_values(self.chart_values(), requested, self.params["registry"])
+        return merge(requested, mirrors)
 
     def with_metrics(self, requested: Dict[str, Any]) -> Dict[str, Any]:
         """``requested`` with the DCGM exporter's per-pod attribution when O(per_pod_metrics) (§17.5)."""
         if not self.params["per_pod_metrics"]:
             return requested
-        try:
-            return merge(requested, {"dcgmExporter": {"env": per_pod_metrics_env(self.chart_values(), requested)}})
-        except ImageError as exc:
-            self.mod.fail(str(exc), problems=exc.problems)
+        with self.mod.failing_on():
+            env = per_pod_metrics_env(self.chart_values(), requested)
+        return merge(requested, {"dcgmExporter": {"env": env}})
 
     def with_tolerations(self, requested: Dict[str, Any]) -> Dict[str, Any]:
         """``requested`` with O(tolerations) added to the operand DaemonSets' (and NFD workers') tolerations."""

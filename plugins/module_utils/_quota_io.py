@@ -19,7 +19,6 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_read import read_fleet
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import BUILTIN_TYPES, K8sError, label_selector
 from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_objects import OWNER, owned
-from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import SharingError
 
 TYPES = {kind: BUILTIN_TYPES[kind] for kind in ("ResourceFlavor", "ClusterQueue", "LocalQueue")}  # API_VERSION
 SPEC_FIELDS = {"ResourceFlavor": ("nodeLabels", "nodeTaints", "tolerations"),
@@ -38,10 +37,8 @@ def planned_nodes(mod: Any) -> List[Dict[str, Any]]:
         configs = read_cluster_configs(mod.k8s, read.cluster.configmap, p["operator_namespace"])[0]
     intent = Intent(configs, read.default_config, read.plans, p["mig_strategy"], tuple(p["nodes"]), read.selector,
                     SCOPE_FLEET, read.plugin)
-    try:
+    with mod.failing_on("invalid sharing plan"):
         fleet = plan_fleet(intent, read.cluster.with_nodes(nodes))
-    except SharingError as exc:
-        mod.fail("invalid sharing plan: %s" % exc, problems=exc.problems)
     live = {n["metadata"]["name"]: n for n in nodes}
     result = []
     for name, node in sorted(fleet.nodes.items()):

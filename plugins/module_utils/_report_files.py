@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils._changes import diff_entry
+
 FILE_MODE = 0o644
 DIR_MODE = 0o755
 
@@ -36,7 +38,7 @@ def needs_write(wanted: str, current: Optional[str], mode: Optional[int]) -> boo
 
 
 def file_diff(name: str, wanted: Optional[str], current: Optional[str]) -> Mapping[str, Any]:
-    return {"before_header": name, "after_header": name, "before": current or "", "after": wanted or ""}
+    return diff_entry(name, current or "", wanted or "")
 
 
 def summary(written: Sequence[str], removed: Sequence[str], directory_created: bool) -> Tuple[bool, str]:

@@ -33,6 +33,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._component_versio
     DevicePlugin,
     show,
 )
+from ansible_collections.gpufleet.sharing.plugins.module_utils._errors import ProblemsError
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import CatalogError, find_model, resolve_model
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_strategy import (
     refusal_problem,
@@ -86,12 +87,8 @@ _MIG_BASE_RE = re.compile(r"^(nvidia\.com/mig-[0-9]+g\.[0-9]+gb)[-.][a-z.]+$")
 _PRODUCT_UNSAFE_RE = re.compile(r"[^A-Za-z0-9\-_. ]")
 
 
-class SharingError(ValueError):
+class SharingError(ProblemsError):
     """Invalid sharing input; ``problems`` lists every problem found (one sentence each)."""
-
-    def __init__(self, problems: Sequence[str]) -> None:
-        self.problems = list(problems)
-        super().__init__("; ".join(self.problems))
 
 
 # --------------------------------------------------------------------------------------------

@@ -130,11 +130,11 @@ from typing import Any, Dict
 
 from ansible.module_utils.common.process import get_bin_path
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator import ValuesError, build_values
+from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator import build_values
 from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import Helm, HelmCommand, HelmError, find_helm
-from ansible_collections.gpufleet.sharing.plugins.module_utils._image_plan import OsError, fleet_os_tags
+from ansible_collections.gpufleet.sharing.plugins.module_utils._image_plan import fleet_os_tags
 from ansible_collections.gpufleet.sharing.plugins.module_utils._images import (
-    ImageError, chart_images, full_chart_values, mirror_image, registry_problems)
+    chart_images, full_chart_values, mirror_image, registry_problems)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._operator_release import chart_version_problems
 
@@ -154,7 +154,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
 
 
 class ImagesModule(GpuFleetModule):
-    expected_errors = (HelmError, ImageError, OsError, ValuesError)
+    expected_errors = (HelmError,)
 
 
 def main() -> None:

@@ -305,7 +305,6 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
     CONFIG_ARGSPEC,
     CONFIG_LABEL,
     SharingConfig,
-    SharingError,
     parse_configs,
     release_problems,
     render_configmap_data,
@@ -335,11 +334,9 @@ def plan(mod: ClusterModule, configs: Mapping[str, SharingConfig], plans: Mappin
     """Read the nodes, plan the fleet, refuse with every problem at once."""
     p = mod.params
     cluster = ClusterView.read(mod.k8s.list("Node"), policy, list(live_data))
-    try:
+    with mod.failing_on("invalid node selection or version"):
         plugin = device_plugin_of(p, policy, mod.warn)
         fleet = plan_fleet(Intent(configs, p["default_config"], plans, scope=SCOPE_GOVERNED, plugin=plugin), cluster)
-    except SharingError as exc:
-        mod.fail("invalid node selection or version: %s" % exc, problems=exc.problems)
     mod.result.update(assignments=fleet.assignments, device_plugin=plugin.as_dict())
     problems = release_problems(configs, plugin) + removal_problems(fleet, cluster, list(rendered))
     problems += ["node %r has a GPU plan (node_plans/node_gpus) but does not exist in the cluster" % n
@@ -364,11 +361,9 @@ def apply_plan(mod: ClusterModule) -> None:
     selectors = [s for s in (selector_problem("restart_selectors", item) for item in p["restart_selectors"]) if s]
     if selectors:
         mod.fail("; ".join(selectors), problems=selectors)
-    try:
+    with mod.failing_on("invalid sharing configs"):
         plans, raw_configs = read_intent(dict(p, configs=p["configs"] or []))
         configs = parse_configs(raw_configs, p["default_config"] or None)
-    except SharingError as exc:
-        mod.fail("invalid sharing configs: %s" % exc, problems=exc.problems)
     policy, exists = read_policy(mod)
     # per node (the ClusterPolicy leaves mig.strategy empty): each config carries its plugin's strategy
     configs = with_rendered_strategies(configs, ((policy.get("spec") or {}).get("mig") or {}).get("strategy") or None)

@@ -347,7 +347,8 @@ from typing import Any, Dict, List, Mapping, Tuple
 from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan import SCOPE_FLEET, ClusterView, Intent, labels_of, plan_fleet
 from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_read import FLEET_ARGSPEC, read_fleet
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import ExpectedNode, SharingError
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sTimeout
+from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import ExpectedNode
 from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import (
     HAS_JMESPATH, POD_ARGSPEC, Check, build_report, compare_node, config_checks, option_problems, render_junit, render_table,
     user_checks)
@@ -401,10 +402,8 @@ def read(mod: ClusterModule) -> Tuple[Intent, ClusterView, NodeList, List[Check]
 def evaluate(mod: ClusterModule, intent: Intent, cluster: ClusterView, nodes: NodeList) -> Tuple[List[Check], List[ExpectedNode]]:
     """Every check of every node in scope against the fleet plan."""
     objs = {n["metadata"]["name"]: n for n in nodes}
-    try:
+    with mod.failing_on("invalid sharing plan"):
         fleet = plan_fleet(intent, cluster.with_nodes(nodes))
-    except SharingError as exc:
-        mod.fail("invalid sharing plan: %s" % exc, problems=exc.problems)
     checks: List[Check] = []
     expected: List[ExpectedNode] = []
     for name, node in sorted(fleet.nodes.items()):
@@ -424,14 +423,20 @@ def compare(mod: ClusterModule) -> Tuple[List[Check], List[ExpectedNode], NodeLi
     p = mod.params
     intent, cluster, nodes, plan_checks = read(mod)
     mod.result["device_plugin"] = intent.plugin.as_dict() if intent.plugin else None
-    checks, expected = evaluate(mod, intent, cluster, nodes)
-    start = time.monotonic()
-    while (p["wait_timeout"] > 0 and not mod.check_mode and any(not c.ok for c in checks)
-           and time.monotonic() - start < p["wait_timeout"]):
-        time.sleep(p["wait_interval"])
-        nodes = mod.k8s.list("Node")
-        checks, expected = evaluate(mod, intent, cluster, nodes)
-    waited = round(time.monotonic() - start, 1) if p["wait_timeout"] > 0 else 0
+    listed = [nodes]  # the first poll uses read()'s node list, each later one lists the nodes again
+
+    def probe() -> Tuple[bool, Tuple[List[Check], List[ExpectedNode], NodeList]]:
+        current = listed.pop() if listed else mod.k8s.list("Node")
+        found, wanted = evaluate(mod, intent, cluster, current)
+        return all(c.ok for c in found), (found, wanted, current)
+
+    start = mod.k8s.now()
+    try:
+        checks, expected, nodes = mod.k8s.wait_for("the nodes to match the plan", probe,
+                                                    0 if mod.check_mode else p["wait_timeout"], p["wait_interval"])
+    except K8sTimeout as exc:
+        checks, expected, nodes = exc.detail
+    waited = round(mod.k8s.now() - start, 1) if p["wait_timeout"] > 0 else 0
     return plan_checks + checks, expected, nodes, waited, intent
 
 

@@ -292,7 +292,6 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_host import 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import (
     DocumentError,
     MigPartedConfig,
-    MigPartedError,
     current_layout,
     parse_config,
     render_yaml,
@@ -348,21 +347,20 @@ def run(mod: GpuFleetModule) -> None:
 def read_config(mod: GpuFleetModule) -> MigPartedConfig:
     document, source = read_document(mod)
     try:
-        if mod.params["include_defaults"]:
-            document = document_with_defaults(document, source)
-        return parse_config(document, source)
+        with mod.failing_on("invalid mig-parted config"):
+            if mod.params["include_defaults"]:
+                document = document_with_defaults(document, source)
+            config = parse_config(document, source)
     except DocumentError as exc:
         mod.fail(str(exc))
-    except MigPartedError as exc:
-        mod.fail("invalid mig-parted config: %s" % exc, problems=exc.problems)
+    return config
 
 
 def plan_or_fail(mod: GpuFleetModule, config: MigPartedConfig, gpus: List[Dict[str, Any]]) -> HostPlan:
-    try:
-        return plan_host(config, mod.params["selected"], gpus)
-    except MigPartedError as exc:
-        mod.fail("MIG config %s cannot be applied on this host: %s" % (mod.params["selected"] or "", exc),
-                 problems=exc.problems, before=[current_layout(gpu) for gpu in gpus])
+    with mod.failing_on("MIG config %s cannot be applied on this host" % (mod.params["selected"] or ""),
+                        before=[current_layout(gpu) for gpu in gpus]):
+        plan = plan_host(config, mod.params["selected"], gpus)
+    return plan
 
 
 def apply(mod: GpuFleetModule, host: MigHost, plan: HostPlan, config: MigPartedConfig, result: Dict[str, Any]) -> None:

@@ -114,9 +114,9 @@ from typing import Any, Dict
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator import PSA_LABELS
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_operator import (
-    CONFIG_KEY, MIG_CONFIG_LABEL, MigOperatorError, changed_in_use, config_map_body, missing_selections,
+    CONFIG_KEY, MIG_CONFIG_LABEL, changed_in_use, config_map_body, missing_selections,
     operator_config_document, policy_config_name)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import MigPartedError, render_yaml
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import render_yaml
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils._options import object_name_problems
 
@@ -147,11 +147,9 @@ def run(mod: ClusterModule) -> None:
                                     + [("selected", "Node", host) for host in params["selected"]])
     if problems:
         mod.fail("; ".join(problems), problems=problems)
-    try:
+    with mod.failing_on("invalid MIG configs"):
         document = operator_config_document(params["configs"], params["configs_by_host"],
                                             params["include_default_configs"])
-    except (MigOperatorError, MigPartedError) as exc:
-        mod.fail("invalid MIG configs: %s" % exc, problems=exc.problems)
     problems = missing_selections(document["mig-configs"], params["selected"])
     if problems:
         mod.fail("; ".join(problems), problems=problems)

@@ -204,7 +204,7 @@ from typing import Optional
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import CatalogError, GpuModel, resolve_model
 from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import plan_named_config
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import LayoutError, plan_layout
+from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import plan_layout
 from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
 
 ARGUMENT_SPEC = dict(
@@ -237,11 +237,8 @@ def run(mod: GpuFleetModule) -> None:
             mod.fail('name needs config or include_default_configs=true')
         plan_config(mod, requested)
         return
-    try:
+    with mod.failing_on('layout %s is not possible on %s' % (mod.ansible.jsonify(mod.params['layout']), requested.key)):
         plan = plan_layout(requested, mod.params['layout'])
-    except LayoutError as error:
-        mod.fail('layout %s is not possible on %s: %s' % (
-            mod.ansible.jsonify(mod.params['layout']), requested.key, error), problems=error.problems)
     mod.result.update(model=requested.as_dict(), plan=plan.as_dict())
 
 
