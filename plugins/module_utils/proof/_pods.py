@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._module import ModuleFailure
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import BUILTIN_TYPES, K8sClient, K8sError
@@ -22,6 +22,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._verify imp
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
     RUN_ID_LABEL,
+    Check,
     pending_reason,
     pod_check,
     pod_manifest,
