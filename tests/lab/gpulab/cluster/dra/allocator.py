@@ -6,7 +6,7 @@ dynamic-resource-allocation/):
 * a device matches a request when every selector of its DeviceClass and then every selector of
   the request evaluates to true (CEL, ``cel.py``); a run-time error is an allocation error;
 * ``allocationMode: ExactCount`` takes ``count`` devices, ``All`` every matching device (at least
-  one); ``firstAvailable`` tries its subrequests in order (result request ``<request>/<sub>``);
+  one, and none of them allocated to another claim); ``firstAvailable`` tries its subrequests in order (result request ``<request>/<sub>``);
 * ``constraints[].matchAttribute``: all devices of the named requests (all requests when none are
   named) have the attribute, with one value;
 * a device already allocated to another claim is not a candidate (no ``allowMultipleAllocations``
@@ -16,7 +16,7 @@ dynamic-resource-allocation/):
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from gpulab.cluster.dra import cel
 
@@ -73,7 +73,8 @@ class _Search:
         self.requests: List[Obj] = list(devices.get("requests") or [])
         self.constraints: List[Obj] = list(devices.get("constraints") or [])
         self.classes = classes
-        self.candidates = [c for c in candidates if key_of(c) not in in_use]
+        self.in_use = in_use
+        self.candidates = list(candidates)
         self.taken: List[Tuple[str, Candidate]] = []
 
     def matching(self, option: Obj) -> List[Candidate]:
@@ -105,13 +106,16 @@ class _Search:
         if index == len(self.requests):
             return True
         for result_name, option in _options(self.requests[index]):
-            found = [c for c in self.matching(option) if key_of(c) not in {key_of(t) for _n, t in self.taken}]
+            matching = self.matching(option)
+            busy = self.in_use | {key_of(t) for _n, t in self.taken}
+            found = [c for c in matching if key_of(c) not in busy]
             if option.get("allocationMode", "ExactCount") == "All":
-                if found and self._take_all(result_name, found) and self.solve(index + 1):
+                # All: every matching device, so none of them may be allocated elsewhere.
+                if found and len(found) == len(matching) and self._take_all(result_name, found) and self.solve(index + 1):
                     return True
                 self._drop(result_name)
                 continue
-            if self._pick(result_name, found, int(option.get("count", 1) or 1), 0) and self.solve(index + 1):
+            if self._pick(result_name, found, int(option.get("count", 1) or 1), 0, lambda: self.solve(index + 1)):
                 return True
             self._drop(result_name)
         return False
@@ -123,17 +127,18 @@ class _Search:
             self.taken.append((result_name, candidate))
         return True
 
-    def _pick(self, result_name: str, found: List[Candidate], count: int, start: int) -> bool:
+    def _pick(self, result_name: str, found: List[Candidate], count: int, start: int, rest: Callable[[], bool]) -> bool:
+        """Choose `count` more of `found` (from `start` on) so that `rest` (the later requests) succeeds."""
         if count == 0:
-            return True
+            return rest()
         for position in range(start, len(found)):
             candidate = found[position]
             if not self._fits(result_name, candidate):
                 continue
             self.taken.append((result_name, candidate))
-            if self._pick(result_name, found, count - 1, position + 1):
+            if self._pick(result_name, found, count - 1, position + 1, rest):
                 return True
-            self.taken.pop()
+            self.taken = [(n, c) for n, c in self.taken if not (n == result_name and c is candidate)]
         return False
 
     def _drop(self, result_name: str) -> None:
