@@ -147,8 +147,13 @@ def test_kubectl_lists_applies_and_dry_runs(lab, tmp_path):
     assert applied.returncode == 0, applied.stderr
     assert kubectl("get", "resourceclaimtemplates.resource.k8s.io", "-o", "name").stdout.split() == [
         "resourceclaimtemplate.resource.k8s.io/mig-1g-10gb"]
-    assert kubectl("get", "resourceslices").returncode == 0
+    assert kubectl("get", "resourceslices").stdout.split()[:5] in ([], ["NAME", "NODE", "DRIVER", "POOL", "AGE"])
     assert kubectl("get", "deviceclasses").returncode == 0
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "table", "namespace": "default"},
+             "spec": template["spec"]["spec"]}
+    assert kubectl("apply", "-f", "-", stdin=json.dumps(claim)).returncode == 0
+    table = kubectl("get", "resourceclaim", "table").stdout.split()
+    assert table[:3] == ["NAME", "STATE", "AGE"] and table[4] == "pending"
 
 
 def test_an_older_kubernetes_does_not_serve_resource_v1(tmp_path, monkeypatch):
