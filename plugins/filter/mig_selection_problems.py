@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import Any, Dict
 
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._mig_selection import mig_selection_problems
 

@@ -9,8 +9,8 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import node_name
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._read_plan import read_plan
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_read_plan import Prepared
-from ansible_collections.gpufleet.sharing.plugins.module_utils._rollout_triage import UNPLANNED, triage
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_read_plan import Prepared
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import UNPLANNED, triage
 
 DOCUMENTATION = r"""
 name: rollout_triage

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping, Sequence
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import CatalogError, resolve_model
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import plan_named_config
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import CatalogError, resolve_model
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_parted import plan_named_config
 
 
 def mig_selection_problems(models: Sequence[str], selection: Mapping[str, Any]) -> List[str]:

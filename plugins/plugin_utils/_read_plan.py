@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_read_plan import Prepared, plan_prepared, prepare
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_read_plan import Prepared, plan_prepared, prepare
 
 
 def read_plan(read: Any, selection: Any, cache: Dict[Tuple[str, bool], Prepared]) -> Dict[str, Any]:

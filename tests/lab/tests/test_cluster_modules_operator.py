@@ -27,7 +27,7 @@ from gpulab import gpustate, tools
 from gpulab.cluster import faults
 from labtools import REPO, run_module, serve_lab, wait_until
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
 
 CHART = os.path.join(REPO, "tests", "lab", "charts", "gpu-operator-standin")
 

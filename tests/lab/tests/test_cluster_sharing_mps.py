@@ -13,7 +13,7 @@ from labtools import run_module, wait_until
 from test_cluster_modules_sharing import install_operator, start_lab
 
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
 
 MPS_DS = "nvidia-device-plugin-mps-control-daemon"
 NODE_GPUS = {"mps-1": [{"model": "H200", "count": 1, "product": "NVIDIA H200"}]}

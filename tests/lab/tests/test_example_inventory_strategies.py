@@ -21,8 +21,8 @@ from gpulab.cluster import devices, pluginconfig
 from test_cluster_behaviour_devices import host, set_mig
 
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _fleet_plan as fp
-from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import parse_configs, render_configmap_data
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet import _fleet_plan as fp
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import parse_configs, render_configmap_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 GROUP_VARS = os.path.join(ROOT, "inventories", "example", "group_vars")

@@ -24,7 +24,7 @@ from gpulab import gpustate, hosts, tools
 from labtools import BUILD, REPO, environ
 
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
 
 pytestmark = pytest.mark.lab_hosts
 

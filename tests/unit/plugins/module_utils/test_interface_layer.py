@@ -10,9 +10,9 @@ import os
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._errors import ProblemsError
-from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import SharingError
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._errors import ProblemsError
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._module import GpuFleetModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import SharingError
 
 PLUGINS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))), "plugins")
 
@@ -83,7 +83,7 @@ def _diff_dicts(tree: ast.AST):
 
 
 def test_changes_is_the_only_diff_builder() -> None:
-    offenders = ["%s:%d" % (path, node.lineno) for path, tree in _plugin_files() if not path.endswith("module_utils/_changes.py")
+    offenders = ["%s:%d" % (path, node.lineno) for path, tree in _plugin_files() if not path.endswith(os.path.join("base", "_changes.py"))
                  for node in _diff_dicts(tree)]
     assert offenders == []
 
