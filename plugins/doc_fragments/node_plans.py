@@ -2,7 +2,7 @@
 # Copyright (c) gpufleet.sharing contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The per-host plan options of gpu_sharing and gpu_verify and the device-plugin release they plan for
-(``_fleet_plan.NODE_PLANS_ARGSPEC``)."""
+(``base._argspecs.NODE_PLANS_ARGSPEC``)."""
 
 from __future__ import annotations
 

@@ -132,7 +132,7 @@ checks:
 from typing import Any, Dict, List
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_read import FLEET_ARGSPEC
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import FLEET_ARGSPEC
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_io import (
     advertised_nodes, delete, planned_nodes, read_owned, refusals, write)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_objects import (

@@ -284,8 +284,8 @@ wait:
 import copy
 from typing import Any, List, Mapping, Optional, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import CONFIG_ARGSPEC, NODE_PLANS_ARGSPEC
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_plan import (
-    NODE_PLANS_ARGSPEC,
     SCOPE_GOVERNED,
     ClusterView,
     FleetPlan,
@@ -302,7 +302,6 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing_
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._options import selector_problem
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import (
-    CONFIG_ARGSPEC,
     CONFIG_LABEL,
     SharingConfig,
     parse_configs,

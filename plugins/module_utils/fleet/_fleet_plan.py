@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import DEFAULT_MIG_CONFIG
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._changes import diff_entry as _changes_entry
 from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._component_versions import (
     DevicePlugin,
@@ -50,31 +51,12 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._mig_strategy import plugin_strategy
 
 # What "no MIG config given" means, everywhere: MIG off (the mig role's default, what it would apply).
-DEFAULT_MIG_CONFIG = "all-disabled"
+
 # A node carrying one of these labels (GPU Feature Discovery) is a GPU node.
 GPU_NODE_LABELS = ("nvidia.com/gpu.present", "nvidia.com/gpu.count")
 
 SCOPE_GOVERNED = "governed"
 SCOPE_FLEET = "fleet"
-
-# The per-host plan and the device-plugin release as module options (documentation: the
-# gpufleet.sharing.node_plans doc fragment).
-_GPU_SPEC = dict(model=dict(type="str"), count=dict(type="int", default=1), mig=dict(type="dict"),
-                 product=dict(type="str"), pci_device_id=dict(type="str"))
-NODE_PLANS_ARGSPEC: Dict[str, Any] = dict(
-    node_plans=dict(type="list", elements="dict", default=[], options=dict(
-        node=dict(type="str", required=True),
-        gpus=dict(type="list", elements="dict", options=_GPU_SPEC),
-        gpu_facts=dict(type="list", elements="dict"),
-        mig_config=dict(type="str", default=DEFAULT_MIG_CONFIG),
-        mig_configs=dict(type="dict", default={}),
-        sharing_config=dict(type="dict"),
-    )),
-    node_gpus=dict(type="dict", default={}),
-    operator_version=dict(type="str"),
-    device_plugin_version=dict(type="str"),
-)
-
 
 def labels_of(obj: Optional[Mapping[str, Any]]) -> Dict[str, str]:
     """An API object's labels (an empty dict for a missing object)."""

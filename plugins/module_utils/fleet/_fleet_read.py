@@ -15,21 +15,8 @@ from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing_io import read_cluster_policy
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_plan import (
-    NODE_PLANS_ARGSPEC, ClusterView, HostPlan, checked_configs, device_plugin_of, read_intent)
+    ClusterView, HostPlan, checked_configs, device_plugin_of, read_intent)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import SharingConfig, parse_selector
-
-FLEET_ARGSPEC: Dict[str, Any] = dict(
-    nodes=dict(type="list", elements="str", default=[]),
-    node_selector=dict(type="str"),
-    configs=dict(type="list", elements="raw"),
-    node_configs=dict(type="dict", default={}),
-    default_config=dict(type="str"),
-    mig_strategy=dict(type="str", choices=["none", "single", "mixed"]),
-    cluster_policy_name=dict(type="str"),
-    operator_namespace=dict(type="str", default="gpu-operator"),
-    **NODE_PLANS_ARGSPEC,
-)
-
 
 @dataclass(frozen=True)
 class FleetRead:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import K8S_AUTH_ARGSPEC
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import (
-    K8S_AUTH_ARGSPEC,
     K8sClient,
     K8sError,
     client_from_module,

@@ -77,22 +77,12 @@ except ImportError:  # pragma: no cover
     class _Urllib3HTTPError(Exception):
         pass
 
-from ansible.module_utils.basic import env_fallback, missing_required_lib
+from ansible.module_utils.basic import missing_required_lib
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import K8S_AUTH_ARGSPEC
 
 
 FIELD_MANAGER = "gpufleet.sharing"
-
-K8S_AUTH_ARGSPEC: Dict[str, Dict[str, Any]] = dict(
-    kubeconfig=dict(type="path", fallback=(env_fallback, ["K8S_AUTH_KUBECONFIG"])),
-    context=dict(type="str", fallback=(env_fallback, ["K8S_AUTH_CONTEXT"])),
-    host=dict(type="str", fallback=(env_fallback, ["K8S_AUTH_HOST"])),
-    api_key=dict(type="str", no_log=True, fallback=(env_fallback, ["K8S_AUTH_API_KEY"])),
-    validate_certs=dict(type="bool", aliases=["verify_ssl"], fallback=(env_fallback, ["K8S_AUTH_VERIFY_SSL"])),
-    ca_cert=dict(type="path", aliases=["ssl_ca_cert"], fallback=(env_fallback, ["K8S_AUTH_SSL_CA_CERT"])),
-    client_cert=dict(type="path", aliases=["cert_file"], fallback=(env_fallback, ["K8S_AUTH_CERT_FILE"])),
-    client_key=dict(type="path", aliases=["key_file"], no_log=False, fallback=(env_fallback, ["K8S_AUTH_KEY_FILE"])),
-    request_timeout=dict(type="float", default=30.0),
-)
 
 RETRY_STATUSES = frozenset([500, 502, 503, 504])
 IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"

@@ -14,10 +14,6 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._verify imp
 
 EXPORTER_LABEL_SELECTOR = "app=nvidia-dcgm-exporter"
 EXPORTER_PORT = 9400
-METRICS_ARGSPEC: Dict[str, Dict[str, Any]] = dict(
-    metrics=dict(type="bool", default=False),
-    metrics_hold=dict(type="int", default=60),
-)
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _SAMPLE_RE = re.compile(r"(%s)(?:\{(.*)\})?\s+(\S+)(?:\s+-?\d+)?\s*$" % _NAME)
 _LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(,|$)')

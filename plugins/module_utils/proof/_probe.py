@@ -44,20 +44,6 @@ PROGRAM_KEY = "gpufleet_probe.py"
 PROBE_CONFIGMAP = "gpufleet-probe"  # in the verification namespace; created or updated, left in place
 PROGRAM_DIR = "/opt/gpufleet-probe"
 PHASE_LABEL = "gpufleet.sharing/probe-phase"
-DEFAULT_IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
-
-# gpu_verify's probe options (documented in its DOCUMENTATION).
-PROBE_ARGSPEC: Dict[str, Any] = dict(
-    probe=dict(type="bool", default=False),
-    probe_program=dict(type="str"),
-    probe_image=dict(type="str", default=DEFAULT_IMAGE),
-    probe_python=dict(type="str", default="python3"),
-    probe_seconds=dict(type="int", default=20),
-    probe_min_share=dict(type="float", default=0.0),
-    probe_max_inflation=dict(type="float", default=0.0),
-)
-
-
 class ProbeOutputError(ValueError):
     """The probe printed nothing usable; the message says what was wrong with the output."""
 
@@ -417,12 +403,8 @@ def probe_targets(expected: ExpectedNode) -> List[ProbeTarget]:
     total = model.compute_slices if model is not None else None
     targets = []
     for wanted in pods_for(expected):
-        base = wanted.resource[: -len(".shared")] if wanted.resource.endswith(".shared") else wanted.resource
-        try:
-            replicas = max(1, int(expected.labels.get(base + ".replicas", "1")))
-        except ValueError:
-            replicas = 1
-        strategy = expected.labels.get(base + ".sharing-strategy", "none")
+        record = expected.record_for(wanted.resource)
+        replicas, strategy = max(1, record.replicas), record.strategy
         sharing = strategy if replicas > 1 and strategy in SHARINGS else ("mig" if wanted.device_kind == "mig" else "none")
         slices = profile_compute_slices(wanted.mig_profile) if wanted.device_kind == "mig" else None
         targets.append(ProbeTarget(expected.node, wanted.resource, sharing, replicas, slices, total if slices else None))

@@ -20,13 +20,10 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._images 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._options import (
     number_problems, object_name_problems, qualified_name_problem)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import (
-    GPU_RESOURCE,
-    MIG_RESOURCE_PREFIX,
     RESOURCE_PREFIX,
     ExpectedNode,
     SharingConfig,
     product_matches,
-    profile_of_mig_resource,
 )
 
 try:
@@ -169,19 +166,11 @@ class PodSpecWanted:
 def pods_for(expected: ExpectedNode) -> List[PodSpecWanted]:
     """One pod per advertised resource type with capacity > 0 (stable order)."""
     wanted: List[PodSpecWanted] = []
-    single_profile = None
-    if expected.mig_strategy == "single" and expected.gpus is not None and expected.gpus.mig_devices:
-        single_profile = profile_of_mig_resource(expected.gpus.mig_devices[0][0])
     for resource in sorted(expected.resources):
         if expected.resources[resource] <= 0:
             continue
-        base = resource[: -len(".shared")] if resource.endswith(".shared") else resource
-        if base.startswith(MIG_RESOURCE_PREFIX):
-            wanted.append(PodSpecWanted(expected.node, resource, "mig", profile_of_mig_resource(base)))
-        elif base == GPU_RESOURCE and single_profile:
-            wanted.append(PodSpecWanted(expected.node, resource, "mig", single_profile))
-        else:
-            wanted.append(PodSpecWanted(expected.node, resource, "gpu"))
+        record = expected.record_for(resource)
+        wanted.append(PodSpecWanted(expected.node, resource, record.device_kind, record.mig_profile))
     return wanted
 
 
@@ -258,19 +247,6 @@ def config_checks(planned: Mapping[str, SharingConfig], live: Mapping[str, Shari
                                 configmap, name, ", ".join(differ), "; ".join("%s is %r, the plan says %r" % (
                                     k, have.get(k), want[k]) for k in differ))))
     return checks
-
-
-# The verification pods' options of gpu_verify (documented there).
-POD_ARGSPEC: Dict[str, Dict[str, Any]] = dict(
-    pod_image=dict(type="str", default="nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04"),
-    registry=dict(type="str"),
-    image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),
-    pod_command=dict(type="list", elements="str", default=["nvidia-smi", "-L"]),
-    pod_run_as_user=dict(type="int", default=65534),
-    pod_annotations=dict(type="dict", default={}),
-    pod_tolerations=dict(type="list", elements="dict"),
-    pod_timeout=dict(type="int", default=120),
-)
 
 
 def option_problems(params: Mapping[str, Any]) -> List[str]:

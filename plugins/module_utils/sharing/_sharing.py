@@ -33,6 +33,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._component_ve
     DevicePlugin,
     show,
 )
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import ALLOCATION_POLICIES, CONFIG_ARGSPEC
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._errors import ProblemsError
 from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import CatalogError, find_model, resolve_model
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._mig_strategy import (
@@ -57,23 +58,6 @@ CONFIG_LABEL = "nvidia.com/device-plugin.config"
 STRATEGIES = ("none", "time-slicing", "mps")
 MIG_STRATEGIES = ("none", "single", "mixed")
 # flags.plugin.sharedDevicesAllocationPolicy of the device plugin (docs/reference/specs.md §9.11).
-ALLOCATION_POLICIES = ("distributed", "packed")
-
-# One config as a module option (gpu_sharing ``configs[]``; documented there).
-CONFIG_ARGSPEC: Dict[str, Any] = dict(
-    name=dict(type="str", required=True),
-    strategy=dict(type="str", choices=["time-slicing", "mps", "none"], default="time-slicing"),
-    resources=dict(type="list", elements="dict", default=[],
-                   options=dict(name=dict(type="str", required=True), replicas=dict(type="int", required=True))),
-    rename_by_default=dict(type="bool", default=False),
-    fail_requests_greater_than_one=dict(type="bool"),
-    mig_strategy=dict(type="str", choices=["none", "single", "mixed"]),
-    shared_devices_allocation_policy=dict(type="str", choices=list(ALLOCATION_POLICIES)),
-    version=dict(type="str", default="v1"),
-    nodes=dict(type="list", elements="str", default=[]),
-    node_selector=dict(type="raw"),
-)
-
 # Upper bound of replicas per GPU: a node runs at most 110 pods by default (the kubelet's maxPods,
 # which Kubernetes documents as its supported maximum per node), so more replicas of one GPU than
 # pods on the node can never be used; larger numbers are typos (docs/reference/specs.md §9.7).
@@ -766,7 +750,9 @@ class ExpectedNode:
     """What one node must advertise: capacity (= allocatable) and GFD labels.
 
     ``product_suffixes`` holds label -> required suffix for product labels whose base name is not
-    known from the plan (the comparison then checks the suffix only).
+    known from the plan (the comparison then checks the suffix only). ``records``: per resource
+    type (its name without ``.shared``) the typed facts the labels flatten; readers use
+    ``record_for`` and never parse the labels back.
     """
 
     node: str
@@ -777,6 +763,15 @@ class ExpectedNode:
     labels: Dict[str, str] = field(default_factory=dict)
     product_suffixes: Dict[str, str] = field(default_factory=dict)
     gpus: Optional[NodeGpus] = None
+    records: Dict[str, "ResourceRecord"] = field(default_factory=dict)
+
+    def record_for(self, resource: str) -> "ResourceRecord":
+        """The record of an advertised resource name (``<resource>.shared`` when renamed)."""
+        base = resource[: -len(SHARED_SUFFIX)] if resource.endswith(SHARED_SUFFIX) else resource
+        if base in self.records:
+            return self.records[base]
+        profile = profile_of_mig_resource(base) if base.startswith(MIG_RESOURCE_PREFIX) else None
+        return ResourceRecord(base, self.resources.get(resource, 0), 1, "none", "mig" if profile else "gpu", profile)
 
     def as_dict(self) -> Dict[str, Any]:
         return {
@@ -791,24 +786,63 @@ class ExpectedNode:
         }
 
 
+@dataclass(frozen=True)
+class ResourceRecord:
+    """One resource type a node advertises, typed: ``count`` physical devices (GPUs or MIG devices),
+    each offered ``replicas`` times with ``strategy`` ("none" when not shared); ``device_kind``
+    "gpu" or "mig" (a MIG device of ``mig_profile``, also ``nvidia.com/gpu`` under the single strategy)."""
+
+    resource: str
+    count: int
+    replicas: int
+    strategy: str
+    device_kind: str
+    mig_profile: Optional[str] = None
+
+
+SHARED_SUFFIX = ".shared"
+
+
 def _describe(resource: str, physical: int, cfg: Optional[SharingConfig], product_base: Optional[str], product_tail: str,
-              resources: Dict[str, int], labels: Dict[str, str], suffixes: Dict[str, str]) -> None:
+              resources: Dict[str, int], labels: Dict[str, str], suffixes: Dict[str, str],
+              records: Dict[str, ResourceRecord], mig_profile: Optional[str] = None) -> None:
     """Capacity and GFD labels of one resource type (docs/reference/specs.md §8, 9.3, 9.4)."""
     replicas = cfg.replicas_for(resource) if cfg else 1
     shared = replicas > 1
     if shared and cfg is not None and cfg.rename_by_default:
         resources[resource] = 0
-        resources[resource + ".shared"] = physical * replicas
+        resources[resource + SHARED_SUFFIX] = physical * replicas
     else:
         resources[resource] = physical * replicas
+    strategy = cfg.strategy if (shared and cfg is not None) else "none"
+    records[resource] = ResourceRecord(resource, physical, replicas, strategy, "mig" if mig_profile else "gpu", mig_profile)
     labels[resource + ".count"] = str(physical)
     labels[resource + ".replicas"] = str(replicas)
-    labels[resource + ".sharing-strategy"] = cfg.strategy if (shared and cfg is not None) else "none"
+    labels[resource + ".sharing-strategy"] = strategy
     suffix = product_tail + ("-SHARED" if shared and cfg is not None and not cfg.rename_by_default else "")
     if product_base:
         labels[resource + ".product"] = product_base + suffix
     else:
         suffixes[resource + ".product"] = suffix
+
+
+def _describe_mixed(gpus: NodeGpus, cfg: Optional[SharingConfig], resources: Dict[str, int], labels: Dict[str, str],
+                    suffixes: Dict[str, str], records: Dict[str, ResourceRecord]) -> None:
+    """The mixed strategy's MIG resources, and the GPU labels GFD gives a node with MIG-enabled GPUs."""
+    base = gpus.product
+    # GFD counts every physical GPU; a node whose GPUs are all MIG-enabled shows gpu.replicas=0.
+    labels["nvidia.com/gpu.count"] = str(gpus.full_gpus + gpus.mig_gpus)
+    if gpus.full_gpus == 0:
+        # No full GPU is exposed: GFD describes the MIG parents unshared (docs/reference/specs.md §8 mixed example).
+        labels["nvidia.com/gpu.replicas"] = "0"
+        labels["nvidia.com/gpu.sharing-strategy"] = "none"
+        if base:
+            labels["nvidia.com/gpu.product"] = base
+        else:
+            suffixes["nvidia.com/gpu.product"] = ""
+    for mig_resource, devices in gpus.mig_devices:
+        profile = profile_of_mig_resource(mig_resource)
+        _describe(mig_resource, devices, cfg, base, "-MIG-" + profile, resources, labels, suffixes, records, profile)
 
 
 def advertised_gpus(gpus: NodeGpus, mig_strategy: str, plugin: Optional[DevicePlugin]) -> NodeGpus:
@@ -855,25 +889,16 @@ def expected_node(node: str, gpus: NodeGpus, mig_strategy: str, cfg: Optional[Sh
     resources: Dict[str, int] = {}
     labels: Dict[str, str] = {}
     suffixes: Dict[str, str] = {}
+    records: Dict[str, ResourceRecord] = {}
     base = gpus.product
     if mig_strategy == "single" and gpus.mig_enabled:
         (mig_resource, devices), = gpus.mig_devices
-        _describe(GPU_RESOURCE, devices, cfg, base, "-MIG-" + profile_of_mig_resource(mig_resource), resources, labels, suffixes)
+        profile = profile_of_mig_resource(mig_resource)
+        _describe(GPU_RESOURCE, devices, cfg, base, "-MIG-" + profile, resources, labels, suffixes, records, profile)
     else:
-        _describe(GPU_RESOURCE, gpus.full_gpus, cfg, base, "", resources, labels, suffixes)
+        _describe(GPU_RESOURCE, gpus.full_gpus, cfg, base, "", resources, labels, suffixes, records)
         if mig_strategy == "mixed" and gpus.mig_enabled:
-            # GFD counts every physical GPU; a node whose GPUs are all MIG-enabled shows gpu.replicas=0.
-            labels["nvidia.com/gpu.count"] = str(gpus.full_gpus + gpus.mig_gpus)
-            if gpus.full_gpus == 0:
-                # No full GPU is exposed: GFD describes the MIG parents unshared (docs/reference/specs.md §8 mixed example).
-                labels["nvidia.com/gpu.replicas"] = "0"
-                labels["nvidia.com/gpu.sharing-strategy"] = "none"
-                if base:
-                    labels["nvidia.com/gpu.product"] = base
-                else:
-                    suffixes["nvidia.com/gpu.product"] = ""
-            for mig_resource, devices in gpus.mig_devices:
-                _describe(mig_resource, devices, cfg, base, "-MIG-" + profile_of_mig_resource(mig_resource), resources, labels, suffixes)
+            _describe_mixed(gpus, cfg, resources, labels, suffixes, records)
     if mig_strategy != "none":
         labels["nvidia.com/mig.strategy"] = mig_strategy
     if labelled and cfg is not None:
@@ -892,6 +917,7 @@ def expected_node(node: str, gpus: NodeGpus, mig_strategy: str, cfg: Optional[Sh
         labels=labels,
         product_suffixes=suffixes,
         gpus=gpus,
+        records=records,
     )
 
 

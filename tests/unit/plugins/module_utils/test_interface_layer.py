@@ -95,3 +95,25 @@ def test_waits_only_through_the_waiter() -> None:
                  if isinstance(node, ast.Attribute) and node.attr == "sleep" and isinstance(node.value, ast.Name)
                  and node.value.id == "time"]
     assert offenders == []
+
+
+def test_option_groups_live_in_argspecs() -> None:
+    """Option groups (``*_ARGSPEC``) are defined in ``base/_argspecs.py`` only, not in domain files."""
+    offenders = ["%s:%d %s" % (path, node.lineno, target.id) for path, tree in _plugin_files()
+                 if path.startswith("module_utils") and not path.endswith(os.path.join("base", "_argspecs.py"))
+                 for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                 for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                 if isinstance(target, ast.Name) and target.id.endswith("_ARGSPEC")]
+    assert offenders == []
+
+
+def test_only_the_expectation_reads_its_labels_back() -> None:
+    """Item 5: outside ``sharing/_sharing.py`` no code that takes an ``ExpectedNode`` strips ``.shared`` or
+    reads its ``.replicas`` / ``.sharing-strategy`` labels: it asks ``record_for``. (The report page reads
+    the JSON report's labels, each figure with its JSON pointer, and takes no ExpectedNode.)"""
+    offenders = ["%s:%d %r" % (path, node.lineno, node.value) for path, tree in _plugin_files()
+                 if path.startswith("module_utils") and not path.endswith(os.path.join("sharing", "_sharing.py"))
+                 and "ExpectedNode" in ast.dump(tree)
+                 for node in ast.walk(tree)
+                 if isinstance(node, ast.Constant) and node.value in (".shared", ".replicas", ".sharing-strategy")]
+    assert offenders == []

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import DEFAULT_IMAGE
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof import _probe as p
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing import _sharing as s
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof import _verify as v
@@ -306,7 +307,7 @@ def test_table_and_junit_properties():
 
 
 def params(**extra):
-    base = {"probe": True, "probe_program": "print('gpufleet-probe')", "probe_image": p.DEFAULT_IMAGE,
+    base = {"probe": True, "probe_program": "print('gpufleet-probe')", "probe_image": DEFAULT_IMAGE,
             "probe_python": "python3", "probe_seconds": 20, "probe_min_share": 0.0, "probe_max_inflation": 0.0}
     base.update(extra)
     return base
@@ -328,7 +329,7 @@ def test_probe_options_are_checked_only_when_on():
 
 def test_probe_pod_keeps_the_restricted_context_and_mounts_the_program():
     wanted = v.PodSpecWanted("gpu-a", "nvidia.com/gpu", "gpu")
-    base = v.pod_manifest(wanted, "pod-1", "gpufleet-verify", "run1", p.DEFAULT_IMAGE, p.probe_command(params(probe_seconds=5)))
+    base = v.pod_manifest(wanted, "pod-1", "gpufleet-verify", "run1", DEFAULT_IMAGE, p.probe_command(params(probe_seconds=5)))
     pod = p.with_probe_volume(base, p.PROBE_CONFIGMAP, "contended")
     container = pod["spec"]["containers"][0]
     assert container["command"] == ["python3", "/opt/gpufleet-probe/gpufleet_probe.py", "--seconds", "5"]
