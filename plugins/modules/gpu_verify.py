@@ -434,8 +434,8 @@ def compare(mod: ClusterModule) -> Tuple[List[Check], List[ExpectedNode], NodeLi
 
     start = mod.k8s.now()
     try:
-        checks, expected, nodes = mod.k8s.wait_for("the nodes to match the plan", probe,
-                                                    0 if mod.check_mode else p["wait_timeout"], p["wait_interval"])
+        timeout = 0 if mod.check_mode else p["wait_timeout"]
+        checks, expected, nodes = mod.k8s.wait_for("the nodes to match the plan", probe, timeout, p["wait_interval"])
     except K8sTimeout as exc:
         checks, expected, nodes = exc.detail
     waited = round(mod.k8s.now() - start, 1) if p["wait_timeout"] > 0 else 0

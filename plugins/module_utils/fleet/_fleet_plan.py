@@ -58,6 +58,7 @@ GPU_NODE_LABELS = ("nvidia.com/gpu.present", "nvidia.com/gpu.count")
 SCOPE_GOVERNED = "governed"
 SCOPE_FLEET = "fleet"
 
+
 def labels_of(obj: Optional[Mapping[str, Any]]) -> Dict[str, str]:
     """An API object's labels (an empty dict for a missing object)."""
     return dict(((obj or {}).get("metadata") or {}).get("labels") or {})

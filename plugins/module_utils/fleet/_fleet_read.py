@@ -18,6 +18,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_plan
     ClusterView, HostPlan, checked_configs, device_plugin_of, read_intent)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import SharingConfig, parse_selector
 
+
 @dataclass(frozen=True)
 class FleetRead:
     """``configs``: the options' sharing configs, checked (None: the options give none, the cluster's

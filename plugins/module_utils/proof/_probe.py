@@ -44,6 +44,8 @@ PROGRAM_KEY = "gpufleet_probe.py"
 PROBE_CONFIGMAP = "gpufleet-probe"  # in the verification namespace; created or updated, left in place
 PROGRAM_DIR = "/opt/gpufleet-probe"
 PHASE_LABEL = "gpufleet.sharing/probe-phase"
+
+
 class ProbeOutputError(ValueError):
     """The probe printed nothing usable; the message says what was wrong with the output."""
 

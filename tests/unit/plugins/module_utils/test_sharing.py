@@ -554,12 +554,11 @@ def test_labels_of_mig_enabled_gpus_under_none_are_mig_gpus():
 
 def test_expected_node_carries_a_typed_record_per_resource():
     """Issue 20 item 5: count, replicas, strategy, device kind and MIG profile without parsing labels."""
-    from_labels = s.expected_node("n", s.NodeGpus(mig_devices=(("nvidia.com/mig-1g.5gb", 2), ("nvidia.com/mig-3g.20gb", 1)),
-                                              mig_gpus=1, product="NVIDIA-A100"), "mixed",
-                                s.parse_config({"name": "ts", "resources": [{"name": "nvidia.com/mig-1g.5gb", "replicas": 3}],
-                                              "rename_by_default": True}))
-    record = from_labels.record_for("nvidia.com/mig-1g.5gb.shared")
+    gpus = s.NodeGpus(mig_devices=(("nvidia.com/mig-1g.5gb", 2), ("nvidia.com/mig-3g.20gb", 1)), mig_gpus=1, product="NVIDIA-A100")
+    cfg = s.parse_config({"name": "ts", "resources": [{"name": "nvidia.com/mig-1g.5gb", "replicas": 3}], "rename_by_default": True})
+    expected = s.expected_node("n", gpus, "mixed", cfg)
+    record = expected.record_for("nvidia.com/mig-1g.5gb.shared")
     assert (record.count, record.replicas, record.strategy, record.device_kind, record.mig_profile) == (
         2, 3, "time-slicing", "mig", "1g.5gb")
-    assert from_labels.record_for("nvidia.com/mig-3g.20gb").replicas == 1
-    assert from_labels.record_for("nvidia.com/mig-3g.20gb").strategy == "none"
+    assert expected.record_for("nvidia.com/mig-3g.20gb").replicas == 1
+    assert expected.record_for("nvidia.com/mig-3g.20gb").strategy == "none"
