@@ -43,12 +43,20 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing 
     expected_node,
     node_gpus_for,
     parse_configs,
-    plan_from_host,
     release_problems,
     selector_matches,
     with_rendered_strategies,
 )
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._mig_strategy import plugin_strategy
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import find_model
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_parted import (
+    MigPartedError,
+    current_layout,
+    desired_layout,
+    desired_state,
+    parse_with_defaults,
+    select_config,
+)
 
 # What "no MIG config given" means, everywhere: MIG off (the mig role's default, what it would apply).
 
@@ -57,6 +65,35 @@ GPU_NODE_LABELS = ("nvidia.com/gpu.present", "nvidia.com/gpu.count")
 
 SCOPE_GOVERNED = "governed"
 SCOPE_FLEET = "fleet"
+
+
+def plan_from_host(gpu_facts: Sequence[Mapping[str, Any]], mig_config: Optional[str] = None,
+                   mig_configs: Optional[Mapping[str, Any]] = None, where: str = "host") -> List[Dict[str, Any]]:
+    """Planned GPUs of a host from its gpu_facts entries and its mig-parted selection.
+
+    Each GPU gets the layout the selected mig-parted config asks of it (the ``mig`` role's
+    ``mig_config``/``mig_configs``, default named configs included); GPUs the config does not
+    touch keep their current layout. Without ``mig_config`` the current layout is the plan.
+    """
+    desired: Dict[int, Any] = {}
+    if mig_config:
+        try:
+            config = parse_with_defaults(mig_configs or {}, "%s mig_configs" % where)
+            name, items = select_config(config, mig_config)
+            desired = desired_state(items, gpu_facts, name)
+        except MigPartedError as exc:
+            raise SharingError(["%s: %s" % (where, p) for p in exc.problems])
+    plan: List[Dict[str, Any]] = []
+    for gpu in gpu_facts:
+        after = desired_layout(current_layout(gpu), desired.get(int(gpu["index"])))
+        entry: Dict[str, Any] = {"count": 1, "product": gpu.get("name")}
+        model = find_model(str(gpu.get("name") or ""), gpu.get("pci_device_id"))
+        if model is not None:
+            entry["model"] = model.key
+        if after["mig_enabled"]:
+            entry["mig"] = dict(after["mig_devices"])
+        plan.append(entry)
+    return plan
 
 
 def labels_of(obj: Optional[Mapping[str, Any]]) -> Dict[str, str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet import _fleet_plan as fp
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing import _sharing as s
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -498,22 +499,22 @@ def h100_fact(index, mig=None):
 def test_plan_from_host_applies_the_mig_selection():
     facts = [h100_fact(0), h100_fact(1, {"1g.10gb": 7})]
     # no selection: the current layout is the plan
-    assert s.plan_from_host(facts) == [
+    assert fp.plan_from_host(facts) == [
         {"count": 1, "product": H100, "model": "H100-80GB"},
         {"count": 1, "product": H100, "model": "H100-80GB", "mig": {"1g.10gb": 7}},
     ]
-    planned = s.plan_from_host(facts, "all-3g.40gb")
+    planned = fp.plan_from_host(facts, "all-3g.40gb")
     assert [p.get("mig") for p in planned] == [{"3g.40gb": 2}, {"3g.40gb": 2}]
     custom = {"half": [{"devices": [0], "mig-enabled": False}, {"devices": [1], "mig-enabled": True, "mig-devices": {"7g.80gb": 1}}]}
-    assert [p.get("mig") for p in s.plan_from_host(facts, "half", custom)] == [None, {"7g.80gb": 1}]
-    gpus = s.node_gpus_for("n", s.plan_from_host(facts, "all-disabled"), {}, "mixed")
+    assert [p.get("mig") for p in fp.plan_from_host(facts, "half", custom)] == [None, {"7g.80gb": 1}]
+    gpus = s.node_gpus_for("n", fp.plan_from_host(facts, "all-disabled"), {}, "mixed")
     assert (gpus.full_gpus, gpus.mig_gpus, gpus.product) == (2, 0, "NVIDIA-H100-80GB-HBM3")
-    assert "selected mig-config not present: nope" in problems_of(s.plan_from_host, facts, "nope")[0]
+    assert "selected mig-config not present: nope" in problems_of(fp.plan_from_host, facts, "nope")[0]
 
 
 def test_plan_from_host_non_catalog_gpu():
     facts = [{"index": 0, "name": "Tesla T4", "pci_device_id": "0x1EB810DE", "mig": {"capable": False}}]
-    assert s.plan_from_host(facts) == [{"count": 1, "product": "Tesla T4"}]
+    assert fp.plan_from_host(facts) == [{"count": 1, "product": "Tesla T4"}]
 
 
 def test_configs_from_nodes_groups_by_name():
