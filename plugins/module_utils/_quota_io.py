@@ -14,12 +14,9 @@ from __future__ import annotations
 import copy
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan import SCOPE_FLEET, Intent, plan_fleet
-from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import read_cluster_configs
-from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_read import read_fleet
+from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_read import planned_fleet
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import BUILTIN_TYPES, K8sError, label_selector
 from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_objects import OWNER, owned
-from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import SharingError
 
 TYPES = {kind: BUILTIN_TYPES[kind] for kind in ("ResourceFlavor", "ClusterQueue", "LocalQueue")}  # API_VERSION
 SPEC_FIELDS = {"ResourceFlavor": ("nodeLabels", "nodeTaints", "tolerations"),
@@ -30,18 +27,8 @@ QUANTITY_FIELDS = ("nominalQuota", "borrowingLimit", "lendingLimit")
 
 def planned_nodes(mod: Any) -> List[Dict[str, Any]]:
     """Per node in the plan: what it will advertise, its labels (the plan's over the live ones), its taints."""
-    p = mod.params
-    read = read_fleet(mod)
+    read, fleet = planned_fleet(mod)
     nodes = read.nodes
-    configs = read.configs
-    if configs is None:
-        configs = read_cluster_configs(mod.k8s, read.cluster.configmap, p["operator_namespace"])[0]
-    intent = Intent(configs, read.default_config, read.plans, p["mig_strategy"], tuple(p["nodes"]), read.selector,
-                    SCOPE_FLEET, read.plugin)
-    try:
-        fleet = plan_fleet(intent, read.cluster.with_nodes(nodes))
-    except SharingError as exc:
-        mod.fail("invalid sharing plan: %s" % exc, problems=exc.problems)
     live = {n["metadata"]["name"]: n for n in nodes}
     result = []
     for name, node in sorted(fleet.nodes.items()):
