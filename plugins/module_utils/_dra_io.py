@@ -16,7 +16,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ansible_collections.gpufleet.sharing.plugins.module_utils._dra_claims import (
     OWNER_KEY, OWNER_VALUE, PlannedDevice, plan_devices)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_read import planned_fleet
+from ansible_collections.gpufleet.sharing.plugins.module_utils._dra_verify import slice_checks
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sError, label_selector
+from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import Check
 
 KINDS = ("DeviceClass", "ResourceClaimTemplate")
 Owned = Dict[str, Dict[Tuple[str, str], Dict[str, Any]]]
@@ -99,3 +101,25 @@ def apply_all(mod: Any, owned: Owned, bodies: Sequence[Dict[str, Any]]) -> None:
                 mod.k8s.delete(kind, name, namespace or None)
                 mod.changes.record("%s %s%s" % (kind, namespace and namespace + "/", name), obj.get("spec"), None,
                                    changed=True)
+
+
+def dra_node_checks(k8s: Any, fleet: Any, hosts: Mapping[str, Any], nodes: Sequence[str]
+                    ) -> Tuple[List[Check], Dict[str, List[PlannedDevice]]]:
+    """gpu_verify under DRA: per DRA node its ResourceSlices against the planned devices (one slice list),
+    a node without a plan as a failed row; and the devices, for the claim-bound pods."""
+    devices, problems = plan_devices(fleet, hosts, nodes)
+    checks = [Check(p.split(":", 1)[0].replace("node ", ""), "plan", "dra devices", "computable", "error", False, p)
+              for p in problems]
+    if not devices:
+        return checks, devices
+    try:
+        slices = k8s.list("ResourceSlice")
+    except K8sError as exc:
+        if exc.status != 404:
+            raise
+        slices = []
+        checks.append(Check("(cluster)", "slice", "resource.k8s.io/v1", "served", "not served", False,
+                            "the cluster does not serve resource.k8s.io/v1 ResourceSlices (Kubernetes 1.34 or later)"))
+    for node in sorted(devices):
+        checks.extend(slice_checks(node, devices[node], slices))
+    return checks, devices

@@ -108,3 +108,16 @@ def allocated_devices(claim: Optional[Mapping[str, Any]]) -> List[str]:
     """``driver/pool/device`` of each device the claim's allocation holds."""
     results = (((claim or {}).get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or []
     return ["%s/%s/%s" % (r.get("driver"), r.get("pool"), r.get("device")) for r in results]
+
+
+def report_nodes(devices: Mapping[str, Sequence[PlannedDevice]]) -> List[Dict[str, Any]]:
+    """The DRA nodes as the report's ``nodes`` entries (the page lists them with their rows and pods):
+    no extended resource or GFD label, the planned devices per parent GPU, type and profile or product."""
+    entries = []
+    for node, planned in sorted(devices.items()):
+        counts = Counter((d.parent, d.kind.type, d.kind.profile or d.kind.product or "", d.kind.name) for d in planned)
+        entries.append({"node": node, "backend": "dra", "config": None, "sharing": None, "mig_strategy": None,
+                        "resources": {}, "labels": {}, "product_suffixes": {}, "gpus": None,
+                        "devices": [{"parent": p, "type": t, "model": m, "kind": k, "count": n}
+                                    for (p, t, m, k), n in sorted(counts.items())]})
+    return entries

@@ -141,7 +141,7 @@ class FakeK8s:
         if self._write(("create", body["kind"], body["metadata"]["name"]), dry_run):
             return copy.deepcopy(body)
         obj = copy.deepcopy(body)
-        if self.pod_behaviour is not None:
+        if self.pod_behaviour is not None and body["kind"] == "Pod":
             phase, log = self.pod_behaviour(obj)
             obj["status"] = {"phase": phase}
             self.logs[obj["metadata"]["name"]] = log
