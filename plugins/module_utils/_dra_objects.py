@@ -25,6 +25,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._dra_claims impor
     resolve_kind)
 
 GPU_CONFIG_API = "resource.nvidia.com/v1beta1"
+KUEUE_CONFIG_API = "config.kueue.x-k8s.io/v1beta2"
 
 
 def _meta(name: str, kind: DeviceKind, namespace: str = "") -> Dict[str, Any]:

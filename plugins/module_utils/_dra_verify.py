@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ansible_collections.gpufleet.sharing.plugins.module_utils._dra_claims import (
     API_VERSION, DRIVER, OWNER_KEY, OWNER_VALUE, PlannedDevice)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._dra_objects import claim_template
+from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import GPU_RESOURCE, mig_resource_name
 from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import RUN_ID_LABEL, Check, PodSpecWanted
 
 _PARENT_RE = re.compile(r"^(gpu-[0-9]+)(-mig-.*)?$")
@@ -121,3 +122,17 @@ def report_nodes(devices: Mapping[str, Sequence[PlannedDevice]]) -> List[Dict[st
                         "devices": [{"parent": p, "type": t, "model": m, "kind": k, "count": n}
                                     for (p, t, m, k), n in sorted(counts.items())]})
     return entries
+
+
+def slice_resources(slices: Sequence[Mapping[str, Any]], node: str) -> Dict[str, int]:
+    """What a DRA node offers now, per resource name as Kueue's quotas count it (``_dra_claims.DeviceKind.resource``):
+    its published MIG devices per profile and its full GPUs."""
+    counts: Counter = Counter()
+    for piece in node_slices(slices, node):
+        for dev in (piece.get("spec") or {}).get("devices") or []:
+            kind = attribute(dev, "type")
+            if kind == "mig":
+                counts[mig_resource_name(attribute(dev, "profile") or "")] += 1
+            elif kind == "gpu":
+                counts[GPU_RESOURCE] += 1
+    return dict(sorted(counts.items()))

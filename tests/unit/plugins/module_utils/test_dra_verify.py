@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._dra_claims import node_devices
 from ansible_collections.gpufleet.sharing.plugins.module_utils._dra_verify import (
-    allocated_devices, claim_body, node_slices, pods_for_devices, slice_checks)
+    allocated_devices, claim_body, node_slices, pods_for_devices, slice_checks, slice_resources)
 from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import judge_pod_log, pod_check, pod_manifest
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -89,3 +89,8 @@ def test_allocated_devices_of_a_claim():
         {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-1"}]}}}}
     assert allocated_devices(claim) == ["gpu.nvidia.com/n1/gpu-1"]
     assert allocated_devices(None) == []
+
+
+def test_slice_resources_count_what_a_dra_node_publishes_per_quota_resource():
+    assert slice_resources([rslice("n1", GOOD), rslice("n2", GOOD)], "n1") == {"nvidia.com/gpu": 1, "nvidia.com/mig-1g.10gb": 2}
+    assert slice_resources([], "n1") == {}
