@@ -55,4 +55,3 @@ def test_a_dra_node_without_a_plan_is_refused_by_name(monkeypatch):
                                       "configs": []}, fake, monkeypatch)
     assert failed and "node dra-f: no GPU plan" in result["msg"]
     assert fake.writes == [] and fake.dry_writes == []
-
