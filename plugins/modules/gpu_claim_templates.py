@@ -124,12 +124,12 @@ kueue_device_class_mappings:
 from collections import Counter
 from typing import Any, Dict
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils._dra_claims import fleet_kinds, gate_problems, parse_requests
-from ansible_collections.gpufleet.sharing.plugins.module_utils._dra_io import apply_all, dra_devices, read_owned, refusals
-from ansible_collections.gpufleet.sharing.plugins.module_utils._dra_objects import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_claims import fleet_kinds, gate_problems, parse_requests
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._dra_io import apply_all, dra_devices, read_owned, refusals
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_objects import (
     device_class_mappings, mapping_problems, plan_objects)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_read import FLEET_ARGSPEC
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_read import FLEET_ARGSPEC
 
 ARGUMENT_SPEC: Dict[str, Any] = dict(
     claim_templates=dict(type="list", elements="raw", required=True),

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._dra_claims import (
-    DeviceKind, TemplateRequest, gate_problems, gpu_kind, kind_capacity, mig_kind, node_devices, parse_requests,
-    plan_devices, fleet_kinds)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._dra_objects import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._dra_plan import plan_devices
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_claims import (
+    DeviceKind, TemplateRequest, fleet_kinds, gate_problems, gpu_kind, kind_capacity, mig_kind, node_devices,
+    parse_requests)
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_objects import (
     claim_template, device_class, device_class_mappings, mapping_problems, plan_objects, with_mappings)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_plan import (
     SCOPE_FLEET, ClusterView, HostPlan, Intent, plan_fleet)
 
 H100 = "NVIDIA H100 80GB HBM3"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._dra_claims import node_devices
-from ansible_collections.gpufleet.sharing.plugins.module_utils._dra_verify import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_claims import node_devices
+from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._dra_verify import (
     allocated_devices, claim_body, node_slices, pods_for_devices, slice_checks, slice_resources)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import judge_pod_log, pod_check, pod_manifest
+from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._verify import judge_pod_log, pod_check, pod_manifest
 
 H100 = "NVIDIA H100 80GB HBM3"
 PLAN = [{"model": "H100-80GB", "mig": {"1g.10gb": 2}}, {"model": "H100-80GB"}]

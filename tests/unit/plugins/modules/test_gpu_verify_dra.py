@@ -11,8 +11,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from fake_k8s import FakeK8s, run  # noqa: E402  pylint: disable=wrong-import-position
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._report_html import render_html  # noqa: E402
-from ansible_collections.gpufleet.sharing.plugins.module_utils._report_view import node_views  # noqa: E402
+from ansible_collections.gpufleet.sharing.plugins.module_utils.report._report_html import render_html  # noqa: E402
+from ansible_collections.gpufleet.sharing.plugins.module_utils.report._report_view import node_views  # noqa: E402
 from ansible_collections.gpufleet.sharing.plugins.modules import gpu_verify  # noqa: E402
 
 H100 = "NVIDIA H100 80GB HBM3"
