@@ -22,7 +22,7 @@ Facts followed (NVIDIA's DRA driver for GPUs, kubernetes-sigs/dra-driver-nvidia-
 One device kind per MIG profile (``mig-1g-10gb``), per full-GPU product (``gpu-nvidia-h100-80gb-hbm3``)
 and per shared full GPU (``...-time-slicing`` / ``...-mps``). Each kind gets a DeviceClass of its own
 (``<kind>.gpufleet.sharing``, its CEL selector) because Kueue charges a claim by its DeviceClass
-(``deviceClassMappings``, ``_dra_kueue``), and a ResourceClaimTemplate named after the kind in each
+(``deviceClassMappings``, ``_dra_objects``), and a ResourceClaimTemplate named after the kind in each
 namespace the inventory names; the template's request repeats the kind's selector, so it selects the
 same devices through the driver's own classes too.
 """
