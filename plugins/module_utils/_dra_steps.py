@@ -1,0 +1,144 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.sharing contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The gpu_dra_driver module's steps: the cluster's DRA check, each node's backend labels, the driver's
+release (helm through the operator's machinery: repository, mirror, pull secrets, pending recovery)
+and the wait for the kubelet plugins (I/O over what the module hands it)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils._dra_preflight import cluster_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils._dra_values import (
+    DEVICE_PLUGIN_LABEL,
+    KUBELET_PLUGIN_SELECTOR,
+    DraValuesError,
+    driver_values,
+    node_labels,
+    split_nodes,
+)
+from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator import release_action, release_info, release_state
+from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
+from ansible_collections.gpufleet.sharing.plugins.module_utils._operator_steps import GpuOperator
+
+DEVICE_PLUGIN_PODS = "app=nvidia-device-plugin-daemonset"
+
+
+def served_versions(k8s: K8sClient) -> List[str]:
+    """The group versions of ``resource.k8s.io`` the API server serves (none: the group is unknown)."""
+    try:
+        group = k8s.request("GET", "/apis/resource.k8s.io")
+    except K8sError as exc:
+        if exc.status == 404:
+            return []
+        raise
+    return [str(v.get("groupVersion")) for v in (group or {}).get("versions") or [] if isinstance(v, dict)]
+
+
+class DraDriver(GpuOperator):
+    """The DRA driver's release and the nodes of each backend."""
+
+    def check_cluster(self, k8s: K8sClient) -> None:
+        """Kubernetes >= 1.34 serving resource.k8s.io/v1, and every named node there: refused before any write."""
+        version = str((k8s.request("GET", "/version") or {}).get("gitVersion", ""))
+        problems = cluster_problems(version, served_versions(k8s))
+        try:
+            dra, plugin = split_nodes(self.params["dra_nodes"], self.params["device_plugin_nodes"])
+        except DraValuesError as exc:
+            dra, plugin, problems = [], [], problems + exc.problems
+        self.nodes: Dict[str, Dict[str, Any]] = {}
+        for name in dra + plugin:
+            node = k8s.get("Node", name)
+            if node is None:
+                problems.append("node %s: not found in the cluster" % name)
+            self.nodes[name] = node or {}
+        self.backend = dict([(n, "dra") for n in dra] + [(n, "device-plugin") for n in plugin])
+        self.mod.result["kubernetes_version"] = version
+        if problems:
+            self.mod.fail("DRA cannot be used here, nothing was changed: %s" % "; ".join(problems), problems=problems)
+
+    def requested_values(self) -> Dict[str, Any]:
+        p = self.params
+        try:
+            return driver_values(p["feature_gates"], p["tolerations"], p["values"])
+        except DraValuesError as exc:
+            self.mod.fail("invalid values, nothing was changed: %s" % exc, problems=exc.problems)
+
+    def with_pull_secrets(self, k8s: K8sClient, requested: Dict[str, Any]) -> Dict[str, Any]:
+        """The operator's pull-secret rules; the driver's chart takes Kubernetes' ``[{name: ...}]`` form."""
+        values = super().with_pull_secrets(k8s, requested)
+        names = values.get("imagePullSecrets") or []
+        if names:
+            values["imagePullSecrets"] = [n if isinstance(n, dict) else {"name": n} for n in names]
+        return values
+
+    def label_nodes(self, k8s: K8sClient) -> None:
+        changed: Dict[str, Dict[str, Optional[str]]] = {}
+        for name, backend in sorted(self.backend.items()):
+            live = (self.nodes[name].get("metadata") or {}).get("labels") or {}
+            wanted = node_labels(backend, live)
+            if wanted:
+                k8s.set_node_labels(name, wanted)
+                changed[name] = wanted
+                self.mod.changes.record("node %s labels" % name, {k: live.get(k) for k in wanted}, wanted)
+        self.mod.result["nodes_switched"] = sorted(changed)
+
+    def present(self) -> None:
+        params, result = self.params, self.mod.result
+        k8s = self.mod.k8s
+        self.check_cluster(k8s)
+        requested = self.requested_values()
+        self.ensure_repo()
+        meta = self.helm.chart_metadata(params["chart_ref"], params["chart_version"])
+        wanted_version = params["chart_version"] or meta["version"]
+        values = self.with_pull_secrets(k8s, self.mirrored(requested))
+        entry = self.release_entry()
+        info = release_info(entry, meta["name"])
+        self.check_upgrade_path(info, wanted_version)
+        before = self.helm.values(params["release_name"], params["namespace"]) if entry is not None else {}
+        result.update(release=info, values=self.redacted(values))
+        result["action"] = action = release_action(entry, meta["name"], wanted_version, before, values)
+        self.label_nodes(k8s)
+        self.apply_cluster_objects(k8s, [], None)
+        self.apply_pull_secret(k8s)
+        self.mod.changes.record("helm release %s" % params["release_name"], release_state(info, self.redacted(before)),
+                                {"chart": meta["name"], "chart_version": wanted_version, "values": self.redacted(values)},
+                                changed=action != "unchanged")
+        if action != "unchanged" and not self.mod.check_mode:
+            self.helm.upgrade_install(params["release_name"], params["chart_ref"], params["namespace"], values,
+                                      params["chart_version"], self.mod.ansible.tmpdir)
+            result["release"] = release_info(self.helm.release(params["namespace"], params["release_name"]), meta["name"])
+        if params["wait"] and not self.mod.check_mode:
+            self.wait_nodes(k8s)
+
+    def node_state(self, k8s: K8sClient, name: str) -> Optional[str]:
+        """None when the node runs what its backend needs, else what is still wrong."""
+        pods = [p for p in k8s.pods_on_node(name) if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
+        labels = [(p.get("metadata") or {}).get("labels") or {} for p in pods]
+        device_plugin = any(lab.get("app") == DEVICE_PLUGIN_PODS.split("=")[1] for lab in labels)
+        key, value = KUBELET_PLUGIN_SELECTOR.split("=")
+        kubelet_plugin = [p for p, lab in zip(pods, labels) if lab.get(key) == value]
+        if self.backend[name] == "dra":
+            if device_plugin:
+                return "the device plugin still runs (%s=false not yet honoured)" % DEVICE_PLUGIN_LABEL
+            ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                        for p in kubelet_plugin for c in (p.get("status") or {}).get("conditions") or [])
+            return None if ready else "no Ready DRA kubelet plugin pod"
+        return "the DRA kubelet plugin still runs" if kubelet_plugin else None
+
+    def wait_nodes(self, k8s: K8sClient) -> None:
+        """Each node on its backend: DRA nodes with a Ready kubelet plugin and no device plugin; the others
+        without the kubelet plugin."""
+        def probe():
+            states = {name: self.node_state(k8s, name) for name in sorted(self.backend)}
+            waiting = {name: state for name, state in states.items() if state}
+            return not waiting, waiting
+        try:
+            k8s.wait_for("the nodes on their GPU backend", probe, self.params["wait_timeout"],
+                         interval=self.params["wait_interval"])
+        except K8sError as exc:
+            self.mod.fail(str(exc))
+
+
+__all__ = ["DraDriver", "served_versions"]
