@@ -20,6 +20,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._dra_values impor
 )
 from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator import release_action, release_info, release_state
 from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError
+from ansible_collections.gpufleet.sharing.plugins.module_utils._operator_release import parse_chart_version
 from ansible_collections.gpufleet.sharing.plugins.module_utils._operator_steps import GpuOperator
 
 DEVICE_PLUGIN_PODS = "app=nvidia-device-plugin-daemonset"
@@ -57,6 +58,19 @@ class DraDriver(GpuOperator):
         self.mod.result["kubernetes_version"] = version
         if problems:
             self.mod.fail("DRA cannot be used here, nothing was changed: %s" % "; ".join(problems), problems=problems)
+
+    def check_upgrade_path(self, info: Dict[str, Any], wanted_version: str) -> None:
+        """Only a step back is refused (unless allow_downgrade): the operator's release lines are not the driver's."""
+        installed = (info or {}).get("chart_version")
+        if not installed or self.params["allow_downgrade"]:
+            return
+        try:
+            older = parse_chart_version(wanted_version) < parse_chart_version(installed)
+        except ValueError as exc:
+            self.mod.fail("cannot check the upgrade path: %s" % exc)
+        if older:
+            self.mod.fail("chart downgrade from %s (installed) to %s (asked) is refused; keep %s or newer, or set "
+                          "allow_downgrade" % (installed, wanted_version, installed), release=info)
 
     def requested_values(self) -> Dict[str, Any]:
         p = self.params

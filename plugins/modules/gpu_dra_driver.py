@@ -123,10 +123,6 @@ options:
         description: Registry password.
         type: str
         required: true
-  allow_unsupported_upgrade:
-    description: Accept a chart upgrade that skips a release line.
-    type: bool
-    default: false
   allow_downgrade:
     description: Accept a chart older than the installed one.
     type: bool
@@ -230,7 +226,6 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     registry_credentials=dict(type="dict", no_log=False, options=dict(
         name=dict(type="str", required=True), server=dict(type="str"), username=dict(type="str", required=True),
         password=dict(type="str", required=True, no_log=True))),
-    allow_unsupported_upgrade=dict(type="bool", default=False),
     allow_downgrade=dict(type="bool", default=False),
     recover_pending=dict(type="bool", default=False),
     wait=dict(type="bool", default=True),
