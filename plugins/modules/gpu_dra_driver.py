@@ -34,9 +34,13 @@ attributes:
         install or upgrade and nothing is waited for.
 options:
   state:
-    description: V(present) installs or upgrades the release; V(absent) uninstalls it (node labels stay).
+    description:
+      - V(present) installs or upgrades the release and puts the nodes on their backend; V(absent) uninstalls
+        it (node labels stay).
+      - V(nodes) only puts the named nodes on their backend and waits (the rollout's switch of a node, one
+        batch at a time); helm is not run.
     type: str
-    choices: [present, absent]
+    choices: [present, absent, nodes]
     default: present
   release_name:
     description: Name of the Helm release.
@@ -76,6 +80,13 @@ options:
     type: list
     elements: str
     default: []
+  expected_gpus:
+    description:
+      - Node name to that node's GPU read (C(ansible_facts.gpufleet_gpus) of M(gpufleet.sharing.gpu_facts)). With
+        O(wait), such a DRA node is ready only once its C(ResourceSlice)s list exactly its devices (a GPU with MIG on
+        gives its MIG devices by profile and parent GPU, a GPU with MIG off itself).
+    type: dict
+    default: {}
   feature_gates:
     description:
       - The driver's feature gates to set (C(featureGates)), gate name to true/false; the others keep the
@@ -155,6 +166,13 @@ notes:
 """
 
 EXAMPLES = r"""
+- name: Move one node to DRA inside a rollout batch and wait until its slices list its GPUs
+  gpufleet.sharing.gpu_dra_driver:
+    state: nodes
+    dra_nodes: [a100-01]
+    expected_gpus:
+      a100-01: "{{ ansible_facts.gpufleet_gpus }}"
+
 - name: DRA for the MIG nodes, the device plugin elsewhere
   gpufleet.sharing.gpu_dra_driver:
     chart_version: 25.8.1
@@ -167,12 +185,12 @@ EXAMPLES = r"""
 RETURN = r"""
 action:
   description: What was done to the release (installed, upgraded, unchanged, uninstalled, absent).
-  returned: always
+  returned: unless O(state=nodes)
   type: str
   sample: unchanged
 release:
   description: The release (name, namespace, revision, status, chart, chart_version, app_version).
-  returned: always
+  returned: unless O(state=nodes)
   type: dict
 values:
   description: The release's values, secrets redacted.
@@ -180,18 +198,22 @@ values:
   type: dict
 nodes_switched:
   description: The nodes whose backend labels were changed.
-  returned: when O(state=present)
+  returned: when O(state=present) or O(state=nodes)
   type: list
   elements: str
   sample: [a100-01]
 kubernetes_version:
   description: The API server's version.
-  returned: when O(state=present)
+  returned: when O(state=present), or O(state=nodes) with O(dra_nodes)
   type: str
   sample: v1.34.2
+waiting:
+  description: On a wait timeout, each node still waiting and why (for example the ResourceSlice devices missing).
+  returned: on a wait timeout
+  type: dict
 helm_version:
   description: Version of the helm binary.
-  returned: always
+  returned: unless O(state=nodes)
   type: str
   sample: 3.14.2
 """
@@ -199,14 +221,14 @@ helm_version:
 from typing import Any, Dict
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils._dra_steps import DraDriver
+from ansible_collections.gpufleet.sharing.plugins.module_utils._dra_steps import Backends, DraDriver
 from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator import wait_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import HelmError, HelmFailed
 from ansible_collections.gpufleet.sharing.plugins.module_utils._inputs import input_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils._operator_steps import mask_secrets
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
-    state=dict(type="str", choices=["present", "absent"], default="present"),
+    state=dict(type="str", choices=["present", "absent", "nodes"], default="present"),
     release_name=dict(type="str", default="nvidia-dra-driver-gpu"),
     namespace=dict(type="str", default="nvidia-dra-driver-gpu"),
     create_namespace=dict(type="bool", default=True),
@@ -217,6 +239,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     repo_password=dict(type="str", no_log=True),
     dra_nodes=dict(type="list", elements="str", default=[]),
     device_plugin_nodes=dict(type="list", elements="str", default=[]),
+    expected_gpus=dict(type="dict", default={}),
     feature_gates=dict(type="dict", default={}),
     tolerations=dict(type="list", elements="dict", default=[]),
     values=dict(type="dict", default={}),
@@ -245,6 +268,9 @@ def run(mod: ClusterModule) -> None:
     problems = wait_problems(params["wait_timeout"], params["wait_interval"]) + input_problems(params)
     if problems:
         mod.fail("invalid input, nothing was changed: %s" % "; ".join(problems), problems=problems)
+    if params["state"] == "nodes":
+        Backends(mod).switch()
+        return
     try:
         driver = DraDriver(mod)
         mod.result["helm_version"] = ".".join(str(part) for part in driver.helm.version())

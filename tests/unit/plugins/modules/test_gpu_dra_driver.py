@@ -183,3 +183,28 @@ def test_a_downgrade_is_refused_an_upgrade_is_not_held_to_the_operator_lines(hel
     helm["write"](state)
     result = run(api, monkeypatch, capsys, args(helm, chart_version="25.3.2"))
     assert result["failed"] and "chart downgrade from 25.8.1 (installed) to 25.3.2 (asked) is refused" in result["msg"]
+
+
+def _plugin_pod(node, ready=True):
+    return {"metadata": {"name": "kp-" + node, "labels": {"nvidia-dra-driver-gpu-component": "kubelet-plugin"}},
+            "spec": {"nodeName": node},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def test_nodes_state_waits_for_the_slices_to_list_the_read_gpus(helm, monkeypatch, capsys):
+    api = Api()
+    api.objects["/api/v1/pods"] = {"metadata": {}, "items": [_plugin_pod("a100-01")]}
+    api.objects["/apis/resource.k8s.io/v1/resourceslices"] = {"metadata": {}, "items": [{"spec": {
+        "driver": "gpu.nvidia.com", "nodeName": "a100-01", "devices": [{"name": "gpu-0-mig-1g10gb-19-0", "attributes": {
+            "type": {"string": "mig"}, "uuid": {"string": "MIG-x"}, "profile": {"string": "1g.10gb"},
+            "parentUUID": {"string": "GPU-0"}}}]}}]}
+    gpus = [{"uuid": "GPU-0", "mig": {"current": True, "instances": [{"profile": "1g.10gb"}, {"profile": "1g.10gb"}]}}]
+    nodes = {"state": "nodes", "dra_nodes": ["a100-01"], "wait": True, "wait_timeout": 1, "wait_interval": 0.01,
+             "expected_gpus": {"a100-01": gpus}}
+    result = run(api, monkeypatch, capsys, nodes)
+    assert result["failed"] and result["waiting"] == {
+        "a100-01": "ResourceSlices: MIG 1g.10gb on GPU GPU-0: 2 planned, 1 published"}, result
+    assert helm["state"]()["upgrades"] == 0 and "helm_version" not in result
+    gpus[0]["mig"]["instances"].pop()
+    result = run(api, monkeypatch, capsys, dict(nodes, expected_gpus={"a100-01": gpus}))
+    assert not result.get("failed") and not result["changed"], result
