@@ -22,6 +22,8 @@ description:
     M(gpufleet.sharing.gpu_dra_driver)'s O(gpufleet.sharing.gpu_dra_driver#module:dra_nodes) and
     O(gpufleet.sharing.gpu_dra_driver#module:device_plugin_nodes).
   - An unknown backend, or both named for one host, is an error naming the host (the preflight reports it first).
+  - The filter C(backend_hosts) of the same file goes the other way - C(hostvars | backend_hosts(hosts, nodes)) - the
+    hosts of O(hosts) whose node is one of the given node names (for example the nodes that move between backends).
 extends_documentation_fragment:
   - gpufleet.sharing.fleet_filter
 """
@@ -50,6 +52,11 @@ def backend_nodes(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> Dict[str
     return found
 
 
+def backend_hosts(hostvars: Mapping[str, Any], hosts: Sequence[str], nodes: Sequence[str]) -> List[str]:
+    """The hosts (in the order given) whose node is one of ``nodes``."""
+    return [host for host in hosts if node_name(host, hostvars[host]) in set(nodes or [])]
+
+
 class FilterModule:
     def filters(self) -> Dict[str, Any]:
-        return {"backend_nodes": backend_nodes}
+        return {"backend_nodes": backend_nodes, "backend_hosts": backend_hosts}

@@ -6,7 +6,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.sharing.plugins.filter.backend_nodes import backend_nodes
+from ansible_collections.gpufleet.sharing.plugins.filter.backend_nodes import backend_hosts, backend_nodes
 
 
 def test_nodes_by_backend_with_node_names():
@@ -17,3 +17,9 @@ def test_nodes_by_backend_with_node_names():
 def test_both_backends_for_one_host_names_the_host():
     with pytest.raises(AnsibleFilterError, match="^b: gpufleet_gpu_backend names both backends"):
         backend_nodes({"b": {"gpufleet_gpu_backend": ["dra", "device-plugin"]}}, ["b"])
+
+
+def test_hosts_of_given_nodes():
+    hostvars = {"a": {"gpufleet_node_name": "node-a"}, "b": {}, "c": {}}
+    assert backend_hosts(hostvars, ["a", "b", "c"], ["node-a", "c"]) == ["a", "c"]
+    assert backend_hosts(hostvars, ["a"], None) == []
