@@ -141,7 +141,8 @@ class DraDriver(GpuOperator):
     def requested_values(self) -> Dict[str, Any]:
         p = self.params
         try:
-            return driver_values(p["feature_gates"], p["tolerations"], p["values"])
+            chart = self.chart_values().get("kubeletPlugin") or {} if p["tolerations"] else {}
+            return driver_values(p["feature_gates"], p["tolerations"], p["values"], chart.get("tolerations") or [])
         except DraValuesError as exc:
             self.mod.fail("invalid values, nothing was changed: %s" % exc, problems=exc.problems)
 

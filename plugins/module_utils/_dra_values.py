@@ -22,8 +22,6 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._images import me
 DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
 BACKEND_LABEL = "gpufleet.sharing/gpu-backend"
 KUBELET_PLUGIN_SELECTOR = "nvidia-dra-driver-gpu-component=kubelet-plugin"
-# kubeletPlugin.tolerations of the chart's values.yaml (22407113): kept when ours are added.
-CHART_TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
 
 class DraValuesError(ValueError):
@@ -44,16 +42,18 @@ def _explicit(gates: Mapping[str, Any]) -> Dict[str, bool]:
 
 
 def driver_values(feature_gates: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]],
-                  values: Optional[Mapping[str, Any]] = None, compute_domains: bool = False) -> Dict[str, Any]:
+                  values: Optional[Mapping[str, Any]] = None, chart_tolerations: Sequence[Mapping[str, Any]] = (),
+                  compute_domains: bool = False) -> Dict[str, Any]:
     """The release's values: GPUs through DRA on the nodes labelled for DRA only, the gates asked for,
-    ``tolerations`` added to the kubelet plugin's (the chart's own kept), then ``values`` merged; a
-    ``values`` entry that contradicts a typed setting is refused."""
+    ``tolerations`` added to the kubelet plugin's (``chart_tolerations``, the chart's own, kept: ``[]`` in
+    v25.8.1 and v25.12.0, ``nvidia.com/gpu`` from 0.5), then ``values`` merged; a ``values`` entry that
+    contradicts a typed setting is refused."""
     extra = dict(values or {})
     planned: Dict[str, Any] = {
         "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": compute_domains}},
         "gpuResourcesEnabledOverride": True,
         "kubeletPlugin": {"nodeSelector": {BACKEND_LABEL: "dra"},
-                          "tolerations": _tolerations(extra, tolerations)},
+                          "tolerations": _tolerations(extra, tolerations, chart_tolerations)},
     }
     gates = _explicit(feature_gates)
     if gates:
@@ -64,9 +64,10 @@ def driver_values(feature_gates: Mapping[str, Any], tolerations: Sequence[Mappin
     return merge(extra, planned)
 
 
-def _tolerations(extra: Mapping[str, Any], ours: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+def _tolerations(extra: Mapping[str, Any], ours: Sequence[Mapping[str, Any]],
+                 chart: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
     plugin = extra.get("kubeletPlugin") if isinstance(extra.get("kubeletPlugin"), Mapping) else {}
-    base = plugin.get("tolerations") if isinstance(plugin.get("tolerations"), list) else CHART_TOLERATIONS
+    base = plugin.get("tolerations") if isinstance(plugin.get("tolerations"), list) else chart
     found = [dict(t) for t in base]
     return found + [dict(t) for t in ours if dict(t) not in found]
 

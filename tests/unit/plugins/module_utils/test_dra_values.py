@@ -17,7 +17,8 @@ OURS = {"key": "gpufleet.sharing/maintenance", "operator": "Exists", "effect": "
 
 
 def test_values_select_the_dra_nodes_and_keep_the_chart_toleration():
-    values = driver_values({}, [OURS])
+    values = driver_values({}, [OURS], chart_tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists",
+                                                           "effect": "NoSchedule"}])
     assert values["resources"] == {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}}
     assert values["gpuResourcesEnabledOverride"] is True
     assert values["kubeletPlugin"]["nodeSelector"] == {BACKEND_LABEL: "dra"}
@@ -55,3 +56,7 @@ def test_a_node_on_both_backends_is_refused():
     with pytest.raises(DraValuesError) as err:
         split_nodes(["a", "b"], ["b"])
     assert err.value.problems[0].startswith("node b: asked on both backends")
+
+
+def test_no_toleration_asked_keeps_the_chart_default():
+    assert driver_values({}, [])["kubeletPlugin"]["tolerations"] == []
