@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._dra_devices import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_devices import (
     device_differences,
     expected_devices,
     published_devices,

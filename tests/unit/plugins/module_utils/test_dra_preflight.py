@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._dra_preflight import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_preflight import (
     alpha_gates,
     backend_problem,
     cluster_problems,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._dra_values import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_values import (
     BACKEND_LABEL,
     DEVICE_PLUGIN_LABEL,
     DraValuesError,
