@@ -182,4 +182,3 @@ class DraDriver(GpuOperator):
             result["release"] = release_info(self.helm.release(params["namespace"], params["release_name"]), meta["name"])
         if params["wait"] and not self.mod.check_mode:
             backends.wait_nodes(k8s)
-

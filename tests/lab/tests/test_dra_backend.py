@@ -128,7 +128,7 @@ def _mig_after_start(lab):
     lab.driver(dra_nodes=["gpu-a"], expected_gpus={"gpu-a": lab.gpus("gpu-a")})
     mig_layout(lab.state_files["gpu-a"], {0: {"1g.5gb": 2, "3g.20gb": 1}})
     stale = lab.run("gpu_dra_driver", dict(lab.base, state="nodes", dra_nodes=["gpu-a"], wait_timeout=2,
-                                            expected_gpus={"gpu-a": lab.gpus("gpu-a")}))
+                                           expected_gpus={"gpu-a": lab.gpus("gpu-a")}))
     assert stale["failed"] and "ResourceSlices: " in stale["waiting"]["gpu-a"], stale
     assert "MIG 1g.5gb on GPU" in stale["waiting"]["gpu-a"] and "2 planned, 0 published" in stale["waiting"]["gpu-a"]
 

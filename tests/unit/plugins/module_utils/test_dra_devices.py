@@ -8,8 +8,8 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_dev
     published_devices,
 )
 
-GPUS = [{"uuid": "GPU-0", "mig": {"current": True, "instances": [{"profile": "1g.10gb"}, {"profile": "1g.10gb"},
-                                                               {"profile": "3g.40gb"}]}},
+MIGS = [{"profile": "1g.10gb"}, {"profile": "1g.10gb"}, {"profile": "3g.40gb"}]
+GPUS = [{"uuid": "GPU-0", "mig": {"current": True, "instances": MIGS}},
         {"uuid": "GPU-1", "mig": {"current": False, "instances": []}},
         {"uuid": "GPU-2", "mig": {"current": True, "instances": []}}]
 

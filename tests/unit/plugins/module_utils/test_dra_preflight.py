@@ -98,5 +98,5 @@ def test_cluster_without_resource_v1_is_named():
         "Kubernetes v1.33.4 is too old for DRA: 1.34 or newer is required (resource.k8s.io/v1 is GA from 1.34)",
         "the API server does not serve resource.k8s.io/v1 (it serves resource.k8s.io/v1beta1): DRA is not available "
         "on this cluster"]
-    assert cluster_problems("v1.34.0", [])[0].endswith("(it serves no resource.k8s.io version): DRA is not available "
-                                                      "on this cluster")
+    problem = cluster_problems("v1.34.0", [])[0]
+    assert problem.endswith("(it serves no resource.k8s.io version): DRA is not available on this cluster")
