@@ -64,7 +64,7 @@ def gate_values(gates: Any) -> Tuple[Dict[str, bool], List[str]]:
                 for name in gates if name not in GATES]
     problems += ["gpufleet_dra_feature_gates: %s must be true or false, got %r" % (name, value)
                  for name, value in gates.items() if name in GATES and not isinstance(value, bool)]
-    merged = {name: default for name, (_, default) in GATES.items()}
+    merged = {name: default for name, (_maturity, default) in GATES.items()}
     merged.update({name: value for name, value in gates.items() if name in GATES and isinstance(value, bool)})
     return merged, problems
 

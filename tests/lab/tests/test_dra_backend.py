@@ -68,7 +68,7 @@ class Lab:
         """The host's GPUs as gpu_facts reports them (uuid, MIG mode and instances' profiles)."""
         state = gpustate.load(self.state_files[node])
         return [{"uuid": gpu.uuid, "mig": {"current": bool(gpu.mig_current), "instances": [
-            {"profile": ci.profile} for _, ci in gpu.mig_devices()]}} for gpu in state.gpus]
+            {"profile": ci.profile} for _gi, ci in gpu.mig_devices()]}} for gpu in state.gpus]
 
 
 @pytest.fixture

@@ -45,7 +45,7 @@ def plugin_uid(lab, node="flt-0"):
 def profiles(lab, node="flt-0"):
     from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_io import RESOURCE_SLICE
     from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_devices import published_devices
-    return sorted(profile for _, profile, _ in published_devices(lab.k8s.list(RESOURCE_SLICE), node))
+    return sorted(profile for _kind, profile, _parent in published_devices(lab.k8s.list(RESOURCE_SLICE), node))
 
 
 @pytest.fixture(scope="module")
