@@ -16,7 +16,7 @@ description:
     them the device kinds a pod can ask for; a MIG profile (V(mig-1g-10gb)), a full GPU of one product
     (V(gpu-nvidia-h100-80gb-hbm3)), or a time-sliced or MPS full GPU (V(...-time-slicing), V(...-mps)) on a
     node whose sharing config says so, which needs the driver's alpha gate C(TimeSlicingSettings) or C(MPSSupport).
-  - Applies a C(resource.k8s.io/v1) C(DeviceClass) per kind used (V(<kind>.gpufleet.sharing), the kind's CEL
+  - Applies a C(resource.k8s.io/v1) C(DeviceClass) per kind of the plan (V(<kind>.gpufleet.sharing), the kind's CEL
     selector) and a C(ResourceClaimTemplate) named after the kind in each namespace O(claim_templates) names,
     so that a pod asks with C(resourceClaims[].resourceClaimTemplateName). See docs/dra.md.
   - Returns the Kueue C(deviceClassMappings) that charge each DeviceClass to the device plugin's resource name
@@ -37,7 +37,7 @@ options:
       - The C(gpufleet_dra_claim_templates) inventory variable, each C({namespaces, kinds, count}). C(kinds) are
         device kind names, MIG profiles (V(1g.10gb)) or MIG resource names; omitted, every kind of the plan.
         C(count) is the number of devices each claim asks for (default V(1)).
-      - Empty, every owned DeviceClass and claim template is deleted.
+      - Empty, every owned claim template is deleted (the DeviceClasses of the planned kinds stay).
     type: list
     elements: raw
     required: true
@@ -149,9 +149,8 @@ def run(mod: ClusterModule) -> None:
     devices, planned = dra_devices(mod, p["dra_nodes"])
     kinds = fleet_kinds(devices)
     classes, templates, named = plan_objects(requests, kinds)
-    used = [kinds[c["metadata"]["labels"]["gpufleet.sharing/device-kind"]] for c in classes]
-    mappings = device_class_mappings(used)
-    problems += planned + named + gate_problems({k.name: k for k in used}, p["feature_gates"]) + mapping_problems(mappings)
+    mappings = device_class_mappings(list(kinds.values()))
+    problems += planned + named + gate_problems(kinds, p["feature_gates"]) + mapping_problems(mappings)
     mod.result.update(kinds=[k.as_dict() for k in kinds.values()], kueue_device_class_mappings=mappings,
                       devices={n: dict(sorted(Counter(d.kind.name for d in ds).items())) for n, ds in devices.items()},
                       templates=["%s/%s" % (t["metadata"]["namespace"], t["metadata"]["name"]) for t in templates])

@@ -97,8 +97,9 @@ def pods_for_devices(devices: Sequence[PlannedDevice]) -> List[PodSpecWanted]:
 
 
 def claim_body(wanted: PodSpecWanted, name: str, namespace: str, run_id: str) -> Dict[str, Any]:
-    """The verification pod's own ResourceClaim: the kind's claim template's spec, labelled with the run."""
-    template = claim_template(wanted.kind, namespace) if wanted.kind else {}
+    """The verification pod's own ResourceClaim: the kind's claim template's spec with the driver's DeviceClass
+    (so that the proof does not depend on gpu_claim_templates having run), labelled with the run."""
+    template = claim_template(wanted.kind, namespace, device_class_name=wanted.kind.driver_class) if wanted.kind else {}
     labels = {OWNER_KEY: OWNER_VALUE, RUN_ID_LABEL: run_id}
     return {"apiVersion": API_VERSION, "kind": "ResourceClaim",
             "metadata": {"name": name, "namespace": namespace, "labels": labels},

@@ -76,6 +76,11 @@ class DeviceKind:
     def device_class(self) -> str:
         return self.name + CLASS_SUFFIX
 
+    @property
+    def driver_class(self) -> str:
+        """The driver chart's own DeviceClass of this type (``gpu.nvidia.com`` / ``mig.nvidia.com``)."""
+        return "%s.nvidia.com" % self.type
+
     def selector(self) -> str:
         """The CEL expression that selects exactly this kind's devices."""
         attrs = "device.attributes[%s]" % _cel_string(DRIVER)

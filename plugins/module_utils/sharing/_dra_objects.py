@@ -40,9 +40,10 @@ def device_class(kind: DeviceKind) -> Dict[str, Any]:
             "spec": {"selectors": [{"cel": {"expression": kind.selector()}}]}}
 
 
-def claim_template(kind: DeviceKind, namespace: str, count: int = 1) -> Dict[str, Any]:
+def claim_template(kind: DeviceKind, namespace: str, count: int = 1, device_class_name: str = "") -> Dict[str, Any]:
+    """``device_class_name``: another class than the kind's own (the verification claims use the driver's)."""
     devices: Dict[str, Any] = {"requests": [{"name": REQUEST, "exactly": {
-        "deviceClassName": kind.device_class, "selectors": [{"cel": {"expression": kind.selector()}}],
+        "deviceClassName": device_class_name or kind.device_class, "selectors": [{"cel": {"expression": kind.selector()}}],
         "allocationMode": "ExactCount", "count": count}}]}
     if kind.sharing:
         devices["config"] = [{"requests": [REQUEST], "opaque": {"driver": DRIVER, "parameters": {
@@ -53,8 +54,8 @@ def claim_template(kind: DeviceKind, namespace: str, count: int = 1) -> Dict[str
 
 def plan_objects(requests: Sequence[TemplateRequest], kinds: Mapping[str, DeviceKind]
                  ) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]], List[str]]:
-    """(DeviceClasses, ResourceClaimTemplates, problems). A kind or profile the plan does not have is a
-    problem naming it and the kinds the plan has; the same template twice with different counts too."""
+    """(DeviceClasses of every kind, ResourceClaimTemplates, problems). A kind or profile the plan does not
+    have is a problem naming it and the kinds the plan has; the same template twice with different counts too."""
     problems: List[str] = []
     chosen: Dict[Tuple[str, str], Tuple[DeviceKind, int]] = {}
     for i, request in enumerate(requests):
@@ -73,8 +74,7 @@ def plan_objects(requests: Sequence[TemplateRequest], kinds: Mapping[str, Device
                     problems.append("claim_templates[%d]: template %s/%s asked with count %d and %d"
                                     % (i, namespace, kind.name, before[1], request.count))
                 chosen[(namespace, kind.name)] = (kind, request.count)
-    used = sorted({kind.name: kind for kind, _count in chosen.values()}.items())
-    classes = [device_class(kind) for _name, kind in used]
+    classes = [device_class(kinds[name]) for name in sorted(kinds)]  # every kind: Kueue's mappings name them all
     templates = [claim_template(kind, ns, count) for (ns, _name), (kind, count) in sorted(chosen.items())]
     return classes, templates, problems
 

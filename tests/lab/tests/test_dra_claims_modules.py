@@ -7,12 +7,16 @@ Nodes: dm with two H100-80GB in 1g.10gb x 7 (14 MIG devices), df with one H100-8
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from typing import Any, Dict
 
 import pytest
 
-from dra_lab import DRIVER_NS, IMAGE, mig_layout
-from labtools import run_module, serve_lab, wait_until
+from dra_lab import CLASS_EXPR, DRIVER_NS, IMAGE, mig_layout
+from labtools import BUILD, run_module, serve_lab, wait_until
 from test_cluster_modules_sharing import auth, store_get
 
 RESOURCE = "/apis/resource.k8s.io/v1"
@@ -38,6 +42,11 @@ def lab(tmp_path_factory):
         core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
         for ns in (DRIVER_NS, "vision", "nlp"):
             core.create_namespace({"metadata": {"name": ns}})
+        custom = client.CustomObjectsApi(api)
+        for name, kind in (("gpu.nvidia.com", "gpu"), ("mig.nvidia.com", "mig")):  # the driver chart's DeviceClasses
+            custom.create_cluster_custom_object("resource.k8s.io", "v1", "deviceclasses", {
+                "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
+                "spec": {"selectors": [{"cel": {"expression": CLASS_EXPR % kind}}]}})
         labels = {"nvidia-dra-driver-gpu-component": "kubelet-plugin"}
         apps.create_namespaced_daemon_set(DRIVER_NS, {
             "metadata": {"name": "nvidia-dra-driver-gpu-kubelet-plugin", "namespace": DRIVER_NS},
@@ -106,3 +115,47 @@ def test_verify_check_mode_creates_nothing(lab):
                                            namespace="gpufleet-verify-check"), lab.tmp, check_mode=True)
     assert not result.get("failed") and result["report"]["pods"] == []
     assert store_get(lab, "/api/v1/namespaces/gpufleet-verify-check") is None
+
+
+PLAYBOOK = """
+- name: Claim templates, quotas' mappings and the proof through the roles
+  hosts: gpu_hosts
+  gather_facts: false
+  roles:
+    - role: gpufleet.sharing.claim_templates
+    - role: gpufleet.sharing.verify
+  tasks:
+    - name: Keep what the roles returned
+      ansible.builtin.copy:
+        content: "{{ {'templates': claim_templates_result.templates, 'checks': verify_result.report.checks,
+                      'pods': verify_result.report.pods} | to_json }}"
+        dest: "{{ result_file }}"
+        mode: "0600"
+      delegate_to: localhost
+      run_once: true
+"""
+
+
+def test_the_roles_find_the_dra_hosts_from_gpufleet_gpu_backend(lab):
+    tmp = lab.tmp
+    gpus = {p["node"]: p["gpus"] for p in PLANS}
+    inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                                  "gpufleet_kubeconfig": lab.kubeconfig, "gpufleet_gpu_backend": "dra",
+                                  "gpufleet_dra_claim_templates": [{"namespaces": ["nlp"], "kinds": ["1g.10gb"]}],
+                                  "claim_templates_node_gpus": gpus, "verify_node_gpus": gpus, "verify_pod_timeout": 60,
+                                  "verify_report_dir": os.path.join(tmp, "reports"),
+                                  "result_file": os.path.join(tmp, "roles.json")},
+                         "children": {"gpu_hosts": {"hosts": {"dm": {}, "df": {}}}}}}
+    for name, text in (("inventory.json", json.dumps(inventory)), ("play.yml", PLAYBOOK)):
+        with open(os.path.join(tmp, name), "w", encoding="utf-8") as handle:
+            handle.write(text)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=BUILD, ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run(["ansible-playbook", "-i", os.path.join(tmp, "inventory.json"), os.path.join(tmp, "play.yml")],
+                          capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    with open(os.path.join(tmp, "roles.json"), encoding="utf-8") as handle:
+        found = json.load(handle)
+    assert found["templates"] == ["nlp/mig-1g-10gb"]
+    assert {(c["node"], c["kind"]) for c in found["checks"]} >= {("dm", "slice"), ("df", "slice"), ("dm", "pod")}
+    assert all(c["ok"] for c in found["checks"]), [c for c in found["checks"] if not c["ok"]]
+    assert sorted(p["resource"] for p in found["pods"]) == KINDS

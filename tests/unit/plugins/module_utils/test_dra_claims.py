@@ -105,7 +105,7 @@ def test_plan_objects_every_kind_or_the_named_ones():
     assert [(t["metadata"]["namespace"], t["metadata"]["name"]) for t in templates] == [
         ("a", "gpu-nvidia-h100-80gb-hbm3"), ("a", "mig-1g-10gb"), ("b", "gpu-nvidia-h100-80gb-hbm3"), ("b", "mig-1g-10gb")]
     classes, templates, problems = plan_objects([TemplateRequest(("a",), ("1g.10gb",))], kinds)
-    assert [t["metadata"]["name"] for t in templates] == ["mig-1g-10gb"] and len(classes) == 1
+    assert [t["metadata"]["name"] for t in templates] == ["mig-1g-10gb"] and len(classes) == 2  # a class per planned kind
 
 
 def test_a_template_for_a_profile_the_plan_does_not_have_is_refused_by_name():

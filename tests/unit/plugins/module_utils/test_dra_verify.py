@@ -71,7 +71,9 @@ def test_one_pod_per_node_and_kind_bound_to_its_own_claim():
     assert pod["spec"]["containers"][0]["resources"] == {"claims": [{"name": "gpu"}]}
     claim = claim_body(wanted[1], "p1", "ns", "run1")
     assert claim["kind"] == "ResourceClaim" and claim["metadata"]["labels"]["gpufleet.sharing/verify-run"] == "run1"
-    assert claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == "mig-1g-10gb.gpufleet.sharing"
+    exactly = claim["spec"]["devices"]["requests"][0]["exactly"]
+    assert exactly["deviceClassName"] == "mig.nvidia.com"  # the driver's class: the proof needs no template run
+    assert "profile == '1g.10gb'" in exactly["selectors"][0]["cel"]["expression"]
 
 
 def test_a_full_gpu_claim_must_show_exactly_one_gpu():
