@@ -126,7 +126,7 @@ from typing import Any, Dict
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_claims import fleet_kinds, gate_problems, parse_requests
-from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._dra_io import apply_all, dra_devices, read_owned, refusals
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._claims_io import apply_all, dra_devices, read_owned, refusals
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_objects import (
     device_class_mappings, mapping_problems, plan_objects)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_read import FLEET_ARGSPEC

@@ -364,7 +364,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._verify imp
     render_table, user_checks)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_io import read_cluster_configs
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._pods import PodRun
-from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._dra_io import dra_node_checks
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._claims_io import dra_node_checks
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._dra_verify import pods_for_devices, report_nodes
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._probe import (
     PROBE_ARGSPEC, junit_properties, probe_option_problems, render_probe_table)
