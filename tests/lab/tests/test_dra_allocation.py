@@ -118,8 +118,9 @@ def test_allocation_mode_all_and_cel_on_capacity_and_versions(lab):
 
 def test_a_named_claim_is_shared_by_its_pods_and_deallocated_when_unused(lab):
     made = lab({0: None, 1: None})
-    made.store.create("resource.k8s.io/v1/resourceclaims", {"metadata": {"name": "shared", "namespace": "default"},
-                                                           "spec": {"devices": {"requests": [request("gpu", "gpu.nvidia.com")]}}})
+    made.store.create("resource.k8s.io/v1/resourceclaims", {
+        "metadata": {"name": "shared", "namespace": "default"},
+        "spec": {"devices": {"requests": [request("gpu", "gpu.nvidia.com")]}}})
     made.pod("one", {"gpu": "claim:shared"}, always=True)
     made.pod("two", {"gpu": "claim:shared"}, always=True)
     wait_for("both running", lambda: made.phase("one") == made.phase("two") == "Running")

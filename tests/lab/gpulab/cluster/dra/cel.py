@@ -6,7 +6,10 @@ allocation/cel/compile.go``, documented at https://kubernetes.io/docs/concepts/s
 dynamic-resource-allocation/): one variable ``device`` with ``driver``, ``attributes`` and
 ``capacity`` maps keyed by domain (an unqualified attribute name belongs to the driver's domain),
 ``allowMultipleAllocations``; a missing domain is an empty map, a missing attribute in it is a
-runtime error. Version attributes are semver values (``compareTo``, ``isGreaterThan``,
+runtime error, which aborts the allocation (the API reference of ``CELDeviceSelector``: "If an
+unknown prefix is used as a lookup in either device.attributes or device.capacity, an empty map will
+be returned. Any reference to an unknown field will cause an evaluation error and allocation to
+abort."). Version attributes are semver values (``compareTo``, ``isGreaterThan``,
 ``isLessThan``, ``semver('580.0.0')``), capacities quantities (``compareTo``, ``isGreaterThan``,
 ``isLessThan``, ``asInteger``, ``quantity('10Gi')``). A selector must evaluate to a bool.
 Not modelled: the cost limits and the ``isSemver``/``isQuantity`` helpers.

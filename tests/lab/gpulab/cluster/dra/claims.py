@@ -83,6 +83,7 @@ class DraClaims:
                     if entry.get("resourceClaimTemplateName") and claim_name(pod, entry) is None:
                         self._from_template(pod, entry)
         by_uid = {pod["metadata"]["uid"]: pod for pod in pods}
+        self._planned = {key: plan for key, plan in self._planned.items() if key[0] in by_uid}
         for claim in self.store.items(api.RESOURCECLAIMS):
             self._release(claim, by_uid)
 

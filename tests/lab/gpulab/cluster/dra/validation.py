@@ -10,7 +10,7 @@ selectors must compile (cel-python), a claim's and a template's spec are immutab
 names exactly one of ``nodeName``/``nodeSelector``/``allNodes``/``perDeviceNodeSelection``, at
 most 128 devices with unique DNS-label names, each attribute exactly one typed value (versions
 semver), a claim's ``status.allocation`` cannot change once set and ``reservedFor`` needs it.
-Messages follow the field.ErrorList wording (``Required value``, ``Invalid value``, ``Duplicate
+Messages follow the field.ErrorList wording of that file (``Required value``, ``Invalid value``, ``Duplicate
 value``, ``Too many``, ``field is immutable``). Not modelled: firstAvailable subrequest limits
 beyond names, tolerations, admin access policy, binding conditions, consumable capacity.
 """
@@ -84,7 +84,7 @@ def _exact(request: Obj, path: str) -> Problems:
     elif mode == "ExactCount" and int(request.get("count", 1) or 0) <= 0:
         problems.append((path + ".count", "Invalid value: %s: must be greater than zero" % request.get("count")))
     elif mode == "All" and request.get("count") not in (None, 0):
-        problems.append((path + ".count", "Invalid value: %s: must not be specified when allocationMode is All"
+        problems.append((path + ".count", "Invalid value: %s: must not be specified when allocationMode is 'All'"
                          % request.get("count")))
     return problems
 
@@ -92,8 +92,11 @@ def _exact(request: Obj, path: str) -> Problems:
 def _request(request: Obj, path: str) -> Problems:
     problems = _label(request.get("name"), path + ".name")
     exactly, first = request.get("exactly"), request.get("firstAvailable")
-    if bool(exactly) == bool(first):
+    if not exactly and not first:
         problems.append((path, "Required value: exactly one of `exactly` or `firstAvailable` is required"))
+    elif exactly and first:
+        problems.append((path, "Invalid value: null: exactly one of `exactly` or `firstAvailable` is required, "
+                               "but multiple fields are set"))
     if exactly:
         problems += _exact(exactly, path + ".exactly")
     for index, sub in enumerate(first or []):
@@ -147,6 +150,10 @@ def _claim(obj: Obj, old: Optional[Obj]) -> Problems:
     reserved = status.get("reservedFor") or []
     if reserved and not status.get("allocation"):
         problems.append(("status.reservedFor", "Forbidden: may not be specified when `allocated` is not set"))
+    for index, ref in enumerate(reserved):
+        for fld in ("resource", "name", "uid"):
+            if not (ref or {}).get(fld):
+                problems.append(("status.reservedFor[%d].%s" % (index, fld), "Required value"))
     if len(reserved) > 256:
         problems.append(("status.reservedFor", "Too many: %d: must have at most 256 items" % len(reserved)))
     return problems
@@ -184,7 +191,7 @@ def _device(device: Obj, path: str) -> Problems:
     problems = _label(device.get("name"), path + ".name")
     attributes, capacity = device.get("attributes") or {}, device.get("capacity") or {}
     if len(attributes) + len(capacity) > MAX_ATTRIBUTES:
-        problems.append((path, "Too many: %d: must have at most %d attributes and capacities combined"
+        problems.append((path, "Invalid value: %d: the total number of attributes and capacities must not exceed %d"
                          % (len(attributes) + len(capacity), MAX_ATTRIBUTES)))
     for name, value in attributes.items():
         problems += _attribute(value, "%s.attributes[%s]" % (path, name))
@@ -204,11 +211,16 @@ def _slice(obj: Obj, old: Optional[Obj]) -> Problems:
         problems.append(("spec.pool.resourceSliceCount", "Invalid value: %s: must be greater than zero"
                          % pool.get("resourceSliceCount")))
     if int(pool.get("generation") or 0) < 0:
-        problems.append(("spec.pool.generation", "Invalid value: must be greater than or equal to 0"))
+        problems.append(("spec.pool.generation", "Invalid value: %s: must be greater than or equal to zero"
+                         % pool.get("generation")))
     chosen = [k for k in ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection") if spec.get(k)]
-    if len(chosen) != 1:
+    if not chosen:
         problems.append(("spec", "Required value: exactly one of `nodeName`, `nodeSelector`, `allNodes`, "
                                  "`perDeviceNodeSelection` is required"))
+    elif len(chosen) > 1:
+        problems.append(("spec", "Invalid value: \"{%s}\": exactly one of `nodeName`, `nodeSelector`, `allNodes`, "
+                                 "`perDeviceNodeSelection` is required, but multiple fields are set"
+                         % ", ".join("`%s`" % k for k in chosen)))
     devices = spec.get("devices") or []
     if len(devices) > MAX_DEVICES:
         problems.append(("spec.devices", "Too many: %d: must have at most %d items" % (len(devices), MAX_DEVICES)))
