@@ -52,6 +52,15 @@ options:
     type: str
     choices: [present, shrunk, verified]
     default: present
+  dra_nodes:
+    description:
+      - The nodes on the DRA backend (C(gpufleet_gpu_backend=dra)). Each offers, per resource name, the devices its
+        plan gives (a MIG device or a full GPU each, as M(gpufleet.sharing.gpu_claim_templates) plans them) instead
+        of what a device plugin would advertise; with O(state=verified) what its ResourceSlices list now.
+      - Their device kinds give RV(kueue_device_class_mappings). Each needs its GPU plan (O(node_plans)).
+    type: list
+    elements: str
+    default: []
   nodes:
     description: Nodes to plan; empty means every GPU node.
     type: list
@@ -122,6 +131,22 @@ summary:
   type: list
   elements: dict
   sample: [{team: vision, before: {nvidia.com/mig-1g.10gb: 14}, after: {nvidia.com/mig-1g.10gb: 7}}]
+kueue_device_class_mappings:
+  description:
+    - Kueue's C(resources.deviceClassMappings) for the DRA nodes' device kinds, each DeviceClass charged to the
+      device plugin's resource name, so the teams' shares mean the same on both backends (empty without O(dra_nodes)).
+    - The module does not write Kueue's Configuration (the C(controller_manager_config.yaml) key of the ConfigMap
+      C(kueue-manager-config), Kueue's chart); Kueue reads it only when it starts, so after a change put
+      RV(kueue_config) there and restart Kueue's controller manager. See docs/quotas.md.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{name: nvidia.com/mig-1g.10gb, deviceClassNames: [mig-1g-10gb.gpufleet.sharing]}]
+kueue_config:
+  description: The Kueue Configuration fragment (C(config.kueue.x-k8s.io/v1beta2)) that carries RV(kueue_device_class_mappings).
+  returned: always
+  type: dict
+  sample: {apiVersion: config.kueue.x-k8s.io/v1beta2, kind: Configuration, resources: {deviceClassMappings: []}}
 checks:
   description: With O(state=verified), the proof rows (node, kind, name, expected, actual, ok, message).
   returned: when state is verified
@@ -133,6 +158,9 @@ from typing import Any, Dict, List
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import FLEET_ARGSPEC
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_claims import fleet_kinds
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_objects import (
+    KUEUE_CONFIG_API, device_class_mappings, mapping_problems, with_mappings)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_io import (
     advertised_nodes, delete, planned_nodes, read_owned, refusals, write)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_objects import (
@@ -145,6 +173,7 @@ ARGUMENT_SPEC: Dict[str, Any] = dict(
     teams=dict(type="list", elements="raw", required=True),
     overcommit=dict(type="bool", default=False),
     state=dict(type="str", choices=["present", "shrunk", "verified"], default="present"),
+    dra_nodes=dict(type="list", elements="str", default=[]),
     fail_on_mismatch=dict(type="bool", default=True),
     **FLEET_ARGSPEC,
 )
@@ -159,7 +188,11 @@ def run(mod: ClusterModule) -> None:
     teams, problems = parse_teams(p["teams"])
     if problems:
         mod.fail("invalid gpufleet_teams: %s" % "; ".join(problems), problems=problems)
-    plan = plan_quotas(planned_nodes(mod), teams, p["overcommit"])
+    nodes, devices = planned_nodes(mod)
+    mappings = device_class_mappings(list(fleet_kinds(devices).values()))
+    mod.result.update(kueue_device_class_mappings=mappings,
+                      kueue_config=with_mappings({"apiVersion": KUEUE_CONFIG_API, "kind": "Configuration"}, mappings))
+    plan = plan_quotas(nodes, teams, p["overcommit"])
     for warning in plan.warnings:
         mod.warn(warning)
     owned_objs = read_owned(mod)
@@ -167,7 +200,8 @@ def run(mod: ClusterModule) -> None:
     before = {name: live_quotas(cq) for name, cq in live.items()}
     if p["state"] == "shrunk":
         plan = with_quotas(plan, {t.name: shrunk(plan.quotas[t.name], before[t.name]) for t in teams})
-    problems = plan.problems + [m for t in teams for m in group_problems(t.name, resource_groups(plan.quotas[t.name]))]
+    problems = plan.problems + mapping_problems(mappings)
+    problems += [m for t in teams for m in group_problems(t.name, resource_groups(plan.quotas[t.name]))]
     if problems:
         mod.fail("the team quotas cannot be applied: %s" % "; ".join(problems), problems=problems)
     mod.result.update(flavors=[{"name": f.name, "product": f.product, "nodes": list(f.nodes), "capacity": dict(f.capacity)}

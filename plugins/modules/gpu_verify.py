@@ -91,6 +91,17 @@ options:
     description: Namespace of the device-plugin ConfigMap.
     type: str
     default: gpu-operator
+  dra_nodes:
+    description:
+      - The nodes on the DRA backend (C(gpufleet_gpu_backend=dra)). For each, instead of its extended resources and
+        GFD labels, its C(resource.k8s.io/v1) ResourceSlices of the driver C(gpu.nvidia.com) must list exactly the
+        planned devices (per parent GPU, type and MIG profile or product; rows of kind C(slice)), and its verification
+        pods are one per device kind, each bound to a C(ResourceClaim) of its own (the kind's claim template's spec,
+        deleted with the pod) and must see exactly the one device it was allocated. See docs/dra.md.
+      - Each needs its GPU plan (O(node_plans)), since no GFD label tells a DRA node's GPUs.
+    type: list
+    elements: str
+    default: []
   pods:
     description: Run verification pods (never in check mode).
     type: bool
@@ -351,10 +362,12 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs im
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sTimeout
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import ExpectedNode
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._verify import (
-    HAS_JMESPATH, Check, build_report, compare_node, config_checks, option_problems, render_junit, render_table,
+    HAS_JMESPATH, Check, build_report, compare_node, config_checks, option_problems, pods_for, render_junit, render_table,
     user_checks)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_io import read_cluster_configs
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._pods import PodRun
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._claims_io import dra_node_checks
+from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._dra_verify import pods_for_devices, report_nodes
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._probe import (
     junit_properties, probe_option_problems, render_probe_table)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._probe_io import ProbeRun
@@ -364,6 +377,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._metrics_io
 
 ARGUMENT_SPEC = dict(
     **FLEET_ARGSPEC,
+    dra_nodes=dict(type="list", elements="str", default=[]),
     pods=dict(type="bool", default=True),
     namespace=dict(type="str", default="gpufleet-verify"),
     namespace_labels=dict(type="dict", default={
@@ -386,6 +400,7 @@ ARGUMENT_SPEC = dict(
 )
 
 NodeList = List[Dict[str, Any]]
+Devices = Dict[str, List[Any]]  # DRA node -> its planned devices (_dra_claims.PlannedDevice)
 
 
 # The intent (the plan given, else the cluster's configs) and the cluster as it is.
@@ -401,8 +416,8 @@ def read(mod: ClusterModule) -> Tuple[Intent, ClusterView, NodeList, List[Check]
     return intent, fleet.cluster, fleet.nodes, checks
 
 
-def evaluate(mod: ClusterModule, intent: Intent, cluster: ClusterView, nodes: NodeList) -> Tuple[List[Check], List[ExpectedNode]]:
-    """Every check of every node in scope against the fleet plan."""
+def evaluate(mod: ClusterModule, intent: Intent, cluster: ClusterView, nodes: NodeList) -> Tuple[List[Check], List[ExpectedNode], Devices]:
+    """Every check of every node in scope against the fleet plan; a DRA node's ResourceSlices instead of its resources."""
     objs = {n["metadata"]["name"]: n for n in nodes}
     with mod.failing_on("invalid sharing plan"):
         fleet = plan_fleet(intent, cluster.with_nodes(nodes))
@@ -411,35 +426,38 @@ def evaluate(mod: ClusterModule, intent: Intent, cluster: ClusterView, nodes: No
     for name, node in sorted(fleet.nodes.items()):
         if not node.exists:
             checks.append(Check(name, "node", "exists", "node exists", "not found", False, "node %s is not in the cluster" % name))
+        elif name in mod.params["dra_nodes"]:  # no device plugin there: its slices are compared below
+            checks.extend(user_checks(name, objs[name], mod.params["checks"]))
         elif node.expected is None:
             checks.extend(Check(name, "plan", "expectation", "computable", "error", False, p) for p in node.problems)
         else:
             expected.append(node.expected)
             checks.extend(compare_node(node.expected, objs[name]))
             checks.extend(user_checks(name, objs[name], mod.params["checks"]))
-    return checks, expected
+    dra_checks, devices = dra_node_checks(mod.k8s, fleet, intent.hosts, mod.params["dra_nodes"]) if mod.params["dra_nodes"] else ([], {})
+    return checks + dra_checks, expected, devices
 
 
-def compare(mod: ClusterModule) -> Tuple[List[Check], List[ExpectedNode], NodeList, float, Intent]:
+def compare(mod: ClusterModule) -> Tuple[List[Check], List[ExpectedNode], NodeList, float, Intent, Devices]:
     """Compare, optionally polling (one node list per poll) until the nodes match or wait_timeout."""
     p = mod.params
     intent, cluster, nodes, plan_checks = read(mod)
     mod.result["device_plugin"] = intent.plugin.as_dict() if intent.plugin else None
     listed = [nodes]  # the first poll uses read()'s node list, each later one lists the nodes again
 
-    def probe() -> Tuple[bool, Tuple[List[Check], List[ExpectedNode], NodeList]]:
+    def probe() -> Tuple[bool, Tuple[List[Check], List[ExpectedNode], NodeList, Devices]]:
         current = listed.pop() if listed else mod.k8s.list("Node")
-        found, wanted = evaluate(mod, intent, cluster, current)
-        return all(c.ok for c in found), (found, wanted, current)
+        found, wanted, devices = evaluate(mod, intent, cluster, current)
+        return all(c.ok for c in found), (found, wanted, current, devices)
 
     start = mod.k8s.now()
     try:
         timeout = 0 if mod.check_mode else p["wait_timeout"]
-        checks, expected, nodes = mod.k8s.wait_for("the nodes to match the plan", probe, timeout, p["wait_interval"])
+        checks, expected, nodes, devices = mod.k8s.wait_for("the nodes to match the plan", probe, timeout, p["wait_interval"])
     except K8sTimeout as exc:
-        checks, expected, nodes = exc.detail
+        checks, expected, nodes, devices = exc.detail
     waited = round(mod.k8s.now() - start, 1) if p["wait_timeout"] > 0 else 0
-    return plan_checks + checks, expected, nodes, waited, intent
+    return plan_checks + checks, expected, nodes, waited, intent, devices
 
 
 def run(mod: ClusterModule) -> None:
@@ -451,27 +469,32 @@ def run(mod: ClusterModule) -> None:
     if problems:
         mod.fail("; ".join(problems), problems=problems)
     run_id = p["run_id"] or binascii.hexlify(os.urandom(4)).decode("ascii")
-    checks, expected, nodes, waited, intent = compare(mod)
+    checks, expected, nodes, waited, intent, devices = compare(mod)
     pods, probe, metrics = PodRun(mod.k8s, p, run_id, mod.warn), ProbeRun(mod.k8s, p, run_id, mod.warn), MetricsScrape(mod.k8s, p)
     pods.observers.append(metrics.observe)
     if p["pods"] or p["probe"]:
         pods.check_pull_secrets()
     hostnames = {n["metadata"]["name"]: labels_of(n).get("kubernetes.io/hostname") for n in nodes}
-    for wanted, runner in ((p["pods"], pods), (p["probe"], probe)):
-        if wanted and not mod.check_mode:
-            runner.run(expected, hostnames)
+    claim_pods = pods_for_devices([d for node in sorted(devices) for d in devices[node]])  # DRA: bound to claims
+    if p["pods"] and not mod.check_mode:
+        pods.run(expected, hostnames, [w for e in expected for w in pods_for(e)] + claim_pods)
+    if p["probe"] and not mod.check_mode:
+        probe.run(expected, hostnames)
     checks += pods.checks + metrics.checks(pods.pods) + probe.checks
     mod.result["removed_leftover_pods"] = pods.leftovers
-    report(mod, checks, expected, run_id, {"pods": pods.pods, "probe": probe.rows, "gpus": node_gpu_layouts(intent.hosts, expected)},
+    report(mod, checks, expected, run_id, {"pods": pods.pods, "probe": probe.rows, "gpus": node_gpu_layouts(intent.hosts, expected),
+                                           "dra_nodes": report_nodes(devices)},
            {"elapsed": time.monotonic() - start, "waited": waited})
 
 
 def report(mod: ClusterModule, checks: List[Check], expected: List[ExpectedNode], run_id: str,
            runs: Dict[str, Any], times: Mapping[str, float]) -> None:
     p, requests = mod.params, mod.k8s.request_count
+    dra_nodes = runs.pop("dra_nodes")
     summary = build_report(checks, expected, run_id,
                            extra=dict(runs, elapsed_seconds=round(times["elapsed"], 2), waited_seconds=times["waited"],
                                       api_requests=requests, check_mode=mod.check_mode))
+    summary["nodes"] += dra_nodes
     table = "\n\n".join(t for t in (render_table(checks), render_probe_table(runs["probe"])) if t)
     mod.result.update(ok=summary["summary"]["ok"], report=summary, report_table=table, api_requests=requests)
     if p["junit"]:

@@ -11,11 +11,12 @@ against it, so every module that plans the fleet reads and refuses the same way.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_io import read_cluster_configs
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing_io import read_cluster_policy
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_plan import (
-    ClusterView, HostPlan, checked_configs, device_plugin_of, read_intent)
+    SCOPE_FLEET, ClusterView, FleetPlan, HostPlan, Intent, checked_configs, device_plugin_of, plan_fleet, read_intent)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import SharingConfig, parse_selector
 
 
@@ -48,3 +49,17 @@ def read_fleet(mod: Any) -> FleetRead:
                    if raw_configs is not None else None)
     default = p["default_config"] if raw_configs is not None else None
     return FleetRead(nodes, policy, cluster, selector, plugin, plans, configs, default)
+
+
+def planned_fleet(mod: Any) -> Tuple[FleetRead, FleetPlan]:
+    """The read and the fleet plan over every GPU node (the options' configs, else the cluster's ConfigMap):
+    what gpu_quotas gives quota of and gpu_claim_templates writes claim templates for."""
+    p = mod.params
+    read = read_fleet(mod)
+    configs = read.configs
+    if configs is None:
+        configs = read_cluster_configs(mod.k8s, read.cluster.configmap, p["operator_namespace"])[0]
+    intent = Intent(configs, read.default_config, read.plans, p["mig_strategy"], tuple(p["nodes"]), read.selector,
+                    SCOPE_FLEET, read.plugin)
+    with mod.failing_on("invalid sharing plan"):
+        return read, plan_fleet(intent, read.cluster.with_nodes(read.nodes))

@@ -199,6 +199,10 @@ BUILTIN_TYPES: Dict[str, ResourceType] = dict((rt.kind, rt) for rt in [
     ResourceType("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "resourceflavors", False),
     ResourceType("kueue.x-k8s.io/v1beta2", "ClusterQueue", "clusterqueues", False),
     ResourceType("kueue.x-k8s.io/v1beta2", "LocalQueue", "localqueues", True),
+    ResourceType("resource.k8s.io/v1", "DeviceClass", "deviceclasses", False),
+    ResourceType("resource.k8s.io/v1", "ResourceSlice", "resourceslices", False),
+    ResourceType("resource.k8s.io/v1", "ResourceClaim", "resourceclaims", True),
+    ResourceType("resource.k8s.io/v1", "ResourceClaimTemplate", "resourceclaimtemplates", True),
 ])
 
 KindRef = Union[str, ResourceType]

@@ -16,6 +16,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.base._module impo
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import BUILTIN_TYPES, K8sClient, K8sError, K8sTimeout
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._images import mirror_image
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._pod_metrics import hold_command
+from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._dra_verify import allocated_devices, claim_body
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._verify import (
     DEADLINE_MARGIN,
     MANAGED_BY_LABEL,
@@ -58,6 +59,7 @@ class PodRun:
         self.checks: List[Check] = []
         self.pods: List[Dict[str, Any]] = []
         self.leftovers: List[str] = []
+        self.claims = False  # this run made ResourceClaims (DRA), removed with its pods
         # called on every poll with (pods last seen, created name -> wanted), e.g. the metrics scrape
         self.observers: List[Callable[[Mapping[str, Any], Mapping[str, Any]], None]] = []
 
@@ -69,9 +71,11 @@ class PodRun:
             raise ModuleFailure("image_pull_secrets: no Secret %s in namespace %s (the verification pods' namespace); "
                                 "create it there first" % (", ".join(missing), self.namespace))
 
-    def run(self, expected: Sequence[ExpectedNode], hostnames: Mapping[str, str]) -> None:
-        """A pod per node and advertised resource type; ``hostnames``: node -> kubernetes.io/hostname."""
-        wanted = [w for exp in expected for w in pods_for(exp)]
+    def run(self, expected: Sequence[ExpectedNode], hostnames: Mapping[str, str],
+            wanted: Optional[Sequence[Any]] = None) -> None:
+        """A pod per node and advertised resource type (or the ``wanted`` pods: under DRA one per node
+        and device kind, each bound to a claim of its own); ``hostnames``: node -> kubernetes.io/hostname."""
+        wanted = [w for exp in expected for w in pods_for(exp)] if wanted is None else list(wanted)
         if not wanted:
             return
         self.k8s.ensure_namespace(self.namespace, labels=self.params["namespace_labels"])
@@ -81,7 +85,7 @@ class PodRun:
 
         def create(indexed: Tuple[int, Any]) -> None:
             index, want = indexed
-            name = pod_name(self.run_id, want.node, want.resource, index)
+            name = pod_name(self.run_id, want.node, want.label, index)
             body = pod_manifest(want, name, self.namespace, self.run_id, mirror_image(p["pod_image"], p.get("registry")),
                                 hold_command(p["pod_command"], p["metrics_hold"]) if p.get("metrics") else p["pod_command"],
                                 tolerations=p["pod_tolerations"], run_as_user=p["pod_run_as_user"],
@@ -89,6 +93,9 @@ class PodRun:
                                 hostname=hostnames.get(want.node) or want.node,
                                 deadline=p["pod_timeout"] + DEADLINE_MARGIN)
             body["metadata"]["annotations"].update(p["pod_annotations"] or {})
+            if want.kind is not None:
+                self.claims = True
+                self.k8s.create(claim_body(want, name, self.namespace, self.run_id))
             self.k8s.create(body)
             created[name] = want
 
@@ -137,7 +144,9 @@ class PodRun:
         logs = dict(zip(names, self.parallel(lambda name: read_pod_log(self.k8s, name, self.namespace), names)))
         timeout = self.params["pod_timeout"]
         for name, want in sorted(created.items()):
-            entry = {"name": name, "node": want.node, "resource": want.resource, "expected": want.describe()}
+            entry = {"name": name, "node": want.node, "resource": want.label, "expected": want.describe()}
+            if want.kind is not None:
+                entry["allocated"] = allocated_devices(self.k8s.get("ResourceClaim", name, self.namespace))
             if name in finished:
                 check = self.judge_finished(entry, want, finished[name], logs[name], live.get(name))
             else:
@@ -184,6 +193,8 @@ class PodRun:
 
     def cleanup(self, created: Mapping[str, Any]) -> None:
         """Delete this run's pods, also after a failure: one delete-collection, one by one as fallback."""
+        if self.claims:
+            self.delete_claims()
         if not created:
             return
         try:
@@ -198,3 +209,11 @@ class PodRun:
                 self.k8s.delete("Pod", name, namespace=self.namespace, grace_period_seconds=0)
             except K8sError as exc:
                 self.warn("could not delete verification pod %s/%s: %s" % (self.namespace, name, exc))
+
+    def delete_claims(self) -> None:
+        """This run's ResourceClaims, by label (the kubelet releases a claim's devices once its pod is gone)."""
+        try:
+            self.k8s.request("DELETE", BUILTIN_TYPES["ResourceClaim"].path(namespace=self.namespace),
+                             query=[("labelSelector", self.selector)])
+        except K8sError as exc:
+            self.warn("could not delete the verification ResourceClaims in %s: %s" % (self.namespace, exc))

@@ -156,11 +156,18 @@ class PodSpecWanted:
     resource: str
     device_kind: str  # "gpu" | "mig"
     mig_profile: Optional[str] = None
+    kind: Any = None  # the DRA device kind (``_dra_claims.DeviceKind``) of the pod's claim; None: a device-plugin resource
+    count: int = 0  # how many devices the pod must see exactly (0: any number of full GPUs)
+
+    @property
+    def label(self) -> str:
+        """What the pod asks for: the device kind under DRA, else the resource."""
+        return self.kind.name if self.kind is not None else self.resource
 
     def describe(self) -> str:
         if self.device_kind == "mig":
             return "MIG %s" % self.mig_profile
-        return "full GPU"
+        return "%d full GPU" % self.count if self.count else "full GPU"
 
 
 def pods_for(expected: ExpectedNode) -> List[PodSpecWanted]:
@@ -189,8 +196,10 @@ def judge_pod_log(wanted: PodSpecWanted, log: str) -> Tuple[bool, str]:
         if not mig_profiles:
             return False, "no MIG device in the log" + (" (%d full GPU line(s))" % len(gpu_lines) if gpu_lines else "")
         return False, "MIG devices %s" % ", ".join(mig_profiles)
-    if gpu_lines and not mig_profiles:
+    if gpu_lines and not mig_profiles and wanted.count in (0, len(gpu_lines)):
         return True, "%d GPU" % len(gpu_lines)
+    if gpu_lines and not mig_profiles:
+        return False, "%d GPUs instead of %d" % (len(gpu_lines), wanted.count)
     if mig_profiles:
         return False, "MIG device(s) %s instead of a full GPU" % ", ".join(mig_profiles)
     return False, "no GPU line in the log"
@@ -201,13 +210,13 @@ def pod_check(wanted: PodSpecWanted, outcome: str, log: str = "", reason: str = 
     expected = wanted.describe()
     if outcome == "Succeeded":
         ok, seen = judge_pod_log(wanted, log)
-        return Check(wanted.node, "pod", wanted.resource, expected, seen, ok,
-                     "" if ok else "pod for %s saw %s, expected %s" % (wanted.resource, seen, expected))
+        return Check(wanted.node, "pod", wanted.label, expected, seen, ok,
+                     "" if ok else "pod for %s saw %s, expected %s" % (wanted.label, seen, expected))
     if outcome == "Timeout":
-        return Check(wanted.node, "pod", wanted.resource, expected, "timeout", False,
-                     "pod for %s did not finish: %s" % (wanted.resource, reason or "no reason reported"))
-    return Check(wanted.node, "pod", wanted.resource, expected, outcome.lower(), False,
-                 "pod for %s %s: %s" % (wanted.resource, outcome.lower(), reason or (log.strip()[-300:] or "no log")))
+        return Check(wanted.node, "pod", wanted.label, expected, "timeout", False,
+                     "pod for %s did not finish: %s" % (wanted.label, reason or "no reason reported"))
+    return Check(wanted.node, "pod", wanted.label, expected, outcome.lower(), False,
+                 "pod for %s %s: %s" % (wanted.label, outcome.lower(), reason or (log.strip()[-300:] or "no log")))
 
 
 def pending_reason(pod: Optional[Mapping[str, Any]], events: Sequence[Mapping[str, Any]]) -> str:
@@ -292,7 +301,7 @@ def pod_manifest(wanted: PodSpecWanted, name: str, namespace: str, run_id: str, 
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "labels": labels,
-                     "annotations": {"gpufleet.sharing/resource": wanted.resource}},
+                     "annotations": {"gpufleet.sharing/resource": wanted.label}},
         "spec": {
             "restartPolicy": "Never",
             "activeDeadlineSeconds": deadline,
@@ -321,6 +330,9 @@ def pod_manifest(wanted: PodSpecWanted, name: str, namespace: str, run_id: str, 
             ],
         },
     }
+    if wanted.kind is not None:  # DRA: the pod's own claim (named after the pod), no extended resource
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": name}]
+        pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
     if image_pull_secrets:
         pod["spec"]["imagePullSecrets"] = [{"name": name} for name in image_pull_secrets]
     return pod

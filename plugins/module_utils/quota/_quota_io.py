@@ -14,9 +14,10 @@ from __future__ import annotations
 import copy
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_plan import SCOPE_FLEET, Intent, plan_fleet
-from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_io import read_cluster_configs
-from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_read import read_fleet
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._dra_plan import plan_devices
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_claims import PlannedDevice, kind_capacity
+from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._dra_verify import slice_resources
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_read import planned_fleet
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import BUILTIN_TYPES, K8sError, label_selector
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_objects import OWNER, owned
 
@@ -27,34 +28,36 @@ SPEC_FIELDS = {"ResourceFlavor": ("nodeLabels", "nodeTaints", "tolerations"),
 QUANTITY_FIELDS = ("nominalQuota", "borrowingLimit", "lendingLimit")
 
 
-def planned_nodes(mod: Any) -> List[Dict[str, Any]]:
-    """Per node in the plan: what it will advertise, its labels (the plan's over the live ones), its taints."""
-    p = mod.params
-    read = read_fleet(mod)
-    nodes = read.nodes
-    configs = read.configs
-    if configs is None:
-        configs = read_cluster_configs(mod.k8s, read.cluster.configmap, p["operator_namespace"])[0]
-    intent = Intent(configs, read.default_config, read.plans, p["mig_strategy"], tuple(p["nodes"]), read.selector,
-                    SCOPE_FLEET, read.plugin)
-    with mod.failing_on("invalid sharing plan"):
-        fleet = plan_fleet(intent, read.cluster.with_nodes(nodes))
-    live = {n["metadata"]["name"]: n for n in nodes}
+def planned_nodes(mod: Any) -> Tuple[List[Dict[str, Any]], Dict[str, List[PlannedDevice]]]:
+    """Per node in the plan: what it will advertise, its labels (the plan's over the live ones), its taints;
+    a DRA node (option ``dra_nodes``) offers its planned devices instead. Also the DRA nodes' devices."""
+    read, fleet = planned_fleet(mod)
+    dra = mod.params["dra_nodes"]
+    devices, problems = plan_devices(fleet, read.plans, dra) if dra else ({}, [])
+    if problems:
+        mod.fail("the DRA nodes cannot be planned: %s" % "; ".join(problems), problems=problems)
+    capacity = kind_capacity(devices)
+    live = {n["metadata"]["name"]: n for n in read.nodes}
     result = []
     for name, node in sorted(fleet.nodes.items()):
-        if node.exists and node.expected is not None:
-            labels = dict((live[name]["metadata"].get("labels") or {}), **node.expected.labels)
-            result.append({"node": name, "resources": dict(node.expected.resources), "labels": labels,
+        if node.exists and (node.expected is not None or name in capacity):
+            planned = node.expected.labels if node.expected is not None and name not in capacity else {}
+            labels = dict((live[name]["metadata"].get("labels") or {}), **planned)
+            resources = capacity[name] if name in capacity else dict(node.expected.resources)
+            result.append({"node": name, "resources": resources, "labels": labels,
                            "taints": (live[name].get("spec") or {}).get("taints") or []})
-    return result
+    return result, devices
 
 
 def advertised_nodes(mod: Any) -> List[Dict[str, Any]]:
-    """The nodes as they are now: allocatable, labels, taints."""
+    """The nodes as they are now: allocatable (a DRA node: its ResourceSlices' devices), labels, taints."""
+    dra = set(mod.params["dra_nodes"])
+    slices = mod.k8s.list("ResourceSlice") if dra else []
     return [{"node": n["metadata"]["name"], "labels": n["metadata"].get("labels") or {},
              "taints": (n.get("spec") or {}).get("taints") or [],
-             "resources": {r: int(v) for r, v in ((n.get("status") or {}).get("allocatable") or {}).items()
-                           if r.startswith("nvidia.com/") and str(v).isdigit()}}
+             "resources": slice_resources(slices, n["metadata"]["name"]) if n["metadata"]["name"] in dra else
+             {r: int(v) for r, v in ((n.get("status") or {}).get("allocatable") or {}).items()
+              if r.startswith("nvidia.com/") and str(v).isdigit()}}
             for n in mod.k8s.list("Node")]
 
 

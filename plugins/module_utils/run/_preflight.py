@@ -13,6 +13,7 @@ import json
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_preflight import DRA, backend_of, dra_host_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._inputs import input_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._mig_strategy import COLLECTION_DEFAULT, preflight_problem
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_teams import team_problems
@@ -96,10 +97,12 @@ def shared_node_problems(nodes: Sequence[Tuple[str, str]]) -> List[str]:
 
 
 def host_problems(values: Mapping[str, Any], mig_problems: Sequence[str]) -> List[str]:
-    """One host's problems in the preflight's order: MIG selection, GPU read, variables."""
+    """One host's problems in the preflight's order: MIG selection, GPU read, variables, sharing, backend
+    (a DRA host's sharing goes through the DRA driver's gates, not the device plugin's strategy)."""
     declared = values.get("gpufleet_gpu_model")
     facts: Dict[str, Any] = dict(values.get("ansible_facts") or {})
-    return list(mig_problems) + read_problems(declared, facts) + variable_problems(values) + sharing_problems(values)
+    sharing = sharing_problems(values) if backend_of(values) != DRA else []
+    return list(mig_problems) + read_problems(declared, facts) + variable_problems(values) + sharing + dra_host_problems(values)
 
 
 def sharing_problems(values: Mapping[str, Any]) -> List[str]:

@@ -141,12 +141,22 @@ class FakeK8s:
         if self._write(("create", body["kind"], body["metadata"]["name"]), dry_run):
             return copy.deepcopy(body)
         obj = copy.deepcopy(body)
-        if self.pod_behaviour is not None:
+        if self.pod_behaviour is not None and body["kind"] == "Pod":
             phase, log = self.pod_behaviour(obj)
             obj["status"] = {"phase": phase}
             self.logs[obj["metadata"]["name"]] = log
         self.objects[(body["kind"], body["metadata"].get("namespace"), body["metadata"]["name"])] = obj
         return obj
+
+    def replace(self, body, dry_run=None):
+        self.request_count += 1
+        key = (body["kind"], body["metadata"].get("namespace"), body["metadata"]["name"])
+        if key not in self.objects:
+            raise K8sError("%s %s not found" % (body["kind"], body["metadata"]["name"]), status=404)
+        if self._write(("replace", body["kind"], body["metadata"]["name"]), dry_run):
+            return copy.deepcopy(body)
+        self.objects[key] = copy.deepcopy(body)
+        return copy.deepcopy(body)
 
     def ensure_namespace(self, name, labels=None, dry_run=None):
         if ("Namespace", None, name) in self.objects:
@@ -156,15 +166,17 @@ class FakeK8s:
 
     def request(self, method, path, body=None, query=None, content_type=None, retry_429=True):
         self.request_count += 1
-        if method == "DELETE" and path.endswith("/pods"):
-            namespace = path.split("/")[4]
+        collections = {"/pods": "Pod", "/resourceclaims": "ResourceClaim"}
+        if method == "DELETE" and path.endswith(tuple(collections)):
+            kind = collections["/" + path.rsplit("/", 1)[1]]
+            namespace = path.split("/")[4] if kind == "Pod" else path.split("/")[5]
             selector = dict(q for q in query or [])["labelSelector"]
             wanted = dict(term.split("=", 1) for term in selector.split(","))
             if dict(query or []).get("dryRun") == "All":
                 return {}
-            for key in [k for k, o in self.objects.items() if k[0] == "Pod" and k[1] == namespace
+            for key in [k for k, o in self.objects.items() if k[0] == kind and k[1] == namespace
                         and all((o["metadata"].get("labels") or {}).get(a) == b for a, b in wanted.items())]:
-                self.writes.append(("delete", "Pod", key[2]))
+                self.writes.append(("delete", kind, key[2]))
                 del self.objects[key]
             return {}
         raise K8sError("unexpected request %s %s" % (method, path))

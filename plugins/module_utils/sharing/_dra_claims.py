@@ -1,0 +1,218 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.sharing contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What users write under the DRA backend, from the fleet plan (pure, no I/O; docs/dra.md).
+
+Facts followed (NVIDIA's DRA driver for GPUs, kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1):
+
+- the kubelet plugin publishes, per node, one device per full GPU that has MIG off (name
+  ``gpu-<minor>``, attribute ``type`` ``gpu``) and one per MIG device that exists when it starts on a
+  GPU with MIG on (name ``gpu-<minor>-mig-<profile without dots>-<profile id>-<placement start>``,
+  ``type`` ``mig``, ``profile``, ``parentUUID``); a MIG-enabled GPU itself is not published
+  (cmd/gpu-kubelet-plugin/nvlib.go ``enumerateAllPossibleDevices``, deviceinfo.go ``GetDevice``,
+  mig.go ``CommonAttributesMig`` and ``ToCanonicalName``), all under the driver ``gpu.nvidia.com``;
+- its chart's DeviceClasses ``gpu.nvidia.com`` and ``mig.nvidia.com`` select on ``device.driver``
+  and the ``type`` attribute (deployments/helm/dra-driver-nvidia-gpu/templates/deviceclass-gpu.yaml,
+  deviceclass-mig.yaml);
+- time-slicing and MPS are a claim's opaque ``GpuConfig`` (``resource.nvidia.com/v1beta1``,
+  ``sharing.strategy`` ``TimeSlicing`` | ``MPS``), refused unless the alpha feature gates
+  ``TimeSlicingSettings`` / ``MPSSupport`` are on (api/nvidia.com/resource/v1beta1/validate.go,
+  pkg/featuregates/featuregates.go).
+
+One device kind per MIG profile (``mig-1g-10gb``), per full-GPU product (``gpu-nvidia-h100-80gb-hbm3``)
+and per shared full GPU (``...-time-slicing`` / ``...-mps``). Each kind gets a DeviceClass of its own
+(``<kind>.gpufleet.sharing``, its CEL selector) because Kueue charges a claim by its DeviceClass
+(``deviceClassMappings``, ``_dra_objects``), and a ResourceClaimTemplate named after the kind in each
+namespace the inventory names; the template's request repeats the kind's selector, so it selects the
+same devices through the driver's own classes too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import find_model
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import GPU_RESOURCE, mig_resource_name
+
+DRIVER = "gpu.nvidia.com"
+API_VERSION = "resource.k8s.io/v1"
+CLASS_SUFFIX = ".gpufleet.sharing"
+OWNER_KEY = "app.kubernetes.io/managed-by"
+OWNER_VALUE = "gpufleet.sharing"
+KIND_LABEL = "gpufleet.sharing/device-kind"
+REQUEST = "gpu"
+# sharing strategy of the plan -> (the driver's GpuConfig strategy, the alpha feature gate it needs)
+SHARING = {"time-slicing": ("TimeSlicing", "TimeSlicingSettings"), "mps": ("MPS", "MPSSupport")}
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def slug(text: str) -> str:
+    """Lower case, every run of other characters one '-' (a DNS label part)."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def _cel_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+@dataclass(frozen=True)
+class DeviceKind:
+    """One kind of device a pod can ask for. ``resource``: the device plugin's name for it (Kueue's quota key)."""
+
+    name: str
+    type: str  # gpu | mig
+    profile: Optional[str] = None
+    product: Optional[str] = None
+    sharing: Optional[str] = None  # None | time-slicing | mps
+
+    @property
+    def resource(self) -> str:
+        return mig_resource_name(self.profile or "") if self.type == "mig" else GPU_RESOURCE
+
+    @property
+    def device_class(self) -> str:
+        return self.name + CLASS_SUFFIX
+
+    @property
+    def driver_class(self) -> str:
+        """The driver chart's own DeviceClass of this type (``gpu.nvidia.com`` / ``mig.nvidia.com``)."""
+        return "%s.nvidia.com" % self.type
+
+    def selector(self) -> str:
+        """The CEL expression that selects exactly this kind's devices."""
+        attrs = "device.attributes[%s]" % _cel_string(DRIVER)
+        parts = ["device.driver == %s" % _cel_string(DRIVER), "%s.type == %s" % (attrs, _cel_string(self.type))]
+        if self.type == "mig":
+            parts.append("%s.profile == %s" % (attrs, _cel_string(self.profile or "")))
+        elif self.product:
+            parts.append("%s.productName == %s" % (attrs, _cel_string(self.product)))
+        return " && ".join(parts)
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {"name": self.name, "type": self.type, "profile": self.profile, "product": self.product,
+                "sharing": self.sharing, "resource": self.resource, "device_class": self.device_class,
+                "selector": self.selector()}
+
+
+def mig_kind(profile: str) -> DeviceKind:
+    return DeviceKind("mig-" + slug(profile), "mig", profile=profile)
+
+
+def gpu_kind(product: Optional[str], sharing: Optional[str] = None) -> DeviceKind:
+    name = "gpu-" + slug(product) if product else "gpu"
+    return DeviceKind(name + ("-" + sharing if sharing else ""), "gpu", product=product, sharing=sharing)
+
+
+@dataclass(frozen=True)
+class PlannedDevice:
+    """One device a node's kubelet plugin must publish: its kind and its (parent) GPU."""
+
+    node: str
+    gpu: int  # the GPU's index (the driver names devices by the GPU's minor number)
+    uuid: Optional[str]  # the GPU's UUID when the host's read gives it
+    kind: DeviceKind
+
+    @property
+    def parent(self) -> str:
+        return self.uuid or "gpu-%d" % self.gpu
+
+
+def _product(gpu: Mapping[str, Any]) -> Optional[str]:
+    """The GPU's productName as NVML prints it: the read's name, else the catalog's first name."""
+    if gpu.get("product"):
+        return str(gpu["product"])
+    model = find_model(str(gpu.get("model") or ""), gpu.get("pci_device_id")) if gpu.get("model") else None
+    return model.product_names[0] if model is not None and model.product_names else None
+
+
+def node_devices(node: str, gpus: Sequence[Mapping[str, Any]], facts: Sequence[Mapping[str, Any]] = (),
+                 sharing: Optional[str] = None) -> List[PlannedDevice]:
+    """The devices of one node from its planned GPUs (``[{model, count, mig, product}]``, in index order)
+    and, when known, its ``gpu_facts`` (their UUIDs). ``sharing``: the node's sharing strategy
+    (time-slicing, mps), which makes its full GPUs a shared kind."""
+    uuids = {int(f.get("index", i)): f.get("uuid") for i, f in enumerate(facts)}
+    devices: List[PlannedDevice] = []
+    index = 0
+    for gpu in gpus:
+        for _unused in range(int(gpu.get("count", 1) or 1)):
+            layout = gpu.get("mig") or {}
+            if layout:
+                devices.extend(PlannedDevice(node, index, uuids.get(index), mig_kind(profile))
+                               for profile, n in sorted(layout.items()) for _n in range(int(n)))
+            else:
+                shared = sharing if sharing in SHARING else None
+                devices.append(PlannedDevice(node, index, uuids.get(index), gpu_kind(_product(gpu), shared)))
+            index += 1
+    return devices
+
+
+def fleet_kinds(devices: Mapping[str, Sequence[PlannedDevice]]) -> Dict[str, DeviceKind]:
+    """Every device kind of the DRA nodes, by name."""
+    return {d.kind.name: d.kind for node in sorted(devices) for d in devices[node]}
+
+
+def kind_capacity(devices: Mapping[str, Sequence[PlannedDevice]]) -> Dict[str, Dict[str, int]]:
+    """Per node, devices per resource name (the Kueue quota key of each kind): a quota's capacity under DRA."""
+    result: Dict[str, Dict[str, int]] = {}
+    for node, planned in sorted(devices.items()):
+        result[node] = dict(sorted(Counter(d.kind.resource for d in planned).items()))
+    return result
+
+
+def gate_problems(kinds: Mapping[str, DeviceKind], gates: Mapping[str, bool]) -> List[str]:
+    """Shared kinds need the driver's alpha gate; the driver refuses a GpuConfig without it."""
+    problems = []
+    for kind in kinds.values():
+        if kind.sharing:
+            strategy, gate = SHARING[kind.sharing]
+            if not gates.get(gate):
+                problems.append("device kind %s: %s through the DRA driver needs its alpha feature gate %s=true "
+                                "(the driver refuses sharing.strategy %s without it)" % (kind.name, kind.sharing, gate, strategy))
+    return problems
+
+
+@dataclass(frozen=True)
+class TemplateRequest:
+    """The inventory's ``gpufleet_dra_claim_templates`` entry: namespaces, and the kinds (empty: all)."""
+
+    namespaces: Tuple[str, ...]
+    kinds: Tuple[str, ...] = ()
+    count: int = 1
+
+
+def parse_requests(raw: Sequence[Any]) -> Tuple[List[TemplateRequest], List[str]]:
+    problems: List[str] = []
+    requests = []
+    for i, entry in enumerate(raw or ()):
+        where = "claim_templates[%d]" % i
+        if not isinstance(entry, Mapping):
+            problems.append("%s: must be a mapping {namespaces, kinds, count}" % where)
+            continue
+        unknown = sorted(set(entry) - {"namespaces", "kinds", "count"})
+        namespaces = entry.get("namespaces") or []
+        kinds = entry.get("kinds") or []
+        count = entry.get("count", 1)
+        problems += ["%s: unknown key %s (namespaces, kinds, count)" % (where, k) for k in unknown]
+        if isinstance(namespaces, str) or not namespaces:
+            problems.append("%s: namespaces must be a non-empty list of namespace names" % where)
+            namespaces = []
+        problems += ["%s: namespace %r is not a DNS label" % (where, ns) for ns in namespaces if not _DNS_LABEL.match(str(ns))]
+        if isinstance(kinds, str):
+            problems.append("%s: kinds must be a list of device kinds or MIG profiles" % where)
+            kinds = []
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            problems.append("%s: count must be a whole number >= 1, got %r" % (where, count))
+            count = 1
+        requests.append(TemplateRequest(tuple(str(n) for n in namespaces), tuple(str(k) for k in kinds), count))
+    return requests, problems
+
+
+def resolve_kind(wanted: str, kinds: Mapping[str, DeviceKind]) -> Optional[DeviceKind]:
+    """A kind by name (``mig-1g-10gb``), by MIG profile (``1g.10gb``) or by resource (``nvidia.com/mig-1g.10gb``)."""
+    for kind in kinds.values():
+        if wanted in (kind.name, kind.profile, kind.resource if kind.type == "mig" else None):
+            return kind
+    return None
