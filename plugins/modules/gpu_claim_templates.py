@@ -129,7 +129,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_clai
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._claims_io import apply_all, dra_devices, read_owned, refusals
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_objects import (
     device_class_mappings, mapping_problems, plan_objects)
-from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_read import FLEET_ARGSPEC
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import FLEET_ARGSPEC
 
 ARGUMENT_SPEC: Dict[str, Any] = dict(
     claim_templates=dict(type="list", elements="raw", required=True),

@@ -14,6 +14,7 @@ import sys
 from typing import Any, Dict
 
 import pytest
+from kubernetes import client, config
 
 from dra_lab import CLASS_EXPR, DRIVER_NS, IMAGE, mig_layout
 from labtools import BUILD, run_module, serve_lab, wait_until
@@ -37,7 +38,6 @@ def lab(tmp_path_factory):
     running.tmp = lab_dir
     try:
         mig_layout(states["dm"], {0: {"1g.10gb": 7}, 1: {"1g.10gb": 7}})
-        from kubernetes import client, config  # pylint: disable=import-outside-toplevel
         api = config.new_client_from_config(config_file=running.kubeconfig)
         core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
         for ns in (DRIVER_NS, "vision", "nlp"):
@@ -87,7 +87,6 @@ def test_check_mode_dry_runs_then_apply_then_changed_0(lab):
 
 
 def test_a_team_pod_asking_with_the_template_gets_one_mig_device(lab):
-    from kubernetes import client, config  # pylint: disable=import-outside-toplevel
     core = client.CoreV1Api(config.new_client_from_config(config_file=lab.kubeconfig))
     core.create_namespaced_pod("vision", {"metadata": {"name": "train"}, "spec": {
         "restartPolicy": "Never", "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "mig-1g-10gb"}],
