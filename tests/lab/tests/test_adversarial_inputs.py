@@ -36,6 +36,8 @@ from labtools import ensure_collection_path, serve_lab, wait_until
 ensure_collection_path()
 
 from ansible.module_utils.testing import patch_module_args  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpufleet.sharing.plugins.filter.preflight_problems import (  # noqa: E402  pylint: disable=wrong-import-position
+    preflight_problems)
 
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 Case = Tuple[str, str, Dict[str, Any], str]
@@ -621,6 +623,35 @@ def test_bad_input_is_refused_and_changes_nothing(fleet, tmp_path, module, args,
     assert not moved and after["rv"] == before["rv"], "a resourceVersion moved: %r" % moved
     assert after["written"] == before["written"], "a file was written: %r" % after["written"]
     assert_no_planted_secret(json.dumps(result))
+
+
+# Issue 21 (11): the preflight (filter preflight_problems, on the controller, before any step) against the
+# GPUs its read found: an index the host lacks and a config selecting no GPU used to pass, and fail only
+# at mig_config on the host, after the operator and sharing steps. A filter: nothing to change.
+A100_READ = {"index": 0, "name": "NVIDIA A100-SXM4-40GB", "pci_device_id": "0x20B010DE", "mig": {"capable": True}}
+H100_READ = {"index": 1, "name": "NVIDIA H100 80GB HBM3", "pci_device_id": "0x233010DE", "mig": {"capable": True}}
+
+
+def _read_host(gpus: List[Dict[str, Any]], *items: Dict[str, Any]) -> Dict[str, Any]:
+    return {"mig_selection": {"config": "x", "configs": {"x": list(items)}, "include_defaults": False},
+            "ansible_facts": {"gpufleet_gpus": gpus}}
+
+
+PREFLIGHT_CASES = [
+    ("devices-absent-gpu", _read_host([A100_READ], _item(devices=[5])), "devices lists GPU 5, but this host has GPU 0"),
+    ("devices-absent-gpus", _read_host([A100_READ], _item(devices=[1, 2])), "devices lists GPU 1, 2"),
+    ("filter-matches-no-gpu", _read_host([A100_READ], _item(**{"device-filter": "0x233010DE"})), "applies to A100-40GB"),
+    ("selects-no-gpu", _read_host([A100_READ, H100_READ], _item(devices=[1], **{"device-filter": A100_FILTER}),
+                                  _item(devices=[0], **{"device-filter": "0x233010DE", "mig-devices": {"1g.10gb": 7}})),
+     "config x matches no GPU of this host"),
+]
+
+
+@pytest.mark.parametrize("values,words", [pytest.param(v, w, id="preflight-" + cid) for cid, v, w in PREFLIGHT_CASES])
+def test_preflight_refuses_a_selection_the_read_host_cannot_take(values, words):
+    problems = preflight_problems({"host": values}, ["host"])
+    assert problems and all(p.startswith("host: ") for p in problems), problems
+    assert words in " ".join(problems), problems
 
 
 def assert_no_planted_secret(text: str) -> None:
