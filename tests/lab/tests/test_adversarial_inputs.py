@@ -408,6 +408,11 @@ def duplicate_and_shape_cases() -> List[Case]:
         ("gpu_verify-image-shell", "gpu_verify", dict(base, pod_image="busybox;reboot"), "pod_image"),
         ("gpu_verify-image-subst", "gpu_verify", dict(base, pod_image="$(id)/x:1"), "pod_image"),
         ("gpu_verify-image-space", "gpu_verify", dict(base, pod_image="busybox latest"), "pod_image"),
+        # What the kubelet cannot parse (InvalidImageName, the lab's kubelet too): a 64-hex name, a name over 255
+        # characters, an upper-case first component without a dot (a path, not a host).
+        ("gpu_verify-image-64-hex", "gpu_verify", dict(base, pod_image="ab" * 32), "pod_image"),
+        ("gpu_verify-image-name-too-long", "gpu_verify", dict(base, pod_image="r.example/" + "a" * 250 + ":1"), "pod_image"),
+        ("gpu_verify-image-upper-first-component", "gpu_verify", dict(base, pod_image="Team/app:1"), "pod_image"),
         ("gpu_verify-probe-image-backtick", "gpu_verify",
          dict(base, probe=True, probe_program="print('gpufleet-probe')", probe_image="`id`"), "probe_image"),
         ("node_maintenance-annotation-dict", "node_maintenance",
