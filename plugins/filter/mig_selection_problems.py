@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import CatalogError, resolve_model
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import plan_named_config, read_gpu_problems, unchecked_indexes
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import CatalogError, resolve_model
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_parted import plan_named_config, read_gpu_problems, unchecked_indexes
 
 DOCUMENTATION = r"""
 name: mig_selection_problems
