@@ -21,8 +21,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_site_noop import BIN, LAB, REPO, fleet, recap, timed  # noqa: E402
+from bench_site_noop import BIN, LAB, REPO, fleet, recap, team_namespaces, timed  # noqa: E402
 from gpulab import tools  # noqa: E402
+from gpulab.cluster import access  # noqa: E402
 
 
 def run_checked(name, argv, env, size):
@@ -41,6 +42,7 @@ def measure(size, helm, workdir):
     for host in fleet(size):
         argv += ['--host', host]
     subprocess.run(argv, env=env, check=True, capture_output=True)
+    access.create_namespaces(lab_dir, team_namespaces())
     try:
         ansible_env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, '.build'), ANSIBLE_NOCOLOR='1',
                            ANSIBLE_FORKS='10')

@@ -73,8 +73,8 @@ def _node(server):
 def test_a_deleted_node_is_registered_again_when_its_kubelet_starts(lab):
     server, state = lab
     store = server.store
-    store.patch("v1/nodes", None, "node-a", {"metadata": {"annotations": {"team.example/owner": "x"}},
-                                               "spec": {"unschedulable": True}}, "merge")
+    patch = {"metadata": {"annotations": {"team.example/owner": "x"}}, "spec": {"unschedulable": True}}
+    store.patch("v1/nodes", None, "node-a", patch, "merge")
     for restart in (lambda: shims.systemctl_main(["restart", "kubelet"], state), lambda: gpustate.reboot(state)):
         store.delete("v1/nodes", None, "node-a")
         wait_until("node-a deleted", lambda: _node(server) is None)

@@ -23,6 +23,7 @@ NODE_STATE_ANNOTATION = "gpulab.io/state-file"
 KUBELET_VERSION = "v1.36.0-gpulab"
 KUBELET_STARTS = ("start", "restart", "reload-or-restart", "try-restart")
 
+
 def node_object(host: Dict[str, Any], boot: str) -> Dict[str, Any]:
     name = host["name"]
     labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",

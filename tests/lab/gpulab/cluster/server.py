@@ -53,7 +53,6 @@ from gpulab.cluster.store import Store
 LOG = logging.getLogger("gpulab.cluster.server")
 
 
-
 # ------------------------------------------------------------------------ HTTP
 
 class _Handler(http.server.BaseHTTPRequestHandler):
