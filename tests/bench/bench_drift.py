@@ -81,7 +81,10 @@ def main():
         for size in options.sizes:
             started = time.perf_counter()
             results.append(measure(size, helm, workdir))
-            print('measured %d hosts in %.0fs' % (size, time.perf_counter() - started), flush=True)
+            print('measured %d hosts in %.0fs: %s' % (size, time.perf_counter() - started, json.dumps(results[-1])), flush=True)
+            if options.json:  # each size as soon as it is measured (a long run may be stopped before the last)
+                with open(options.json, 'w', encoding='utf-8') as handle:
+                    json.dump(results, handle, indent=2)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     header = ('hosts', 'ping s', 'no-op s', 'drift s', 'no-op/ping', 'drift/ping', 'drift/no-op', 'load 1m')
