@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Mapping, Sequence
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.sharing.plugins.filter.node_plans import node_name
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import node_name
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_preflight import BACKENDS, backend_of, backend_problem
 
 DOCUMENTATION = r"""

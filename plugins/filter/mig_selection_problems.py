@@ -31,6 +31,15 @@ options:
         (C(config), C(configs), C(include_defaults)).
     type: dict
     required: true
+  gpus:
+    description:
+      - The GPUs a read of the host found (the C(gpufleet_gpus) fact of M(gpufleet.sharing.gpu_facts)).
+        When given, and the selection fits every model, the selection is also checked against them as
+        M(gpufleet.sharing.mig_config) checks it on the host - items whose C(devices) name no GPU the host
+        has, a config that selects none of its MIG-capable GPUs.
+    type: list
+    elements: dict
+    default: []
 """
 
 EXAMPLES = r"""

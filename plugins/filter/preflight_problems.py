@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import node_name
-from ansible_collections.gpufleet.sharing.plugins.plugin_utils._mig_selection import mig_selection_problems
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._mig_selection import mig_selection_problems, unread_index_notes
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._taints import taint_report
 from ansible_collections.gpufleet.sharing.plugins.module_utils.run._preflight import gpu_models, host_problems, shared_node_problems
 
@@ -23,7 +23,12 @@ description:
     declared); the run-wide variables (C(gpufleet_mig_backend), C(gpufleet_rollout_serial),
     C(gpufleet_rollout_max_fail_percentage), C(gpufleet_verify_pods), C(mig_configs)); and its
     declared taints (C(gpufleet_node_taints)) that are invalid or that no operand tolerates.
+  - The selection is also checked against the GPUs the host's read found (C(gpufleet_gpus), when
+    C(gpufleet_gpu_model) is not declared) - an item whose C(devices) name no GPU the host has, a config
+    selecting none of its MIG-capable GPUs.
   - Then each host that could not be checked (not in O(checked), or without a recorded MIG selection).
+  - The companion filter C(preflight_notes) (same input, no options) lists what could not be checked - GPU
+    indexes named on a host whose model is declared (no read).
   - Runs once for the whole play on the controller (the preflight of C(site.yml)), with no task per host.
 extends_documentation_fragment:
   - gpufleet.sharing.fleet_filter
@@ -63,7 +68,10 @@ def _mig_problems(values: Mapping[str, Any]) -> List[str]:
     if not isinstance(selection.get("configs") or {}, Mapping):
         return []  # reported with the variables (mig_configs)
     facts = values.get("ansible_facts") or {}
-    return mig_selection_problems(gpu_models(values.get("gpufleet_gpu_model"), facts.get("gpufleet_gpus") or []), selection)
+    declared = values.get("gpufleet_gpu_model")
+    gpus = facts.get("gpufleet_gpus") or []
+    # A declared model means no read in this run (facts may be a cache's): only the models are checked.
+    return mig_selection_problems(gpu_models(declared, gpus), selection, gpus=[] if declared is not None else gpus)
 
 
 def preflight_problems(hostvars: Mapping[str, Any], hosts: Sequence[str], tolerations: Optional[Sequence[Any]] = None,
@@ -80,6 +88,20 @@ def preflight_problems(hostvars: Mapping[str, Any], hosts: Sequence[str], tolera
     return problems + unchecked
 
 
+def preflight_notes(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> List[str]:
+    """What preflight could not check, per host (not a problem): the GPU indexes a selection names on a host
+    whose model is declared, so not read."""
+    notes: List[str] = []
+    for host in hosts:
+        values = hostvars[host]
+        selection = values.get("mig_selection")
+        if values.get("gpufleet_gpu_model") is None or not isinstance(selection, Mapping) \
+                or not isinstance(selection.get("configs") or {}, Mapping):
+            continue
+        notes += ["%s: %s" % (host, note) for note in unread_index_notes(selection)]
+    return notes
+
+
 class FilterModule:
     def filters(self) -> Dict[str, Any]:
-        return {"preflight_problems": preflight_problems}
+        return {"preflight_problems": preflight_problems, "preflight_notes": preflight_notes}

@@ -21,8 +21,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_site_noop import BIN, LAB, REPO, fleet, recap, timed  # noqa: E402
+from bench_site_noop import BIN, LAB, REPO, fleet, recap, team_namespaces, timed  # noqa: E402
 from gpulab import tools  # noqa: E402
+from gpulab.cluster import access  # noqa: E402
 
 
 def run_checked(name, argv, env, size):
@@ -41,6 +42,7 @@ def measure(size, helm, workdir):
     for host in fleet(size):
         argv += ['--host', host]
     subprocess.run(argv, env=env, check=True, capture_output=True)
+    access.create_namespaces(lab_dir, team_namespaces())
     try:
         ansible_env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, '.build'), ANSIBLE_NOCOLOR='1',
                            ANSIBLE_FORKS='10')
@@ -79,7 +81,10 @@ def main():
         for size in options.sizes:
             started = time.perf_counter()
             results.append(measure(size, helm, workdir))
-            print('measured %d hosts in %.0fs' % (size, time.perf_counter() - started), flush=True)
+            print('measured %d hosts in %.0fs: %s' % (size, time.perf_counter() - started, json.dumps(results[-1])), flush=True)
+            if options.json:  # each size as soon as it is measured (a long run may be stopped before the last)
+                with open(options.json, 'w', encoding='utf-8') as handle:
+                    json.dump(results, handle, indent=2)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     header = ('hosts', 'ping s', 'no-op s', 'drift s', 'no-op/ping', 'drift/ping', 'drift/no-op', 'load 1m')

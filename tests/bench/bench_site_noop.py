@@ -35,6 +35,7 @@ BIN = os.path.join(REPO, '.venv', 'bin')
 sys.path.insert(0, LAB)
 
 from gpulab import tools  # noqa: E402
+from gpulab.cluster import access  # noqa: E402
 
 DEMO_FLEET = [
     'a100-inf-0=A100-40GB:1@a100_inference,gpu_hosts',
@@ -45,6 +46,14 @@ DEMO_FLEET = [
     'h200-shr-1=H200:1@h200_shared,gpu_hosts',
 ]
 RECAP = re.compile(r'^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)', re.M)
+
+
+def team_namespaces():
+    """The namespaces of inventories/lab's teams (gpufleet_teams): created before the first run, as a
+    cluster admin does (docs/quotas.md), so that site.yml writes the teams' queues."""
+    import yaml  # pylint: disable=import-outside-toplevel
+    with open(os.path.join(REPO, 'inventories', 'lab', 'group_vars', 'all.yml')) as handle:
+        return sorted({ns for team in yaml.safe_load(handle).get('gpufleet_teams') or [] for ns in team['namespaces']})
 
 
 def fleet(size):
@@ -78,6 +87,7 @@ def measure(size, helm, workdir, config=None):
         argv += ['--host', host]
     started = time.perf_counter()
     subprocess.run(argv, env=env, check=True, capture_output=True)
+    access.create_namespaces(lab_dir, team_namespaces())
     lab_up = time.perf_counter() - started
     try:
         ansible_env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, '.build'),

@@ -28,12 +28,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "lab"))
 sys.path.insert(0, os.path.join(REPO, "tests", "lab", "tests"))
+sys.path.insert(0, HERE)
 
 import ansible_runner  # noqa: E402  pylint: disable=wrong-import-position
 from gpulab import hosts, tools  # noqa: E402  pylint: disable=wrong-import-position
-from gpulab.cluster import server  # noqa: E402  pylint: disable=wrong-import-position
+from gpulab.cluster import access, server  # noqa: E402  pylint: disable=wrong-import-position
 
 import labtools  # noqa: E402  pylint: disable=wrong-import-position
+from bench_site_noop import team_namespaces  # noqa: E402  pylint: disable=wrong-import-position
 
 # Tasks that are controller-side by nature (no module runs on the GPU host).
 _LOCAL_ACTIONS = {"set_fact", "ansible.builtin.set_fact", "debug", "ansible.builtin.debug", "assert", "ansible.builtin.assert",
@@ -110,6 +112,7 @@ def main() -> int:
         with labtools.environ(labtools.FAST_ENV):
             info = hosts.up(lab_dir, [hosts.parse_host_spec(s) for s in fleet(args.hosts)], cluster=True,
                             first_address="127.0.15.2")
+        access.create_namespaces(lab_dir, team_namespaces())
         private = os.path.join(workdir, "job")
         job(private, info, helm)
         run(private, "converge")

@@ -3,7 +3,9 @@
 1. starts the lab: a virtual GPU cluster and six SSH GPU hosts of mixed models in three groups
    (A100-40GB inference with MIG, H100-80GB training, H200 shared with MPS);
 2. runs playbooks/site.yml with the lab's inventory plus inventories/lab (the groups' variables);
-3. prints the verification report, the path of the HTML fleet report and how to stop the lab.
+3. prints the verification report, the teams' Kueue queues (gpufleet_teams of inventories/lab, their
+   namespaces created first, as a cluster admin does), the path of the HTML fleet report and how to
+   stop the lab.
 
 The lab stays up afterwards so that you can look around (`kubectl --kubeconfig DIR/kubeconfig get
 nodes`, `ssh` into a host, re-run the playbook and watch changed=0). `make demo-down` stops it.
@@ -20,7 +22,13 @@ LAB = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(LAB))
 sys.path.insert(0, LAB)
 
+import yaml  # noqa: E402
+
 from gpulab import tools  # noqa: E402  (after the path set-up above)
+from gpulab.cluster import access  # noqa: E402
+
+TEAMS_FILE = os.path.join(REPO, 'inventories', 'lab', 'group_vars', 'all.yml')
+KUEUE = '/apis/kueue.x-k8s.io/v1beta2'
 
 HOSTS = [
     'a100-inf-0=A100-40GB:1@a100_inference,gpu_hosts',
@@ -42,6 +50,36 @@ def lab(*args):
     return run([sys.executable, '-m', 'gpulab'] + list(args), env=env)
 
 
+def teams():
+    with open(TEAMS_FILE) as handle:
+        return yaml.safe_load(handle).get('gpufleet_teams') or []
+
+
+def create_team_namespaces(lab_dir):
+    """The cluster admin's step before the quotas (docs/quotas.md: the team namespaces must exist)."""
+    access.create_namespaces(lab_dir, sorted({ns for team in teams() for ns in team['namespaces']}))
+
+
+def queues_table(lab_dir):
+    """The teams' ClusterQueues (nominal quota per flavor and resource) and LocalQueues, read live."""
+    cluster = access.admin_request(lab_dir, 'GET', KUEUE + '/clusterqueues').get('items') or []
+    local = access.admin_request(lab_dir, 'GET', KUEUE + '/localqueues').get('items') or []
+    lines = ['%-10s %-9s %-26s %-44s %s' % ('TEAM', 'COHORT', 'LOCAL QUEUES', 'FLAVOR', 'NOMINAL QUOTA')]
+    for queue in sorted(cluster, key=lambda q: q['metadata']['name']):
+        name = queue['metadata']['name']
+        spec = queue.get('spec') or {}
+        locals_ = ','.join(sorted('%s/%s' % (q['metadata']['namespace'], q['metadata']['name']) for q in local
+                                  if (q.get('spec') or {}).get('clusterQueue') == name)) or '-'
+        flavors = [f for group in spec.get('resourceGroups') or [] for f in group.get('flavors') or []]
+        for index, flavor in enumerate(flavors or [{'name': '-', 'resources': []}]):
+            quota = ', '.join('%s=%s' % (r['name'].replace('nvidia.com/', ''), r.get('nominalQuota'))
+                              for r in flavor.get('resources') or []) or '-'
+            first = index == 0
+            lines.append('%-10s %-9s %-26s %-44s %s' % (name if first else '', (spec.get('cohortName') or '-') if first else '',
+                                                        locals_ if first else '', flavor['name'], quota))
+    return '\n'.join(lines)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--dir', default=os.path.join(REPO, '.lab', 'demo'), help='lab directory')
@@ -57,6 +95,7 @@ def main():
         print('The lab did not start; see the messages above.', file=sys.stderr)
         return 1
 
+    create_team_namespaces(lab_dir)
     helm = tools.ensure_helm(os.path.join(REPO, '.cache'))
     report_dir = os.path.join(lab_dir, 'reports')
     shutil.rmtree(report_dir, ignore_errors=True)  # never print a previous run's report
@@ -86,6 +125,8 @@ def main():
         with open(summary) as handle:
             nodes = json.load(handle)['nodes']
         print('Rollout: ' + ', '.join('%s %s' % (n['node'], n['outcome']) for n in nodes))
+    print('\nTeam queues (Kueue, from the fleet plan; gpufleet_teams in %s):\n' % os.path.relpath(TEAMS_FILE, REPO))
+    print(queues_table(lab_dir))
     html = os.path.join(report_dir, 'fleet-report.html')
     if os.path.exists(html):
         print('Fleet report (open it in a browser): %s' % html)

@@ -170,9 +170,26 @@ _IMAGE = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-
                     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
 
 
+_HEX64 = re.compile(r"^[a-f0-9]{64}$")
+
+
+def _parsable(image: str) -> bool:
+    """What distribution/reference's ParseNormalizedNamed adds to the grammar (reference.go, normalize.go,
+    v0.6.0): a first component without ``.``/``:`` (not ``localhost``) is a path, so lower case; the name at
+    most 255 characters; not a 64-hex identifier. The kubelet refuses the others (``InvalidImageName``)."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)
+    if ":" in last[-1]:
+        name = name[:len(name) - len(last[-1]) + last[-1].index(":")]
+    first, slash, _rest = name.partition("/")
+    if slash and not ("." in first or ":" in first or first == "localhost") and first != first.lower():
+        return False
+    return len(name) <= 255 and not _HEX64.match(image)
+
+
 def image_problem(option: str, image: Any) -> Optional[str]:
     """Why ``image`` is not an image reference (no spaces, shell characters or upper-case path)."""
-    if isinstance(image, str) and len(image) <= 1024 and _IMAGE.match(image):
+    if isinstance(image, str) and len(image) <= 1024 and _IMAGE.match(image) and _parsable(image):
         return None
     return "%s %r is not an image reference ([registry[:port]/]path[:tag][@digest], lower-case path)" \
         % (option, image[:120] if isinstance(image, str) else image)

@@ -26,6 +26,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_parted i
     desired_state,
     merged_configs,
     select_config,
+    selects_no_gpu_problem,
 )
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_planner import LayoutError, board_naming_problems, plan_layout
 
@@ -96,9 +97,7 @@ def plan_host(config: MigPartedConfig, selected: Optional[str], gpus: Sequence[M
     problems: List[str] = []
     capable = [gpu for gpu in gpus if (gpu.get("mig") or {}).get("capable")]
     if capable and not desired:  # mig-parted would leave every GPU untouched and report success
-        problems.append("config %s matches no GPU of this host (its items' devices and device-filters select none of "
-                        "%s); nvidia-mig-parted would change nothing" % (name, ", ".join(
-                            "GPU %s %s (%s)" % (g["index"], g.get("name", "?"), g.get("pci_device_id", "?")) for g in capable)))
+        problems.append(selects_no_gpu_problem(name, capable))
     changes: List[GpuChange] = []
     before_all: List[Layout] = []
     after_all: List[Layout] = []

@@ -368,6 +368,44 @@ def absent_devices(items: Sequence[MigConfigItem], gpus: Sequence[Mapping[str, A
     return problems
 
 
+def selects_no_gpu_problem(name: str, capable: Sequence[Mapping[str, Any]]) -> str:
+    """Why a config that selects none of the host's MIG-capable GPUs is refused (mig-parted would report success)."""
+    return ("config %s matches no GPU of this host (its items' devices and device-filters select none of %s); "
+            "nvidia-mig-parted would change nothing" % (name, ", ".join(
+                "GPU %s %s (%s)" % (g["index"], g.get("name", "?"), g.get("pci_device_id", "?")) for g in capable)))
+
+
+def read_gpu_problems(content: Optional[Mapping[str, Any]], include_defaults: bool, name: Optional[str],
+                      gpus: Sequence[Mapping[str, Any]]) -> List[str]:
+    """The selected config against the GPUs a read found (gpu_facts entries with ``index``): items whose
+    ``devices`` name no GPU the host has, and a config selecting none of its MIG-capable GPUs, as
+    mig_config refuses them on the host. A config that does not parse gives nothing here
+    (``plan_named_config`` reports it)."""
+    indexed = [gpu for gpu in gpus if isinstance(gpu, Mapping) and isinstance(gpu.get("index"), int)]
+    if not indexed:
+        return []
+    try:
+        selected, items = select_config(_parse_document(content, include_defaults), name)
+    except (DocumentError, MigPartedError):
+        return []
+    problems = absent_devices(items, indexed, "config %s" % selected)
+    capable = [gpu for gpu in indexed if (gpu.get("mig") or {}).get("capable")]
+    if not problems and capable and not any(item.matches(gpu) for gpu in capable for item in items):
+        problems.append(selects_no_gpu_problem(selected, capable))
+    return problems
+
+
+def unchecked_indexes(content: Optional[Mapping[str, Any]], include_defaults: bool,
+                      name: Optional[str]) -> List[Tuple[str, int, Tuple[int, ...]]]:
+    """``(config, item, indexes)`` of the selected config's items that name GPU indexes (not ``all``):
+    what only a read of the host can check."""
+    try:
+        selected, items = select_config(_parse_document(content, include_defaults), name)
+    except (DocumentError, MigPartedError):
+        return []
+    return [(selected, position, tuple(item.devices)) for position, item in enumerate(items) if item.devices != "all"]
+
+
 def current_layout(gpu: Mapping[str, Any]) -> Dict[str, Any]:
     """The comparable MIG state of one gpu_facts entry."""
     mig = gpu.get("mig") or {}

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
-from gpulab import hosts, tools
+from gpulab import hosts, shims, tools
 from gpulab.cluster import faults
 
 from labtools import BUILD, FAST_ENV, REPO, environ, wait_until
@@ -145,25 +145,11 @@ class RolloutLab:
         self.k8s.delete("Pod", name, namespace=WORK_NS)
         wait_until("pod %s/%s gone" % (WORK_NS, name), lambda: self.k8s.get("Pod", name, WORK_NS) is None, 30)
 
-    def reregister_node(self, saved: Dict[str, Any]) -> None:
-        """What a kubelet does for a deleted Node: create it again (schedulable, without the
-        annotations others had added), then post its status."""
-        meta = saved["metadata"]
-        annotations = dict((k, v) for k, v in (meta.get("annotations") or {}).items() if not k.startswith("gpufleet.sharing/"))
-        self.k8s.create({"apiVersion": "v1", "kind": "Node", "spec": {},
-                         "metadata": {"name": meta["name"], "labels": meta.get("labels") or {}, "annotations": annotations}})
-        # Like the kubelet's status update, retried on a conflict: the lab operator labels a new GPU
-        # node (nvidia.com/gpu.deploy.*) between our read and our write.
-        for _attempt in range(10):
-            fresh = self.k8s.get("Node", meta["name"])
-            fresh["status"] = saved["status"]
-            try:
-                self.k8s.request("PUT", "/api/v1/nodes/%s/status" % meta["name"], fresh)
-                return
-            except K8sError as exc:
-                if exc.status != 409:
-                    raise
-        raise AssertionError("node %s: status update conflicted 10 times" % meta["name"])
+    def restart_kubelet(self, name: str) -> Dict[str, Any]:
+        """``systemctl restart kubelet`` on the host (its systemctl shim, on its state file): the starting
+        kubelet registers its deleted Node again, as a real one does (gpulab.cluster.registration)."""
+        shims.systemctl_main(["restart", "kubelet"], self.hosts[name]["state_file"])
+        return wait_until("node %s registered again" % name, lambda: self.k8s.get("Node", name), 30)
 
 
 def start_lab(lab_dir: str) -> RolloutLab:

@@ -35,6 +35,7 @@ from labtools import serve_lab, wait_until
 
 
 from ansible.module_utils.testing import patch_module_args
+from ansible_collections.gpufleet.sharing.plugins.filter.preflight_problems import preflight_problems
 
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 Case = Tuple[str, str, Dict[str, Any], str]
@@ -405,6 +406,11 @@ def duplicate_and_shape_cases() -> List[Case]:
         ("gpu_verify-image-shell", "gpu_verify", dict(base, pod_image="busybox;reboot"), "pod_image"),
         ("gpu_verify-image-subst", "gpu_verify", dict(base, pod_image="$(id)/x:1"), "pod_image"),
         ("gpu_verify-image-space", "gpu_verify", dict(base, pod_image="busybox latest"), "pod_image"),
+        # What the kubelet cannot parse (InvalidImageName, the lab's kubelet too): a 64-hex name, a name over 255
+        # characters, an upper-case first component without a dot (a path, not a host).
+        ("gpu_verify-image-64-hex", "gpu_verify", dict(base, pod_image="ab" * 32), "pod_image"),
+        ("gpu_verify-image-name-too-long", "gpu_verify", dict(base, pod_image="r.example/" + "a" * 250 + ":1"), "pod_image"),
+        ("gpu_verify-image-upper-first-component", "gpu_verify", dict(base, pod_image="Team/app:1"), "pod_image"),
         ("gpu_verify-probe-image-backtick", "gpu_verify",
          dict(base, probe=True, probe_program="print('gpufleet-probe')", probe_image="`id`"), "probe_image"),
         ("node_maintenance-annotation-dict", "node_maintenance",
@@ -620,6 +626,35 @@ def test_bad_input_is_refused_and_changes_nothing(fleet, tmp_path, module, args,
     assert not moved and after["rv"] == before["rv"], "a resourceVersion moved: %r" % moved
     assert after["written"] == before["written"], "a file was written: %r" % after["written"]
     assert_no_planted_secret(json.dumps(result))
+
+
+# Issue 21 (11): the preflight (filter preflight_problems, on the controller, before any step) against the
+# GPUs its read found: an index the host lacks and a config selecting no GPU used to pass, and fail only
+# at mig_config on the host, after the operator and sharing steps. A filter: nothing to change.
+A100_READ = {"index": 0, "name": "NVIDIA A100-SXM4-40GB", "pci_device_id": "0x20B010DE", "mig": {"capable": True}}
+H100_READ = {"index": 1, "name": "NVIDIA H100 80GB HBM3", "pci_device_id": "0x233010DE", "mig": {"capable": True}}
+
+
+def _read_host(gpus: List[Dict[str, Any]], *items: Dict[str, Any]) -> Dict[str, Any]:
+    return {"mig_selection": {"config": "x", "configs": {"x": list(items)}, "include_defaults": False},
+            "ansible_facts": {"gpufleet_gpus": gpus}}
+
+
+PREFLIGHT_CASES = [
+    ("devices-absent-gpu", _read_host([A100_READ], _item(devices=[5])), "devices lists GPU 5, but this host has GPU 0"),
+    ("devices-absent-gpus", _read_host([A100_READ], _item(devices=[1, 2])), "devices lists GPU 1, 2"),
+    ("filter-matches-no-gpu", _read_host([A100_READ], _item(**{"device-filter": "0x233010DE"})), "applies to A100-40GB"),
+    ("selects-no-gpu", _read_host([A100_READ, H100_READ], _item(devices=[1], **{"device-filter": A100_FILTER}),
+                                  _item(devices=[0], **{"device-filter": "0x233010DE", "mig-devices": {"1g.10gb": 7}})),
+     "config x matches no GPU of this host"),
+]
+
+
+@pytest.mark.parametrize("values,words", [pytest.param(v, w, id="preflight-" + cid) for cid, v, w in PREFLIGHT_CASES])
+def test_preflight_refuses_a_selection_the_read_host_cannot_take(values, words):
+    problems = preflight_problems({"host": values}, ["host"])
+    assert problems and all(p.startswith("host: ") for p in problems), problems
+    assert words in " ".join(problems), problems
 
 
 def assert_no_planted_secret(text: str) -> None:

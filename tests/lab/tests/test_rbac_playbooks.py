@@ -44,6 +44,12 @@ def load(name: str) -> List[Dict[str, Any]]:
         return access.documents(yaml.safe_load_all(handle))
 
 
+def team_namespaces() -> List[str]:
+    """The namespaces of the lab inventory's teams (gpufleet_teams): the playbooks write their LocalQueues."""
+    with open(os.path.join(REPO, "inventories", "lab", "group_vars", "all.yml"), encoding="utf-8") as handle:
+        return sorted({ns for team in yaml.safe_load(handle).get("gpufleet_teams") or [] for ns in team["namespaces"]})
+
+
 def install_binding() -> Dict[str, Any]:
     binding = dict(load("bindings.yml")[-1])
     binding["metadata"] = {"name": "gpufleet-sharing-operator-install"}
@@ -117,6 +123,7 @@ def lab(tmp_path_factory):
     try:
         access.apply(lab_dir, load("gpufleet-sharing.yml") + load("gpufleet-sharing-operator-install.yml")
                      + load("bindings.yml") + [install_binding()])
+        access.create_namespaces(lab_dir, team_namespaces())  # the cluster admin's step before the quotas
         kubeconfig = os.path.join(lab_dir, "kubeconfig-gpufleet")
         assert access.service_account_kubeconfig(lab_dir, "gpufleet", "gpufleet-sharing", kubeconfig) == SA_USER
         yield RbacLab(lab_dir, kubeconfig, tools.ensure_helm(os.path.join(REPO, ".cache")))
@@ -126,6 +133,9 @@ def lab(tmp_path_factory):
 
 def test_site_on_a_fresh_cluster_with_the_install_and_rollout_roles(lab, tmp_path):
     assert_green(lab.play("site.yml", str(tmp_path)))
+    # the lab inventory's teams got their queues with the restricted identity (issue 23)
+    queues = access.admin_request(lab.dir, "GET", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues")
+    assert sorted(q["metadata"]["name"] for q in queues["items"]) == ["inference", "research"], queues
     # the identity really is restricted: what no role grants is refused
     with open(lab.kubeconfig, encoding="utf-8") as handle:
         token = yaml.safe_load(handle)["users"][0]["user"]["token"]

@@ -90,3 +90,25 @@ all:
     assert 'Preflight found 1 problem(s); nothing was changed' in output
     assert 'a30-bad: mig-parted config two-me cannot be applied' in output
     assert 'needs 2 JPEG decoders but A30 has 1' in output
+
+
+def test_indexes_of_a_declared_model_are_said_to_be_unchecked(tmp_path):
+    """Issue 21 (11): a declared model means no read, so ``devices: [5]`` cannot be checked: the preflight says so."""
+    (tmp_path / 'hosts.yml').write_text('''
+all:
+  children:
+    gpu_hosts:
+      hosts:
+        a100-declared:
+          gpufleet_gpu_model: A100-40GB
+          mig_config: fifth
+          mig_configs:
+            fifth:
+              - devices: [5]
+                mig-enabled: true
+                mig-devices: {"1g.5gb": 7}
+''')
+    proc = run_preflight(str(tmp_path / 'hosts.yml'))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert ('Preflight passed for 1 host(s). Not checked: a100-declared: config fifth item 0 names GPU 5: not checked '
+            "against the host's GPUs (gpufleet_gpu_model is declared") in proc.stdout

@@ -60,6 +60,15 @@ def admin_request(lab_dir: str, method: str, path: str, body: Optional[Dict[str,
     return answer
 
 
+def create_namespaces(lab_dir: str, names: Iterable[str]) -> None:
+    """Namespaces created with the admin token (a cluster admin's step; one that exists is fine)."""
+    for name in names:
+        answer = admin_request(lab_dir, "POST", "/api/v1/namespaces",
+                               {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        if answer["_code"] not in (201, 409):
+            raise RuntimeError("cannot create namespace %s: %s" % (name, answer.get("message")))
+
+
 def _object_path(obj: Dict[str, Any], named: bool) -> str:
     prefix, plural, namespaced = PATHS[obj["kind"]]
     meta = obj.get("metadata") or {}
@@ -136,4 +145,4 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["admin_request", "apply", "delete", "service_account_kubeconfig"]
+__all__ = ["admin_request", "apply", "create_namespaces", "delete", "service_account_kubeconfig"]

@@ -12,11 +12,40 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
 from gpulab.cluster.objects import Obj
 
 DOCKER_CONFIG_JSON = "kubernetes.io/dockerconfigjson"
+
+
+# The reference grammar of distribution/reference (reference.go's grammar comment and regexp.go, the
+# package the kubelet's applyDefaultImageTag parses with), written from that grammar:
+# name [":" tag] ["@" digest]; name = [domain "/"] path; the path lower case; at most 255 characters.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = r"(?:%s(?:\.%s)*|\[[0-9a-fA-F:.]+\])(?::[0-9]+)?" % (_DOMAIN_PART, _DOMAIN_PART)
+_REFERENCE = re.compile(r"^(?:(?P<domain>%s)/)?(?P<path>%s(?:/%s)*)(?::(?P<tag>[\w][\w.-]{0,127}))?"
+                        r"(?:@(?P<digest>[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}))?$"
+                        % (_DOMAIN, _COMPONENT, _COMPONENT))
+_HEX64 = re.compile(r"^[a-f0-9]{64}$")
+
+
+def reference_problem(image: str) -> Optional[str]:
+    """Why the kubelet cannot parse ``image`` (its ``InvalidImageName``), or None."""
+    found = _REFERENCE.match(image or "")
+    if found is None:
+        lowered = _REFERENCE.match((image or "").lower())
+        return "repository name must be lowercase" if lowered and image else "invalid reference format"
+    domain = found.group("domain")
+    if domain and "." not in domain and ":" not in domain and domain != "localhost" and domain.lower() != domain:
+        return "repository name must be lowercase"  # an upper-case first component is a path, not a host
+    if len(found.group("path")) + len(domain or "") + (1 if domain else 0) > 255:
+        return "repository name must not be more than 255 characters"
+    if _HEX64.match(image):
+        return "invalid repository name (%s), cannot specify 64-byte hexadecimal strings" % image
+    return None
 
 
 def image_host(image: str) -> str:
@@ -56,4 +85,4 @@ def pull_problems(pod: Obj, private: Sequence[str],
     return failures, missing
 
 
-__all__ = ["DOCKER_CONFIG_JSON", "image_host", "private_hosts", "pull_problems"]
+__all__ = ["DOCKER_CONFIG_JSON", "image_host", "private_hosts", "pull_problems", "reference_problem"]

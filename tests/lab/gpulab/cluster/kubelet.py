@@ -14,7 +14,8 @@ What it models (and what it does not):
   attach to the host as non-compute clients (gpuprocesses.attach_client);
 * graceful deletion: terminating pods are stopped and removed (``delete(..., grace 0)``).
 
-Not modelled: images, volumes (except the ConfigMap that holds the collection's sharing probe,
+Images: an unparsable reference waits with ``InvalidImageName`` (imagepull.reference_problem); a private
+registry without credentials gives ``ErrImagePull``. Not modelled: image contents, volumes (except the ConfigMap that holds the collection's sharing probe,
 which ``probe.py`` reads and runs for real), probes, init containers (treated as done), cpu/memory
 enforcement.
 Lab-only pod annotations: see containers.py.
@@ -30,7 +31,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from gpulab.cluster import allocation, gpuprocesses
 from gpulab.cluster import devices as devmod
 from gpulab.cluster.containers import ALLOCATED_ANNOTATION, Outcome, Program, Workload, opens_all_gpus
-from gpulab.cluster.imagepull import private_hosts, pull_problems
+from gpulab.cluster.imagepull import private_hosts, pull_problems, reference_problem
 from gpulab.cluster.objects import Obj, now_rfc3339
 from gpulab.cluster.podstatus import conditions, container_status
 from gpulab.cluster.probe import ProbeProgram
@@ -202,10 +203,38 @@ class Kubelet:
                                      subresource="status")
         return True
 
+    def _invalid_image(self, pod: Obj) -> bool:
+        """An image reference the kubelet cannot parse: the container waits with ``InvalidImageName`` and the
+        pod stays Pending (pkg/kubelet/images/image_manager.go, EnsureImageExists; no retry can help)."""
+        waiting = {}
+        for container in pod["spec"].get("containers") or []:
+            problem = reference_problem(str(container.get("image") or ""))
+            if problem:
+                waiting[container["name"]] = {"reason": "InvalidImageName", "message": 'Failed to apply default image tag "%s": '
+                                              'couldn\'t parse image reference "%s": %s' % (container.get("image"), container.get("image"), problem)}
+        if not waiting:
+            return False
+        statuses = (pod.get("status") or {}).get("containerStatuses") or []
+        if any(((s.get("state") or {}).get("waiting") or {}).get("reason") == "InvalidImageName" for s in statuses):
+            return True
+        for found in waiting.values():
+            self.store.record_event(pod, "InspectFailed", found["message"], type="Warning", component="kubelet")
+        self.store.record_event(pod, "Failed", "Error: InvalidImageName", type="Warning", component="kubelet")
+
+        def mutate(obj: Obj) -> None:
+            status = obj.setdefault("status", {})
+            status["phase"] = "Pending"
+            status["containerStatuses"] = [
+                container_status(c, {"waiting": waiting.get(c["name"], {"reason": "ContainerCreating"})}, ready=False, restarts=0)
+                for c in obj["spec"].get("containers") or []]
+        self.store.controller_update("v1/pods", pod["metadata"]["namespace"], pod["metadata"]["name"], mutate,
+                                     subresource="status")
+        return True
+
     def _admit(self, pod: Obj, node: Obj, now: float) -> Optional[PodRun]:
         meta = pod["metadata"]
         node_name = node["metadata"]["name"]
-        if self._pull_denied(pod):
+        if self._invalid_image(pod) or self._pull_denied(pod):
             return None
         allocatable = (node.get("status") or {}).get("allocatable") or {}
         try:

@@ -8,7 +8,9 @@ every ``resync_seconds``:
 1. ``scheduler``      binds pending pods (scheduler.py; DRA claims allocated through dra/claims.py)
 2. ``kubelet``        runs the pods bound to nodes, then asks running programs whether they
                       still run (kubelet.py)
-3. ``node-lifecycle`` reboots and power state of the hosts (nodelifecycle.py)
+3. ``kubelet-registration`` a deleted Node registered again when its kubelet starts
+                      (registration.py)
+   ``node-lifecycle`` reboots and power state of the hosts (nodelifecycle.py)
 4. ``clusterpolicy``  the GPU Operator's ClusterPolicy: node labels, operand DaemonSets
                       (operator/clusterpolicy.py)
 5. ``daemonsets``     one pod per matching node, rolling updates (daemonsets.py)
@@ -43,6 +45,7 @@ from gpulab.cluster.operator.deviceplugin import DevicePluginController
 from gpulab.cluster.operator.gfd import GfdController
 from gpulab.cluster.operator.migmanager import MigManager
 from gpulab.cluster.operator.programs import OperandPrograms
+from gpulab.cluster.registration import KubeletRegistration
 from gpulab.cluster.scheduler import Scheduler
 
 LOG = logging.getLogger("gpulab.cluster.operator")
@@ -80,7 +83,8 @@ class Settings:
 class Controllers:
     """Handle of the running controllers: `.stop()`, `.threads`, `.passes`, `.run_pass()`."""
 
-    def __init__(self, store: Any, hosts: Mapping[str, str], stop_event: threading.Event, settings: Settings, faults: Any):
+    def __init__(self, store: Any, hosts: Mapping[str, str], stop_event: threading.Event, settings: Settings, faults: Any,
+                 entries: Optional[List[Dict[str, Any]]] = None):
         self.store = store
         self.settings = settings
         self.stop_event = stop_event
@@ -96,6 +100,8 @@ class Controllers:
                                self.context.hosts.get, time.time, self.dra.claim_devices)
         self.scheduler = Scheduler(store, self.context.fault, self.dra)
         self.node_lifecycle = NodeLifecycleController(store, self.context.host_state, self.kubelet.node_rebooted)
+        self.registration = KubeletRegistration(store, entries if entries is not None else [
+            {"name": name, "state_file": path} for name, path in self.context.hosts.items()], self.context.host_state)
         self.clusterpolicy = ClusterPolicyController(self.context)
         self.daemonsets = DaemonSetController(store)
         self.steps: List[Step] = [
@@ -103,6 +109,7 @@ class Controllers:
             ("scheduler", self.scheduler.run_once),
             ("kubelet", self.kubelet.run_once),
             ("kubelet-checks", self.kubelet.check_running),
+            ("kubelet-registration", self.registration.run_once),
             ("node-lifecycle", self.node_lifecycle.run_once),
             ("clusterpolicy", self.clusterpolicy.run_once),
             ("daemonsets", self.daemonsets.run_once),
@@ -196,7 +203,9 @@ def start_controllers(store: Any, hosts: Any, stop_event: Optional[threading.Eve
                       settings: Optional[Settings] = None, faults: Any = None) -> Controllers:
     """Start the kubelet, scheduler and operator loop. `hosts`: node -> state file, or the server's
     list of {"name", "state_file"}."""
-    return Controllers(store, _hosts_mapping(hosts), stop_event or threading.Event(), settings or Settings.from_env(), faults)
+    entries = [dict(host) for host in hosts if isinstance(host, Mapping)] if isinstance(hosts, (list, tuple)) else None
+    return Controllers(store, _hosts_mapping(hosts), stop_event or threading.Event(), settings or Settings.from_env(), faults,
+                       entries)
 
 
 def start(store: Any, lab: Any) -> Controllers:

@@ -47,12 +47,10 @@ from gpulab.cluster import manager
 from gpulab.cluster.dra import api as _dra_api
 from gpulab.cluster.api import Api, Request
 from gpulab.cluster.errors import ApiError
+from gpulab.cluster.registration import KUBELET_VERSION, NODE_STATE_ANNOTATION, add_nodes, node_object
 from gpulab.cluster.store import Store
 
 LOG = logging.getLogger("gpulab.cluster.server")
-
-NODE_STATE_ANNOTATION = "gpulab.io/state-file"
-KUBELET_VERSION = "v1.36.0-gpulab"
 
 
 # ------------------------------------------------------------------------ HTTP
@@ -129,61 +127,6 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
             LOG.debug("connection from %s ended: %s", client_address, exc)
             return
         LOG.exception("error while serving %s", client_address)
-
-
-# ----------------------------------------------------------------------- nodes
-
-def node_object(host: Dict[str, Any], boot: str) -> Dict[str, Any]:
-    name = host["name"]
-    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-              "kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
-              "beta.kubernetes.io/arch": "amd64"}
-    labels.update(host.get("labels") or {})
-    annotations = {"node.alpha.kubernetes.io/ttl": "0"}
-    if host.get("state_file"):
-        annotations[NODE_STATE_ANNOTATION] = os.path.abspath(host["state_file"])
-    cpu, memory = str(host.get("cpu", 64)), str(host.get("memory", "527958560Ki"))
-    capacity = {"cpu": cpu, "memory": memory, "pods": "110", "ephemeral-storage": "1843217296Ki",
-                "hugepages-1Gi": "0", "hugepages-2Mi": "0"}
-    condition = {"lastHeartbeatTime": boot, "lastTransitionTime": boot}
-    return {
-        "metadata": {"name": name, "labels": labels, "annotations": annotations},
-        "spec": {},
-        "status": {
-            "capacity": dict(capacity), "allocatable": dict(capacity),
-            "conditions": [
-                dict(condition, type="MemoryPressure", status="False",
-                     reason="KubeletHasSufficientMemory", message="kubelet has sufficient memory"),
-                dict(condition, type="DiskPressure", status="False",
-                     reason="KubeletHasNoDiskPressure", message="kubelet has no disk pressure"),
-                dict(condition, type="PIDPressure", status="False",
-                     reason="KubeletHasSufficientPID", message="kubelet has sufficient PID"),
-                dict(condition, type="Ready", status="True", reason="KubeletReady",
-                     message="kubelet is posting ready status (gpulab)"),
-            ],
-            "addresses": [{"type": "InternalIP", "address": host.get("address", "127.0.0.1")},
-                          {"type": "Hostname", "address": name}],
-            "nodeInfo": {"kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
-                         "operatingSystem": "linux", "architecture": "amd64",
-                         "osImage": "gpulab simulated host", "kernelVersion": "6.8.0-gpulab",
-                         "containerRuntimeVersion": "gpulab://1.0", "machineID": "",
-                         "systemUUID": "", "bootID": ""},
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-        },
-    }
-
-
-def add_nodes(store: Store, hosts: List[Dict[str, Any]]) -> None:
-    boot = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    for host in hosts:
-        if not host.get("name"):
-            raise ValueError("every cluster host needs a 'name': %r" % (host,))
-        node = node_object(host, boot)
-        status = node.pop("status")
-        store.create("v1/nodes", node)
-        store.controller_update("v1/nodes", None, host["name"],
-                                lambda obj, status=status: obj.__setitem__("status", status),
-                                subresource="status")
 
 
 # --------------------------------------------------------------------- the lab

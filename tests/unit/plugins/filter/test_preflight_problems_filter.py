@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from ansible_collections.gpufleet.sharing.plugins.filter.preflight_problems import DOCUMENTATION, preflight_problems
+from ansible_collections.gpufleet.sharing.plugins.filter.preflight_problems import DOCUMENTATION, preflight_notes, preflight_problems
 
 H100 = {"pci_device_id": "0x233010DE"}
 SELECTION = {"config": "all-balanced", "configs": {}, "include_defaults": True}
@@ -59,3 +59,46 @@ def test_two_hosts_naming_one_node_are_refused():
     assert problems == ["node gpu-7: named by more than one inventory host (rack1-a, rack1-b, gpu-7): each node must "
                         "be one host (gpufleet_node_name)"]
     assert preflight_problems(hostvars, ["rack1-a", "gpu-8"], [toleration]) == []
+
+
+A100_READ = {"index": 0, "name": "NVIDIA A100-SXM4-40GB", "pci_device_id": "0x20B010DE", "mig": {"capable": True}}
+H100_READ = {"index": 1, "name": "NVIDIA H100 80GB HBM3", "pci_device_id": "0x233010DE", "mig": {"capable": True}}
+
+
+def _selection(*items):
+    return {"config": "x", "configs": {"x": list(items)}, "include_defaults": False}
+
+
+def test_devices_the_read_host_lacks_are_refused():
+    """Issue 21 (11): ``devices: [5]`` on a host whose read found one GPU used to pass preflight (mig_config
+    refused it later, on the host, after the operator and sharing steps had run)."""
+    item = {"devices": [5], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}
+    hostvars = {"a100": {"mig_selection": _selection(item), "ansible_facts": {"gpufleet_gpus": [A100_READ]}}}
+    assert preflight_problems(hostvars, ["a100"]) == ["a100: config x item 0: devices lists GPU 5, but this host has GPU 0"]
+    hostvars["a100"]["mig_selection"] = _selection(dict(item, devices=[0]))
+    assert preflight_problems(hostvars, ["a100"]) == []
+
+
+def test_a_config_that_selects_no_gpu_of_the_read_host_is_refused():
+    """Issue 21 (11): every item's filter matches one of the host's models, and its index another GPU: the
+    config selects nothing (nvidia-mig-parted would change nothing and report success)."""
+    a100_item = {"device-filter": "0x20B010DE", "devices": [1], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}
+    h100_item = {"device-filter": "0x233010DE", "devices": [0], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}
+    hostvars = {"mixed": {"mig_selection": _selection(a100_item, h100_item),
+                          "ansible_facts": {"gpufleet_gpus": [A100_READ, H100_READ]}}}
+    problems = preflight_problems(hostvars, ["mixed"])
+    assert len(problems) == 1 and problems[0].startswith("mixed: config x matches no GPU of this host"), problems
+    assert "GPU 0 NVIDIA A100-SXM4-40GB (0x20B010DE)" in problems[0]
+
+
+def test_indexes_a_declared_model_cannot_check_are_noted():
+    """With gpufleet_gpu_model declared preflight reads no GPU: an explicit index cannot be checked, and
+    the preflight says so (a note, not a problem: mig_config checks it on the host before any change)."""
+    item = {"devices": [5], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}
+    hostvars = {"a100": {"mig_selection": _selection(item), "gpufleet_gpu_model": "A100-40GB"},
+                "read": {"mig_selection": _selection(dict(item, devices=[0])), "ansible_facts": {"gpufleet_gpus": [A100_READ]}},
+                "all": {"mig_selection": SELECTION, "gpufleet_gpu_model": "H100-80GB"}}
+    assert preflight_problems(hostvars, list(hostvars)) == []
+    assert preflight_notes(hostvars, list(hostvars)) == [
+        "a100: config x item 0 names GPU 5: not checked against the host's GPUs (gpufleet_gpu_model is declared, "
+        "so preflight did not read the host; mig_config refuses an index the host lacks, on the host, before any change)"]
