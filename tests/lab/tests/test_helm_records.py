@@ -12,7 +12,7 @@ BUILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..
 if BUILD not in sys.path:  # `make collection` links the checkout there
     sys.path.insert(0, BUILD)
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._helm_release import release_from_records  # noqa: E402
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._helm_release import release_from_records  # noqa: E402
 
 from test_kubectl_helm import CHART, helm, lab  # noqa: F401,E402  pylint: disable=unused-import,import-error
 

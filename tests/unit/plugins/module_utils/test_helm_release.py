@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._helm_release import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._helm_release import (
     ReleaseRecordError, decode_release, release_from_records, release_selector)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._rollout_triage import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import (
     MARK_ANNOTATED, MARK_DELETED, MARK_REFUSED, failure_message, summary_rows, to_annotate_again, triage)
 
 
