@@ -11,6 +11,7 @@ import re
 _TASK = re.compile(r'^TASK \[(?P<task>.*)\] \**\s*$')
 _FAILED = re.compile(r'^(?:fatal|failed): \[(?P<host>[^\]]+)\](?:: (?:FAILED|UNREACHABLE)!| \(item=.*\)) => (?P<body>\{.*)$')
 _RECAP = re.compile(r'^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)', re.M)
+_COLOR = re.compile(r'\x1b\[[0-9;]*m')  # ansible-runner's stdout keeps the callback's colours
 MESSAGE_LIMIT = 600
 
 
@@ -31,7 +32,7 @@ def _shorten(text, limit=MESSAGE_LIMIT):
 def failures(output):
     """Every failed task of an ansible-playbook output: [{'task', 'host', 'message', 'diagnosis'}], in order."""
     found, task = [], None
-    for line in output.splitlines():
+    for line in _COLOR.sub('', output).splitlines():
         match = _TASK.match(line)
         if match:
             task = match.group('task')

@@ -55,3 +55,8 @@ def test_run_failed_carries_the_report():
     error = benchlib.RunFailed('converge', proc)
     assert 'on localhost: ClusterPolicy cluster-policy not ready' in str(error)
     assert len(str(error)) < 1000
+
+
+def test_coloured_output_of_ansible_runner():
+    output = '\x1b[0;31mTASK [apply] ***\x1b[0m\n\x1b[0;31mfatal: [a100-01]: FAILED! => {"msg": "busy GPU"}\x1b[0m\n'
+    assert benchlib.failures(output) == [{'task': 'apply', 'host': 'a100-01', 'message': 'busy GPU'}]
