@@ -79,8 +79,8 @@ def main() -> int:
             results.append(measure(nodes, workdir, options.timeout))
             print("measured %d nodes: %.1fs" % (nodes, results[-1]["seconds"]), flush=True)
     first = results[0]
-    print("\n%6s %6s %9s %6s %7s %12s %12s %12s %6s" % ("nodes", "ready", "seconds", "pods", "passes", "pod copies",
-                                                      "x seconds", "x nodes", "load"))
+    header = ("nodes", "ready", "seconds", "pods", "passes", "pod copies", "x seconds", "x nodes", "load")
+    print("\n%6s %6s %9s %6s %7s %12s %12s %12s %6s" % header)
     for row in results:
         row["ratio_seconds"] = row["seconds"] / first["seconds"]
         row["ratio_nodes"] = row["nodes"] / first["nodes"]

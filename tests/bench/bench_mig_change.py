@@ -147,8 +147,10 @@ def main() -> int:
             results.append(measure(size, helm, workdir))
             print("measured %d hosts: change %.1fs, ping %.1fs" % (size, results[-1]["change_s"], results[-1]["ping_s"]),
                   flush=True)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    except BaseException:
+        print("kept for inspection: %s (job artifacts under job-N/artifacts)" % workdir, file=sys.stderr)
+        raise
+    shutil.rmtree(workdir, ignore_errors=True)
     for row in results:
         print("\n%d hosts: change %.1f s = %.1fx ping (%.1f s); converge %.1f s; load %.1f" % (
             row["hosts"], row["change_s"], row["ratio_change_to_ping"], row["ping_s"], row["converge_s"], row["load1"]))

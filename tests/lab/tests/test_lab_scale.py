@@ -43,3 +43,23 @@ def test_admission_reads_only_the_nodes_pods(tmp_path):
         assert copied <= operand_pods // NODES + 2, reads
     finally:
         lab.stop()
+
+
+def test_mig_managers_parse_one_configmap_once(tmp_path, monkeypatch):
+    """Each node's MIG manager reads the same mig-parted ConfigMap: parsed once per text, not once per node."""
+    from gpulab.cluster.operator import migmanager  # pylint: disable=import-outside-toplevel
+    parses: List[int] = []
+    real = migmanager.yaml.safe_load
+
+    def counted(text):
+        parses.append(len(text))
+        return real(text)
+    monkeypatch.setattr(migmanager.yaml, "safe_load", counted)
+    lab = Lab(tmp_path, {"mig-%02d" % n: [("H100-80GB", 1)] for n in range(4)})
+    try:
+        lab.policy({"mig": {"strategy": "single"}})
+        wait_for("every MIG manager applied its config", lambda: all(
+            lab.labels("mig-%02d" % n).get("nvidia.com/mig.config.state") == "success" for n in range(4)), timeout=300)
+        assert len(parses) == 1, parses
+    finally:
+        lab.stop()
