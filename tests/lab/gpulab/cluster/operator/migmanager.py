@@ -48,6 +48,7 @@ class MigManager:
         # same ~50-config document; parsing it once per text keeps N nodes' starts linear and cheap
         # (each real MIG manager parses it on its own node, in parallel; here they share 2 cores)
         self._parsed: Optional[tuple] = None
+        self._parse_lock = threading.Lock()  # the managers' threads start together: one parses, the others wait
 
     def started(self, pod: Obj) -> None:
         """A (re)started MIG manager applies the current label again (real: reconcile at start)."""
@@ -112,13 +113,14 @@ class MigManager:
         return config
 
     def _parse(self, text: str) -> Any:
-        cached = self._parsed
-        if cached is None or cached[0] != text:
-            try:
-                cached = (text, yaml.safe_load(text))
-            except yaml.YAMLError as exc:
-                raise _Failed(f"unable to parse the MIG configuration file: {exc}") from None
-            self._parsed = cached
+        with self._parse_lock:
+            cached = self._parsed
+            if cached is None or cached[0] != text:
+                try:
+                    cached = (text, yaml.safe_load(text))
+                except yaml.YAMLError as exc:
+                    raise _Failed(f"unable to parse the MIG configuration file: {exc}") from None
+                self._parsed = cached
         return copy.deepcopy(cached[1])
 
     def _reconfigure(self, node: str, wanted: str, pod: Obj) -> None:
