@@ -54,6 +54,8 @@ STEPS = [
     ("uncordon", ("Uncordon the node (the cordon is lifted before the annotation goes)",)),
     ("lock renewal", ("Renew the rollout lock for this batch",)),
 ]
+# tasks of these roles not named above (the include's own task is a few ms; its work is in the role)
+ROLE_STEPS = {"mig": "apply", "verify": "advertise + verification pods"}
 NEW_LAYOUT = "all-1g.5gb"
 
 
@@ -92,7 +94,7 @@ def per_host_steps(result: Any) -> Dict[str, Dict[str, float]]:
         if event["event"] not in ("runner_on_ok", "runner_on_failed"):
             continue
         data = event["event_data"]
-        step = step_of.get(data.get("task"))
+        step = step_of.get(data.get("task")) or ROLE_STEPS.get(str(data.get("role") or "").split(".")[-1])
         if step is None or data.get("duration") is None:
             continue
         host = found.setdefault(data.get("host"), {})
