@@ -1,6 +1,6 @@
-"""Benchmark: the cluster side at 10 / 100 / 1,000 GPU nodes (issue 14 #3; no timed assertions).
+"""Benchmark: the cluster side at 10 / 100 / 1,000 / 5,000 GPU nodes (issues 14 #3, 26 #3; no timed assertions).
 
-Usage: .venv/bin/python tests/bench/bench_cluster_scale.py [--nodes 10,100,1000] [--full-up-to 100] [--json FILE]
+Usage: .venv/bin/python tests/bench/bench_cluster_scale.py [--nodes 10,100,1000,5000] [--full-up-to 100] [--json FILE]
 
 Up to --full-up-to nodes, a fresh whole lab cluster in this process (no SSH hosts) with N one-GPU
 A100-40GB nodes (MIG off), the operator installed with the MIG manager on, and every node
@@ -235,7 +235,7 @@ def _table(results: List[Dict[str, Any]]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", default="10,100,1000", help="comma-separated node counts")
+    parser.add_argument("--nodes", default="10,100,1000,5000", help="comma-separated node counts")
     parser.add_argument("--full-up-to", type=int, default=100,
                         help="the whole lab (verification pods run) up to this many nodes; the API server alone above")
     parser.add_argument("--json", help="also write the results to this file")

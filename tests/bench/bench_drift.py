@@ -24,14 +24,17 @@ sys.path.insert(0, HERE)
 from bench_site_noop import BIN, LAB, REPO, fleet, recap, team_namespaces, timed  # noqa: E402
 from gpulab import tools  # noqa: E402
 from gpulab.cluster import access  # noqa: E402
+from benchlib import RunFailed  # noqa: E402
 
 
 def run_checked(name, argv, env, size):
     seconds, proc = timed(argv, env)
     changed = sum(host['changed'] for host in recap(proc.stdout).values())
-    if proc.returncode != 0 or changed:
-        raise RuntimeError('%s failed or changed %d things for %d hosts:\n%s\n%s' % (
-            name, changed, size, proc.stdout[-3000:], proc.stderr[-2000:]))
+    if proc.returncode != 0:
+        raise RunFailed('%s of %d hosts' % (name, size), proc)
+    if changed:
+        raise RuntimeError('%s of %d hosts changed %d things: %s' % (name, size, changed, sorted(
+            host for host, counts in recap(proc.stdout).items() if counts['changed'])))
     return seconds
 
 
@@ -55,7 +58,7 @@ def measure(size, helm, workdir):
         site, drift = playbook + [os.path.join(REPO, 'playbooks', 'site.yml')], playbook + [os.path.join(REPO, 'playbooks', 'drift.yml')]
         converge, proc = timed(site, ansible_env)
         if proc.returncode != 0:
-            raise RuntimeError('converge failed for %d hosts:\n%s' % (size, proc.stdout[-3000:]))
+            raise RunFailed('converge of %d hosts' % size, proc)
         ping_argv = [os.path.join(BIN, 'ansible'), 'gpu_hosts', '-m', 'ansible.builtin.ping'] + inventories
         timed(ping_argv, ansible_env)
         load_before = os.getloadavg()[0]

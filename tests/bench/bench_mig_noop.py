@@ -34,8 +34,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 LAB_ROOT = os.path.join(REPO, "tests", "lab")
 sys.path.insert(0, LAB_ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from gpulab import hosts  # noqa: E402  pylint: disable=wrong-import-position
+from benchlib import failure_report  # noqa: E402  pylint: disable=wrong-import-position
 
 MODELS = ("A100-40GB", "H100-80GB", "H200")
 PING_PLAY = """- name: Ping every lab host
@@ -79,7 +81,7 @@ def run_play(inventory, playbook, forks):
                             check=False, env=env)
     elapsed = time.perf_counter() - start
     if result.returncode != 0:
-        raise SystemExit("ansible-playbook %s failed (rc=%d):\n%s" % (playbook, result.returncode, result.stdout[-4000:]))
+        raise SystemExit(failure_report("ansible-playbook %s" % playbook, result.stdout, result.stderr, result.returncode))
     recap = dict((m.group(1), int(m.group(2))) for m in re.finditer(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)", result.stdout, re.M))
     return elapsed, recap
 

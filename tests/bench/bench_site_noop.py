@@ -21,7 +21,6 @@ rollouts (those are measured by the fleet scenario and tests/bench/bench_mig_noo
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -33,9 +32,11 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 LAB = os.path.join(REPO, 'tests', 'lab')
 BIN = os.path.join(REPO, '.venv', 'bin')
 sys.path.insert(0, LAB)
+sys.path.insert(0, HERE)
 
 from gpulab import tools  # noqa: E402
 from gpulab.cluster import access  # noqa: E402
+from benchlib import RunFailed, recap  # noqa: E402
 
 DEMO_FLEET = [
     'a100-inf-0=A100-40GB:1@a100_inference,gpu_hosts',
@@ -45,7 +46,6 @@ DEMO_FLEET = [
     'h200-shr-0=H200:1@h200_shared,gpu_hosts',
     'h200-shr-1=H200:1@h200_shared,gpu_hosts',
 ]
-RECAP = re.compile(r'^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)', re.M)
 
 
 def team_namespaces():
@@ -74,11 +74,6 @@ def timed(argv, env):
     return time.perf_counter() - start, proc
 
 
-def recap(output):
-    return dict((m.group(1), {'changed': int(m.group(3)), 'unreachable': int(m.group(4)), 'failed': int(m.group(5))})
-                for m in RECAP.finditer(output))
-
-
 def measure(size, helm, workdir, config=None):
     lab_dir = os.path.join(workdir, 'lab-%d' % size)
     env = dict(os.environ, PYTHONPATH=LAB)
@@ -103,18 +98,21 @@ def measure(size, helm, workdir, config=None):
         site = [os.path.join(BIN, 'ansible-playbook')] + inventories + extra + [os.path.join(REPO, 'playbooks', 'site.yml')]
         converge, proc = timed(site, ansible_env)
         if proc.returncode != 0:
-            raise RuntimeError('converge failed for %d hosts:\n%s\n%s' % (size, proc.stdout[-3000:], proc.stderr[-2000:]))
+            raise RunFailed('converge of %d hosts' % size, proc)
         ping_argv = [os.path.join(BIN, 'ansible'), 'gpu_hosts', '-m', 'ansible.builtin.ping'] + inventories
         # Untimed first: the SSH connections (ControlPersist) are open for the timed ping as they are
         # for the no-op run right after it, whatever the converge left.
         timed(ping_argv, ansible_env)
         ping, proc = timed(ping_argv, ansible_env)
         if proc.returncode != 0:
-            raise RuntimeError('ping failed: %s' % proc.stdout[-2000:])
+            raise RunFailed('ping of %d hosts' % size, proc)
         noop, proc = timed(site, ansible_env)
         changed = sum(host['changed'] for host in recap(proc.stdout).values())
-        if proc.returncode != 0 or changed:
-            raise RuntimeError('no-op run failed or changed %d things:\n%s' % (changed, proc.stdout[-3000:]))
+        if proc.returncode != 0:
+            raise RunFailed('no-op run of %d hosts' % size, proc)
+        if changed:
+            raise RuntimeError('no-op run of %d hosts changed %d things: %s' % (size, changed, sorted(
+                host for host, counts in recap(proc.stdout).items() if counts['changed'])))
         return {'hosts': size, 'lab_up_s': lab_up, 'converge_s': converge, 'ping_s': ping, 'noop_site_s': noop,
                 'ratio_noop_to_ping': noop / ping, 'noop_s_per_host': noop / size, 'changed_in_noop': changed}
     finally:

@@ -11,7 +11,8 @@ I/O through the helm runner and the K8sClient the module hands over; the rules a
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, List, Optional
+import os
+from typing import Any, Dict, List, Optional, Tuple
 
 from ansible.module_utils.common.process import get_bin_path
 
@@ -20,6 +21,8 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._gpu_ope
     ClusterObjectError, NotReady, apply_cluster_objects, build_values, cluster_policy_state, crds_from_text,
     pending_problem, release_action, release_info, release_state, values_changes, wait_operator_ready)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._helm import Helm, HelmCommand, find_helm, helm_environment, repo_of
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._helm_release import (
+    ReleaseRecordError, release_from_records, release_selector)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._images import (
     docker_config_secret, full_chart_values, merge, mirror_values, per_pod_metrics_env, proxy_env,
     pull_secret_values, registry_host, registry_problems, secret_forms)
@@ -72,6 +75,7 @@ class GpuOperator:
         self.mod = mod
         self.params = params = mod.params
         self._chart_values: Optional[Dict[str, Any]] = None
+        self._stored_values: Optional[Dict[str, Any]] = None  # `helm get values`, read from the records
         self._subcharts: Dict[str, Any] = {}
         env = helm_environment(params["host"], params["api_key"], params["ca_cert"], params["validate_certs"])
         self.helm = Helm(HelmCommand(find_helm(params["helm_binary"], get_bin_path), params["kubeconfig"],
@@ -114,10 +118,25 @@ class GpuOperator:
             values = merge(values, {"driver": {"env": proxy_env(values, p["proxy"])}}) if wanted else values
         return values
 
-    def release_entry(self) -> Optional[Dict[str, Any]]:
+    def stored_release(self, k8s: K8sClient) -> Optional[Tuple[Optional[Dict[str, Any]], Dict[str, Any]]]:
+        """The release as `helm list` shows it and its values as `helm get values` prints them, from
+        the release records (one API request instead of two helm runs); None when the records
+        cannot be read (another storage driver, no right to list Secrets): then helm is asked."""
+        if os.environ.get("HELM_DRIVER", "secret").lower() not in ("", "secret", "secrets"):
+            return None
+        p = self.params
+        try:
+            secrets = k8s.list("Secret", p["namespace"], label_selector=release_selector(p["release_name"]))
+            return release_from_records(secrets, p["release_name"], p["namespace"])
+        except (K8sError, ReleaseRecordError) as exc:
+            self.mod.log("release records not readable (%s); asking helm" % exc)
+            return None
+
+    def release_entry(self, k8s: Optional[K8sClient] = None) -> Optional[Dict[str, Any]]:
         """The release; an interrupted one is rolled back first when O(recover_pending) allows it."""
         p = self.params
-        entry = self.helm.release(p["namespace"], p["release_name"])
+        stored = self.stored_release(k8s) if k8s is not None else None
+        entry, self._stored_values = stored if stored is not None else (self.helm.release(p["namespace"], p["release_name"]), None)
         problem = pending_problem(entry, p["release_name"])
         if not problem:
             return entry
@@ -131,6 +150,7 @@ class GpuOperator:
         if self.mod.check_mode:
             return entry
         self.helm.call(self.helm.command.rollback(p["release_name"], p["namespace"]), "rollback")
+        self._stored_values = None
         return self.helm.release(p["namespace"], p["release_name"])
 
     def check_upgrade_path(self, info: Dict[str, Any], wanted_version: str) -> None:
@@ -162,11 +182,12 @@ class GpuOperator:
         wanted_version = params["chart_version"] or meta["version"]
         requested = self.with_pull_secrets(k8s, self.with_tolerations(self.with_metrics(self.mirrored(requested))))
         crds = self.chart_crds() if params["apply_crds"] else []
-        entry = self.release_entry()
+        entry = self.release_entry(k8s)
         info = release_info(entry, meta["name"])
         self.check_upgrade_path(info, wanted_version)
         values, carried = carry_forward(requested, self.live_policy(k8s))
-        before_values = self.helm.values(params["release_name"], params["namespace"]) if entry is not None else {}
+        before_values = {} if entry is None else self._stored_values if self._stored_values is not None else \
+            self.helm.values(params["release_name"], params["namespace"])
         result.update(release=info, values=self.redacted(values), carried_forward=carried,
                       values_changes=values_changes(self.redacted(before_values), self.redacted(values)))
         result["action"] = action = release_action(entry, meta["name"], wanted_version,

@@ -139,7 +139,10 @@ class OperatorContext:
             LOG.exception("cannot label node %s", node)
 
     def running_operand_pod(self, node: str, ds_name: str) -> Optional[Obj]:
-        pods = self._pass_pods if self._pass_pods is not None else self.store.items("v1/pods", self.namespace)
+        # Outside a snapshot (the kubelet admitting a pod): the node's pods only, read live. Copying the
+        # whole namespace for each admission made starting N nodes' operands cost N^2 pod copies.
+        pods = self._pass_pods if self._pass_pods is not None else \
+            self.store.items("v1/pods", self.namespace, field_selector=f"spec.nodeName={node}")
         for pod in pods:
             if pod["spec"].get("nodeName") != node or pod["metadata"].get("namespace") != self.namespace:
                 continue

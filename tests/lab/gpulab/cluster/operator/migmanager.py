@@ -12,6 +12,7 @@ Each reconfiguration runs in its own short-lived thread.
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -43,6 +44,11 @@ class MigManager:
         self._processed: Dict[str, Optional[str]] = {}  # node -> label value handled
         self._jobs: Dict[str, threading.Thread] = {}
         self._pods: Dict[str, str] = {}  # node -> running mig-manager pod uid
+        # the last ConfigMap text parsed, and what it parsed to: every node's MIG manager reads the
+        # same ~50-config document; parsing it once per text keeps N nodes' starts linear and cheap
+        # (each real MIG manager parses it on its own node, in parallel; here they share 2 cores)
+        self._parsed: Optional[tuple] = None
+        self._parse_lock = threading.Lock()  # the managers' threads start together: one parses, the others wait
 
     def started(self, pod: Obj) -> None:
         """A (re)started MIG manager applies the current label again (real: reconcile at start)."""
@@ -99,15 +105,23 @@ class MigManager:
         data = self.context.configmap_data(pod["metadata"]["namespace"], volume)
         if data is None or "config.yaml" not in data:
             raise _Failed(f'unable to read the MIG configuration: configmap "{volume}" with key config.yaml not found')
-        try:
-            config = yaml.safe_load(data["config.yaml"])
-        except yaml.YAMLError as exc:
-            raise _Failed(f"unable to parse the MIG configuration file: {exc}") from None
+        config = self._parse(data["config.yaml"])
         self._log(pod, "Asserting that the requested configuration is present in the configuration file")
         configs = (config or {}).get("mig-configs") if isinstance(config, dict) else None
         if not isinstance(configs, dict) or wanted not in configs:
             raise _Failed(f"Error validating MIG configuration: selected mig-config '{wanted}' not present in the configuration file")
         return config
+
+    def _parse(self, text: str) -> Any:
+        with self._parse_lock:
+            cached = self._parsed
+            if cached is None or cached[0] != text:
+                try:
+                    cached = (text, yaml.safe_load(text))
+                except yaml.YAMLError as exc:
+                    raise _Failed(f"unable to parse the MIG configuration file: {exc}") from None
+                self._parsed = cached
+        return copy.deepcopy(cached[1])
 
     def _reconfigure(self, node: str, wanted: str, pod: Obj) -> None:
         self._log(pod, f"Updating to MIG config: {wanted}")
