@@ -11,8 +11,8 @@ from typing import Any, Dict, List, Optional
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._host import read_file
-from ansible_collections.gpufleet.sharing.plugins.module_utils._report_files import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._host import read_file
+from ansible_collections.gpufleet.sharing.plugins.module_utils.report._report_files import (
     DIR_MODE,
     FILE_MODE,
     file_diff,

@@ -9,10 +9,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.filter.node_plans import node_name
 from ansible_collections.gpufleet.sharing.plugins.filter.rollout_triage import read_plan
-from ansible_collections.gpufleet.sharing.plugins.module_utils._drift import advertised_rows, host_rows, merge_rows
-from ansible_collections.gpufleet.sharing.plugins.module_utils._drift_cluster import cluster_rows, summary
-from ansible_collections.gpufleet.sharing.plugins.module_utils._drift_report import junit, report_json, table
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_read_plan import Prepared
+from ansible_collections.gpufleet.sharing.plugins.module_utils.drift._drift import advertised_rows, host_rows, merge_rows
+from ansible_collections.gpufleet.sharing.plugins.module_utils.drift._drift_cluster import cluster_rows, summary
+from ansible_collections.gpufleet.sharing.plugins.module_utils.drift._drift_report import junit, report_json, table
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_read_plan import Prepared
 
 DOCUMENTATION = r"""
 name: fleet_drift

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Sequence
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import CatalogError, resolve_model
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import plan_named_config
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import CatalogError, resolve_model
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_parted import plan_named_config
 
 DOCUMENTATION = r"""
 name: mig_selection_problems

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Sequence
 
 from ansible_collections.gpufleet.sharing.plugins.filter.node_plans import node_name
-from ansible_collections.gpufleet.sharing.plugins.module_utils._taints import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._taints import (
     GPU_TOLERATION, taint_problems, tolerations_for, untolerated)
 
 DOCUMENTATION = r"""

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from ansible_collections.gpufleet.sharing.plugins.filter.mig_selection_problems import mig_selection_problems
 from ansible_collections.gpufleet.sharing.plugins.filter.node_plans import node_name
 from ansible_collections.gpufleet.sharing.plugins.filter.node_taints import taint_report
-from ansible_collections.gpufleet.sharing.plugins.module_utils._preflight import gpu_models, host_problems, shared_node_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils.run._preflight import gpu_models, host_problems, shared_node_problems
 
 DOCUMENTATION = r"""
 name: preflight_problems

@@ -9,7 +9,7 @@ from typing import Any, Dict, Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._report_html import render_html
+from ansible_collections.gpufleet.sharing.plugins.module_utils.report._report_html import render_html
 
 DOCUMENTATION = r"""
 name: report_html

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.gpufleet.sharing.plugins.filter.node_plans import node_name
-from ansible_collections.gpufleet.sharing.plugins.module_utils._rollout_triage import failure_message, summary_rows, to_annotate_again
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import failure_message, summary_rows, to_annotate_again
 
 DOCUMENTATION = r"""
 name: rollout_summary

@@ -8,12 +8,12 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.filter.node_plans import node_name
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_read_plan import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_read_plan import (
     Prepared,
     plan_prepared,
     prepare,
 )
-from ansible_collections.gpufleet.sharing.plugins.module_utils._rollout_triage import UNPLANNED, steps, triage
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import UNPLANNED, steps, triage
 
 DOCUMENTATION = r"""
 name: rollout_triage

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Sequence
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._preflight import variable_problems as _host_variable_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils.run._preflight import variable_problems as _host_variable_problems
 
 DOCUMENTATION = r"""
 name: variable_problems

@@ -84,7 +84,7 @@ now:
 import time
 from typing import Any, Dict, List, Mapping
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
 
 STATE_LABELS = ("nvidia.com/mig.config.state", "nvidia.com/gpu-driver-upgrade-state")
 OUR_PREFIX = "gpufleet.sharing/"

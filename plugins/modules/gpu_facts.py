@@ -170,9 +170,9 @@ ansible_facts:
 import os
 from typing import Any, Dict, List, Sequence
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._host import HostCommands, read_file
-from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils._nvidia_smi import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._host import HostCommands, read_file
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._module import GpuFleetModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._nvidia_smi import (
     QUERY_ARGV,
     ParseError,
     commands_for,

@@ -138,14 +138,14 @@ waited_for:
 
 from typing import Any, Dict, List, Sequence
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sTimeout
-from ansible_collections.gpufleet.sharing.plugins.module_utils._node_drain import pod_key, pod_ready
-from ansible_collections.gpufleet.sharing.plugins.module_utils._operands import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sTimeout
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._node_drain import pod_key, pod_ready
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operands import (
     CLIENT_LABEL, DEFAULT_OPERANDS, OPERAND_APPS, PAUSED_ANNOTATION, READY_APPS, VALIDATION_APPS, VALIDATOR_APP, app_of,
     apps_to_wait, client_pods, encode_record, node_labels, node_record, plan_client_pause, plan_pause, plan_restore,
     pods_by_app, unknown_operands)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._options import number_problems, object_name_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._options import number_problems, object_name_problems
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     node=dict(type="str", required=True),

@@ -408,11 +408,11 @@ diagnosis:
 
 from typing import Any, Dict
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator import wait_problems
-from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import HelmError, HelmFailed
-from ansible_collections.gpufleet.sharing.plugins.module_utils._inputs import input_problems, no_proxy_text
-from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils._operator_steps import GpuOperator, mask_secrets
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._gpu_operator import wait_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._helm import HelmError, HelmFailed
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._inputs import input_problems, no_proxy_text
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operator_io import GpuOperator, mask_secrets
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     state=dict(type="str", choices=["present", "absent"], default="present"),

@@ -130,13 +130,13 @@ from typing import Any, Dict
 
 from ansible.module_utils.common.process import get_bin_path
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator import ValuesError, build_values
-from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import Helm, HelmCommand, HelmError, find_helm
-from ansible_collections.gpufleet.sharing.plugins.module_utils._image_plan import OsError, fleet_os_tags
-from ansible_collections.gpufleet.sharing.plugins.module_utils._images import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._gpu_operator import ValuesError, build_values
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._helm import Helm, HelmCommand, HelmError, find_helm
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._image_plan import OsError, fleet_os_tags
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._images import (
     ImageError, chart_images, full_chart_values, mirror_image, registry_problems)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils._operator_release import chart_version_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._module import GpuFleetModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operator_release import chart_version_problems
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     chart_ref=dict(type="str", default="nvidia/gpu-operator"),

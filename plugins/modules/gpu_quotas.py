@@ -131,15 +131,15 @@ checks:
 
 from typing import Any, Dict, List
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_read import FLEET_ARGSPEC
-from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_io import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_read import FLEET_ARGSPEC
+from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_io import (
     advertised_nodes, delete, planned_nodes, read_owned, refusals, write)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_objects import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_objects import (
     cluster_queue, live_quotas, local_queue, quota_checks, resource_flavor, summary, with_quotas)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_plan import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_plan import (
     flavors_of, group_problems, plan_quotas, resource_groups, shrunk)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_teams import parse_teams
+from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_teams import parse_teams
 
 ARGUMENT_SPEC: Dict[str, Any] = dict(
     teams=dict(type="list", elements="raw", required=True),

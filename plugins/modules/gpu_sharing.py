@@ -284,7 +284,7 @@ wait:
 import copy
 from typing import Any, List, Mapping, Optional, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_plan import (
     NODE_PLANS_ARGSPEC,
     SCOPE_GOVERNED,
     ClusterView,
@@ -297,11 +297,11 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan impor
     removal_problems,
     sharing_changes,
 )
-from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import wait_until_advertised
-from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing_steps import read_configmaps, read_policy, restart_pods, wait_mps_daemons
-from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils._options import selector_problem
-from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_io import wait_until_advertised
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing_io import read_configmaps, read_policy, restart_pods, wait_mps_daemons
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._options import selector_problem
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import (
     CONFIG_ARGSPEC,
     CONFIG_LABEL,
     SharingConfig,

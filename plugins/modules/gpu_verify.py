@@ -344,20 +344,21 @@ import os
 import time
 from typing import Any, Dict, List, Mapping, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_plan import SCOPE_FLEET, ClusterView, Intent, labels_of, plan_fleet
-from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_read import FLEET_ARGSPEC, read_fleet
-from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import ExpectedNode, SharingError
-from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_plan import SCOPE_FLEET, ClusterView, Intent, labels_of, plan_fleet
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_read import FLEET_ARGSPEC, read_fleet
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import ExpectedNode, SharingError
+from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._verify import (
     HAS_JMESPATH, POD_ARGSPEC, Check, build_report, compare_node, config_checks, option_problems, render_junit, render_table,
     user_checks)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._fleet_io import PodRun, read_cluster_configs
-from ansible_collections.gpufleet.sharing.plugins.module_utils._probe import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_io import read_cluster_configs
+from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._pods import PodRun
+from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._probe import (
     PROBE_ARGSPEC, junit_properties, probe_option_problems, render_probe_table)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._probe_io import ProbeRun
-from ansible_collections.gpufleet.sharing.plugins.module_utils._report_gpus import node_gpu_layouts
-from ansible_collections.gpufleet.sharing.plugins.module_utils._pod_metrics import METRICS_ARGSPEC, metrics_option_problems
-from ansible_collections.gpufleet.sharing.plugins.module_utils._metrics_io import MetricsScrape
+from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._probe_io import ProbeRun
+from ansible_collections.gpufleet.sharing.plugins.module_utils.report._report_gpus import node_gpu_layouts
+from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._pod_metrics import METRICS_ARGSPEC, metrics_option_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._metrics_io import MetricsScrape
 
 ARGUMENT_SPEC = dict(
     **FLEET_ARGSPEC,

@@ -291,8 +291,8 @@ plan_reused:
 
 from typing import Any, Dict, List, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._host import read_file, write_file
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_apply import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._host import read_file, write_file
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_apply import (
     DIR_MODE,
     FILE_MODE,
     FileState,
@@ -308,9 +308,9 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_apply import
     plan_result,
     wanted_files,
 )
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_given_plan import GivenPlanError, given_plan, plan_to_dict, reusable
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_host import MigHost, read_document
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_given_plan import GivenPlanError, given_plan, plan_to_dict, reusable
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_host import MigHost, read_document
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_parted import (
     DocumentError,
     MigPartedConfig,
     MigPartedError,
@@ -318,7 +318,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted impor
     parse_config,
     render_yaml,
 )
-from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._module import GpuFleetModule
 
 ARGUMENT_SPEC = dict(
     config=dict(type="dict"),

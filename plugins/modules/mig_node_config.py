@@ -168,13 +168,13 @@ reason:
 
 from typing import Any, Dict, List, Optional
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sTimeout
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_operator import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sTimeout
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_operator import (
     MIG_CONFIG_LABEL, MIG_STATE_LABEL, MigConfigFailed,
     config_map_problem, node_is_configured, node_mig_status, option_problems, relabel_step, wait_mig_config)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils._options import object_name_problems, selector_problem
-from ansible_collections.gpufleet.sharing.plugins.module_utils._node_drain import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._options import object_name_problems, selector_problem
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._node_drain import (
     DrainError, Drainer, blocking_message, cordon, cordon_owner, default_run_id, pod_key, uncordon)
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(

@@ -112,13 +112,13 @@ cluster_policy_found:
 
 from typing import Any, Dict
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._gpu_operator import PSA_LABELS
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_operator import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._gpu_operator import PSA_LABELS
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_operator import (
     CONFIG_KEY, MIG_CONFIG_LABEL, MigOperatorError, changed_in_use, config_map_body, missing_selections,
     operator_config_document, policy_config_name)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import MigPartedError, render_yaml
-from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils._options import object_name_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_parted import MigPartedError, render_yaml
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._options import object_name_problems
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     name=dict(type="str", default="gpufleet-mig-parted-config"),

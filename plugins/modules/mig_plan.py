@@ -202,10 +202,10 @@ problems:
 
 from typing import Optional
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import CatalogError, GpuModel, resolve_model
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import plan_named_config
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import LayoutError, plan_layout
-from ansible_collections.gpufleet.sharing.plugins.module_utils._module import GpuFleetModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import CatalogError, GpuModel, resolve_model
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_parted import plan_named_config
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_planner import LayoutError, plan_layout
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._module import GpuFleetModule
 
 ARGUMENT_SPEC = dict(
     gpu=dict(type='str'),

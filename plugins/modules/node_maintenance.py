@@ -186,10 +186,10 @@ blocking:
 import copy
 from typing import Any, Dict, List, Optional
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils._options import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._options import (
     number_problems, object_name_problems, qualified_name_problem, selector_problem)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._node_drain import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._node_drain import (
     CORDON_OWNER, DrainError, Drainer, blocking_message, cordon, cordon_node, cordon_owner, default_run_id,
     planned_annotations, pod_key, pod_ready, uncordon, uncordon_node)
 

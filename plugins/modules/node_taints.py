@@ -72,9 +72,9 @@ nodes:
 
 from typing import Any, Dict, List
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils._options import object_name_problems
-from ansible_collections.gpufleet.sharing.plugins.module_utils._taints import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._options import object_name_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._taints import (
     OWNED_ANNOTATION, node_taints, stranding_problems, taint_problems)
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(

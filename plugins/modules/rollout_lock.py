@@ -96,11 +96,11 @@ lease:
 import time
 from typing import Any, Dict, List
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import BUILTIN_TYPES, K8sError
-from ansible_collections.gpufleet.sharing.plugins.module_utils._operands import PAUSED_ANNOTATION
-from ansible_collections.gpufleet.sharing.plugins.module_utils._rollout_lock import LEASE_API_VERSION, decide
-from ansible_collections.gpufleet.sharing.plugins.module_utils._run_inputs import lock_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import BUILTIN_TYPES, K8sError
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operands import PAUSED_ANNOTATION
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_lock import LEASE_API_VERSION, decide
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._run_inputs import lock_problems
 
 LEASE = BUILTIN_TYPES["Lease"]
 ATTEMPTS = 3  # another run may create or update the Lease between our read and our write

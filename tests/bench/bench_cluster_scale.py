@@ -44,8 +44,8 @@ import test_cluster_modules_sharing as labkit  # noqa: E402  pylint: disable=wro
 
 labtools.ensure_collection_path()
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _fleet_plan  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import parse_configs  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet import _fleet_plan  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import parse_configs  # noqa: E402  pylint: disable=wrong-import-position
 
 A100 = "NVIDIA A100-SXM4-40GB"
 RUNTIME_ANNOTATION = "lab.gpufleet.io/runtime-seconds"

@@ -20,8 +20,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, '.build'))
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import MODELS  # noqa: E402
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import (  # noqa: E402
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import MODELS  # noqa: E402
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_planner import (  # noqa: E402
     LayoutError,
     normalize_layout,
     plan_layout,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._pod_metrics import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._pod_metrics import (
     MetricsError, attributed_pods, attribution_checks, hold_command, metrics_option_problems, parse_prometheus, proxy_path)
 
 TEXT = """# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).

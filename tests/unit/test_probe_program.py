@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _probe
+from ansible_collections.gpufleet.sharing.plugins.module_utils.proof import _probe
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROBE = os.path.join(REPO, "roles", "verify", "files", "gpufleet_probe.py")

@@ -23,7 +23,7 @@ from labtools import BUILD, FAST_ENV, REPO, ensure_collection_path, environ, wai
 
 ensure_collection_path()
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient, K8sError  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient, K8sError  # noqa: E402  pylint: disable=wrong-import-position
 
 SPECS = ["flt-0=A100-40GB:1@gpu_hosts", "flt-1=A100-40GB:1@gpu_hosts"]
 ANNOTATION = "gpufleet.sharing/rollout"

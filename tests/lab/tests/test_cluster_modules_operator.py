@@ -31,7 +31,7 @@ CHART = os.path.join(REPO, "tests", "lab", "charts", "gpu-operator-standin")
 
 ensure_collection_path()
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient  # noqa: E402
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient  # noqa: E402
 
 
 # -- harness ---------------------------------------------------------------------------------------

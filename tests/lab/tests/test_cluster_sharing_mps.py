@@ -14,7 +14,7 @@ from test_cluster_modules_sharing import install_operator, start_lab
 
 ensure_collection_path()
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient  # noqa: E402
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient  # noqa: E402
 
 MPS_DS = "nvidia-device-plugin-mps-control-daemon"
 NODE_GPUS = {"mps-1": [{"model": "H200", "count": 1, "product": "NVIDIA H200"}]}

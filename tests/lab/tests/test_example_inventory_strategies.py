@@ -22,8 +22,8 @@ from test_cluster_behaviour_devices import host, set_mig
 
 ensure_collection_path()
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _fleet_plan as fp  # noqa: E402
-from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import parse_configs, render_configmap_data  # noqa: E402
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet import _fleet_plan as fp  # noqa: E402
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import parse_configs, render_configmap_data  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 GROUP_VARS = os.path.join(ROOT, "inventories", "example", "group_vars")

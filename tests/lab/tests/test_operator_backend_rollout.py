@@ -25,7 +25,7 @@ from labtools import BUILD, REPO, ensure_collection_path, environ
 
 ensure_collection_path()
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient  # noqa: E402  pylint: disable=wrong-import-position
 
 _PROBLEM = hosts.prerequisites_problem()
 pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=f"lab hosts cannot run here: {_PROBLEM}")

@@ -14,8 +14,8 @@ from gpulab.cluster.operator.migconfig import default_mig_parted_config
 from gpulab.models import available_models, load_model
 
 labtools.ensure_collection_path()
-CATALOG = importlib.import_module("ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog")
-MIG_PARTED = importlib.import_module("ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted")
+CATALOG = importlib.import_module("ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog")
+MIG_PARTED = importlib.import_module("ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_parted")
 
 
 def _profiles(path):

@@ -22,6 +22,7 @@ from gpulab.cluster import corevalidation as _core
 from gpulab.cluster import kueue as _kueue
 from gpulab.cluster import selectors as _sel
 from gpulab.cluster.crds import CRD_KEY
+from gpulab.cluster.dra import validation as _dra
 from gpulab.cluster.errors import bad_request
 from gpulab.cluster.objects import Obj, ResourceType
 
@@ -300,6 +301,7 @@ _VALIDATORS: Dict[str, Callable[[Obj, Optional[Obj]], Problems]] = {
     "policy/v1/poddisruptionbudgets": _pdb_problems,
     **{key: _workload_problems for key in WORKLOAD_KEYS},
     **_kueue.VALIDATORS,
+    **_dra.VALIDATORS,
 }
 
 
@@ -424,6 +426,7 @@ _DEFAULTERS: Dict[str, Callable[[Obj], None]] = {
     "v1/nodes": _default_node,
     "v1/services": _default_service,
     **{key: _default_replicated for key in WORKLOAD_KEYS if key != "apps/v1/daemonsets"},
+    **_dra.DEFAULTERS,
 }
 
 

@@ -77,6 +77,7 @@ class Kubelet:
         program_for: Callable[[Obj, Obj], Optional[Program]],
         state_path_for: Callable[[str], Optional[str]],
         clock: Callable[[], float],
+        claim_devices: Optional[Callable[[Obj, str], Tuple[Dict[str, List[devmod.Device]], str]]] = None,
     ):
         self.store = store
         self.settings = settings
@@ -84,6 +85,8 @@ class Kubelet:
         self.program_for = program_for
         self.state_path_for = state_path_for
         self.clock = clock
+        self.claim_devices = claim_devices  # DRA: the kubelet plugin's prepared devices (dra/claims.py)
+        self._claim_waits: Dict[str, str] = {}
         self.runs: Dict[str, PodRun] = {}
         self.workload = Workload(settings.default_runtime)
         self.probe = ProbeProgram(store)  # the collection's sharing probe, run for real (probe.py)
@@ -211,6 +214,17 @@ class Kubelet:
         except allocation.Rejected as rejected:
             self._reject(pod, rejected.reason, rejected.message)
             return None
+        if self.claim_devices is not None:
+            claimed, waiting = self.claim_devices(pod, node_name)
+            if waiting:
+                if self._claim_waits.get(meta["uid"]) != waiting:
+                    self._claim_waits[meta["uid"]] = waiting
+                    self.store.record_event(pod, "FailedPrepareDynamicResources", "Failed to prepare dynamic resources: "
+                                            + waiting, type="Warning", component="kubelet")
+                return None
+            self._claim_waits.pop(meta["uid"], None)
+            for name, found in claimed.items():
+                allocations.setdefault(name, []).extend(found)
         run = PodRun(uid=meta["uid"], namespace=meta["namespace"], name=meta["name"], node=node_name, allocations=allocations)
         operand = self._is_operand(pod)
         run.due = now + (self.settings.operand_start_delay if operand else self.settings.pod_start_delay)

@@ -4,7 +4,8 @@ The controllers are a static, ordered list (``Controllers.steps``); one thread
 (``gpulab-controllers``) runs a pass of all of them whenever the store changes and at least
 every ``resync_seconds``:
 
-1. ``scheduler``      binds pending pods (scheduler.py)
+0. ``resourceclaims`` claims from templates, deallocation (dra/claims.py)
+1. ``scheduler``      binds pending pods (scheduler.py; DRA claims allocated through dra/claims.py)
 2. ``kubelet``        runs the pods bound to nodes, then asks running programs whether they
                       still run (kubelet.py)
 3. ``node-lifecycle`` reboots and power state of the hosts (nodelifecycle.py)
@@ -31,6 +32,8 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from gpulab.cluster.daemonsets import DaemonSetController
+from gpulab.cluster.dra.claims import DraClaims
+from gpulab.cluster.dra.plugin import KubeletPluginProgram, is_plugin_container
 from gpulab.cluster.kubelet import Kubelet
 from gpulab.cluster.nodelifecycle import NodeLifecycleController
 from gpulab.cluster.operator.clusterpolicy import ClusterPolicyController
@@ -87,13 +90,16 @@ class Controllers:
         self.gfd = GfdController(self.context)
         self.mig_manager = MigManager(self.context)
         self.programs = OperandPrograms(self.context, self.mig_manager.started)
-        self.kubelet = Kubelet(store, settings, self.device_plugin.node_devices, self.programs.program_for,
-                               self.context.hosts.get, time.time)
-        self.scheduler = Scheduler(store, self.context.fault)
+        self.dra_plugin = KubeletPluginProgram(store, self.context.hosts.get)  # NVIDIA's DRA kubelet plugin
+        self.dra = DraClaims(store, self.dra_plugin)
+        self.kubelet = Kubelet(store, settings, self.device_plugin.node_devices, self._program_for,
+                               self.context.hosts.get, time.time, self.dra.claim_devices)
+        self.scheduler = Scheduler(store, self.context.fault, self.dra)
         self.node_lifecycle = NodeLifecycleController(store, self.context.host_state, self.kubelet.node_rebooted)
         self.clusterpolicy = ClusterPolicyController(self.context)
         self.daemonsets = DaemonSetController(store)
         self.steps: List[Step] = [
+            ("resourceclaims", self.dra.run_once),
             ("scheduler", self.scheduler.run_once),
             ("kubelet", self.kubelet.run_once),
             ("kubelet-checks", self.kubelet.check_running),
@@ -110,6 +116,11 @@ class Controllers:
         self.threads = [threading.Thread(target=self._loop, daemon=True, name="gpulab-controllers")]
         for thread in self.threads:
             thread.start()
+
+    def _program_for(self, pod: Any, container: Any) -> Any:
+        if is_plugin_container(pod, container):
+            return self.dra_plugin
+        return self.programs.program_for(pod, container)
 
     def _sync_gpu_nodes(self) -> None:
         with self.context.pods_snapshot():

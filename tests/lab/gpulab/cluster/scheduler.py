@@ -196,9 +196,10 @@ def _used_by_node(pods: List[Obj]) -> Dict[str, Dict[str, float]]:
 class Scheduler:
     """Single-threaded: `run_once` is called by the controller loop."""
 
-    def __init__(self, store: Any, active_fault: Callable[[str], bool]):
+    def __init__(self, store: Any, active_fault: Callable[[str], bool], dra: Any = None):
         self.store = store
         self.active_fault = active_fault
+        self.dra = dra  # dra/claims.py DraClaims: the DynamicResources plugin (pods with resourceClaims)
         self._last_message: Dict[str, str] = {}
 
     def run_once(self, pods: Optional[List[Obj]] = None) -> None:
@@ -227,10 +228,17 @@ class Scheduler:
     def _schedule(self, pod: Obj, nodes: List[Obj], used: Dict[str, Dict[str, float]]) -> None:
         reasons: Dict[str, List[str]] = {}
         feasible: List[Tuple[float, str, Obj]] = []
+        try:
+            claims = self.dra.claims_for(pod) if self.dra is not None else None
+        except Exception as waiting:  # pylint: disable=broad-except  (dra.claims.Waiting)
+            self._unschedulable_once(pod, str(waiting))
+            return
         gpu_requests = {r: q for r, q in pod_requests(pod).items() if "/" in r}
         for node in nodes:
             name = node["metadata"]["name"]
             found = node_reasons(pod, node, used.get(name, {}))
+            if not found and claims:
+                found = self.dra.node_problems(pod, claims, node)
             if found:
                 reasons[name] = found
                 continue
@@ -239,14 +247,13 @@ class Scheduler:
             feasible.append((-free, name, node))
         meta = pod["metadata"]
         if not feasible:
-            message = fit_error_message(len(nodes), reasons) if nodes else "no nodes available to schedule pods"
-            if self._last_message.get(meta["uid"]) != message:
-                self._last_message[meta["uid"]] = message
-                self._mark_unschedulable(pod, message)
+            self._unschedulable_once(pod, fit_error_message(len(nodes), reasons) if nodes else "no nodes available to schedule pods")
             return
         feasible.sort(key=lambda entry: (entry[0], entry[1]))
         node_name = feasible[0][1]
         try:
+            if claims:
+                self.dra.commit(pod, claims, node_name)
             self.store.bind(meta["namespace"], meta["name"], node_name)
         except Exception:  # pylint: disable=broad-except
             return  # deleted or bound meanwhile: the next pass sees it
@@ -256,6 +263,11 @@ class Scheduler:
         self._last_message.pop(meta["uid"], None)
         self.store.record_event(pod, "Scheduled", f"Successfully assigned {meta['namespace']}/{meta['name']} to {node_name}",
                                 component="default-scheduler")
+
+    def _unschedulable_once(self, pod: Obj, message: str) -> None:
+        if self._last_message.get(pod["metadata"]["uid"]) != message:
+            self._last_message[pod["metadata"]["uid"]] = message
+            self._mark_unschedulable(pod, message)
 
     def _mark_unschedulable(self, pod: Obj, message: str) -> None:
         def mutate(obj: Obj) -> None:

@@ -44,6 +44,7 @@ from cryptography.x509.oid import NameOID
 from gpulab.cluster import faults as _faults
 from gpulab.cluster import kueue as _kueue
 from gpulab.cluster import manager
+from gpulab.cluster.dra import api as _dra_api
 from gpulab.cluster.api import Api, Request
 from gpulab.cluster.errors import ApiError
 from gpulab.cluster.store import Store
@@ -210,10 +211,13 @@ class LabServer:
         self.store = Store()
         add_nodes(self.store, self.hosts)
         _kueue.install(self.store)  # Kueue's CRDs, as in a cluster where Kueue is installed
+        self.kubernetes_version = _dra_api.kubernetes_version()  # GPULAB_KUBERNETES_VERSION
+        _dra_api.install(self.store, self.kubernetes_version)  # resource.k8s.io/v1 from 1.34 on
         self.faults = fault_registry if fault_registry is not None else _faults.REGISTRY
         self.token = token or secrets.token_hex(16)
         self.stopping = threading.Event()
         self.api = Api(self.store, self.faults, self.token, self.stopping)
+        self.api.version = _dra_api.version_document(self.kubernetes_version, self.api.version)
         handler = type("Handler", (_Handler,), {"api": self.api})
         self.httpd = _HTTPServer(("127.0.0.1", port), handler)
         self.ca_file, cert_file, key_file = ensure_pki(os.path.join(self.dir, "pki"))

@@ -63,6 +63,15 @@ def _printer(column: Obj) -> Callable[[Obj], Any]:
     return cell
 
 
+def _claim_state(claim: Obj) -> str:
+    status = claim.get("status") or {}
+    states = [name for name, on in (("allocated", status.get("allocation")), ("reserved", status.get("reservedFor")))
+              if on]
+    if (claim.get("metadata") or {}).get("deletionTimestamp"):
+        states.append("deleted")
+    return ",".join(states) or "pending"
+
+
 def _status_field(key: str) -> Callable[[Obj], Any]:
     return lambda obj: (obj.get("status") or {}).get(key, 0)
 
@@ -92,6 +101,12 @@ _TABLE_COLUMNS: Dict[str, List[Column]] = {
         ("Allowed Disruptions", lambda p: (p.get("status") or {}).get("disruptionsAllowed", 0))],
     "nvidia.com/v1/clusterpolicies": [
         ("Status", lambda c: (c.get("status") or {}).get("state", ""))],
+    # kubernetes pkg/printers/internalversion/printers.go (v1.34): ResourceSlice and ResourceClaim columns.
+    "resource.k8s.io/v1/resourceslices": [
+        ("Node", lambda r: (r.get("spec") or {}).get("nodeName") or "<none>"),
+        ("Driver", lambda r: (r.get("spec") or {}).get("driver", "")),
+        ("Pool", lambda r: ((r.get("spec") or {}).get("pool") or {}).get("name", ""))],
+    "resource.k8s.io/v1/resourceclaims": [("State", _claim_state)],
 }
 
 

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import yaml
 
 from ansible_collections.gpufleet.sharing.plugins.filter.fleet_drift import DOCUMENTATION, fleet_drift
-from ansible_collections.gpufleet.sharing.plugins.module_utils._drift_report import item_of, table
+from ansible_collections.gpufleet.sharing.plugins.module_utils.drift._drift_report import item_of, table
 
 GPU = {"index": 0, "uuid": "GPU-0", "name": "NVIDIA A100-SXM4-40GB", "pci_device_id": "0x20B010DE",
        "memory_total_mib": 40960, "mig": {"capable": True, "current": False, "pending": False, "instances": []}}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.gpufleet.sharing.plugins.filter.mig_selection_problems import FilterModule, mig_selection_problems
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import resolve_model
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import plan_named_config
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import resolve_model
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_parted import plan_named_config
 
 A100 = "0x20B010DE"
 H100 = "0x233010DE"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ansible_collections.gpufleet.sharing.plugins.filter.node_taints import node_taints, taint_report, taint_tolerations
-from ansible_collections.gpufleet.sharing.plugins.module_utils._taints import GPU_TOLERATION
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._taints import GPU_TOLERATION
 
 DEDICATED = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 HOSTVARS = {"a": {"gpufleet_node_taints": [DEDICATED], "gpufleet_node_name": "node-a"}, "b": {}}

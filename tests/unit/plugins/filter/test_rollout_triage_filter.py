@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 
 from ansible_collections.gpufleet.sharing.plugins.filter.rollout_triage import DOCUMENTATION, read_plan, rollout_triage
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_read_plan import plan_from_read
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_read_plan import plan_from_read
 
 GPU = {"index": 0, "uuid": "GPU-0", "name": "NVIDIA H100 80GB HBM3", "pci_device_id": "0x233010DE",
        "memory_total_mib": 81559, "mig": {"capable": True, "current": False, "pending": False, "instances": []}}

@@ -9,8 +9,8 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _component_versions as cv
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _sharing as s
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu import _component_versions as cv
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing import _sharing as s
 
 OLD = cv.DevicePlugin((0, 19, 3), "test")
 NEW = cv.DevicePlugin((0, 20, 0), "test")
@@ -182,7 +182,7 @@ def test_allocation_policy_needs_v0_20():
 def test_the_sharing_modules_warn_what_they_assume():
     """gpu_sharing and gpu_verify resolve the release through _fleet_plan.device_plugin_of, which hands
     the assumption to the module's warn (and the result's device_plugin carries it)."""
-    from ansible_collections.gpufleet.sharing.plugins.module_utils import _fleet_plan as fp
+    from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet import _fleet_plan as fp
     warned = []
     plugin = fp.device_plugin_of({"operator_version": "v26.7.1"}, None, warned.append)
     assert warned == [plugin.assumed] and plugin.name == "v0.20.0"
@@ -195,5 +195,5 @@ def test_the_sharing_modules_warn_what_they_assume():
 
 def test_the_release_lines_of_the_upgrade_guard_are_the_tables():
     """_operator_release.RELEASE_LINES (the upgrade-path guard) and this table name the same lines."""
-    from ansible_collections.gpufleet.sharing.plugins.module_utils._operator_release import RELEASE_LINES
+    from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operator_release import RELEASE_LINES
     assert sorted(set(chart[:2] for chart, _plugin in cv.CHART_DEVICE_PLUGIN)) == list(RELEASE_LINES)

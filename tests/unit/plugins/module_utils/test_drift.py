@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._drift import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.drift._drift import (
     CLUSTER,
     advertised_rows,
     file_found,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._drift import CLUSTER, row
-from ansible_collections.gpufleet.sharing.plugins.module_utils._drift_cluster import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.drift._drift import CLUSTER, row
+from ansible_collections.gpufleet.sharing.plugins.module_utils.drift._drift_cluster import (
     cluster_rows,
     lock_rows,
     node_rows,
@@ -13,7 +13,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils._drift_cluster im
     sharing_rows,
     summary,
 )
-from ansible_collections.gpufleet.sharing.plugins.module_utils._rollout_lock import parse_time
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_lock import parse_time
 
 SITE = "ansible-playbook playbooks/site.yml"
 UNCHANGED = {"action": "unchanged", "release": {"chart_version": "v25.10.0"}, "values_changes": [],

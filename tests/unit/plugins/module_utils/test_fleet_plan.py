@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _fleet_plan as f
-from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import CONFIG_LABEL, SharingError, parse_configs
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet import _fleet_plan as f
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import CONFIG_LABEL, SharingError, parse_configs
 
 H100 = "NVIDIA H100 80GB HBM3"
 TS4 = {"name": "ts4", "resources": [{"name": "nvidia.com/gpu", "replicas": 4}], "nodes": ["gpu-a"]}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _gpu_operator
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator import _gpu_operator
 
 CRD = """---
 apiVersion: apiextensions.k8s.io/v1

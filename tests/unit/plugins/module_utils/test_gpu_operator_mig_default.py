@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _gpu_operator as gop
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _mig_operator as mop
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import render_yaml as _render
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator import _gpu_operator as gop
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig import _mig_operator as mop
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_parted import render_yaml as _render
 
 
 def test_empty_default_is_written_not_dropped():

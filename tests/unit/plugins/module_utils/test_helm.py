@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _helm
-from ansible_collections.gpufleet.sharing.plugins.module_utils._helm import HelmCommand, HelmError
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _gpu_operator as gop
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator import _helm
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._helm import HelmCommand, HelmError
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator import _gpu_operator as gop
 
 
 # -- version ---------------------------------------------------------------------------------------

@@ -11,9 +11,9 @@ import itertools
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._image_plan import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._image_plan import (
     KNOWN_OS, OsError, fleet_os_tags, os_tag, parse_os_tag, pulled)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._images import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._images import (
     ImageError, chart_images, full_chart_values, merge, mirror_values, pull_secret_values, with_subcharts)
 
 

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._images import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._images import (
     REPO_TAG, TRIPLE, ImageError, chart_images, docker_config_secret, image_slots, mirror_image, mirror_values,
     per_pod_metrics_env, proxy_env, pull_secret_values, registry_host, registry_problems)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._verify import PodSpecWanted, pod_manifest
+from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._verify import PodSpecWanted, pod_manifest
 
 CHART = {
     "operator": {"repository": "nvcr.io/nvidia", "image": "gpu-operator", "tolerations": []},

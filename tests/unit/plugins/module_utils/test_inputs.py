@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._inputs import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._inputs import (
     input_problems, no_proxy_text, proxy_problems, pull_secret_problems, redact_url, redact_urls, secret_owner_problem)
 
 PASSWORD = "pa55-W0rd"

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _k8s
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s import _k8s
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import (
     K8sClient, K8sError, K8sTimeout, ResourceType, desired_differs, is_subset, merge_desired)
 
 

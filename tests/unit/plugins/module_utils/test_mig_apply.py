@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _mig_apply as ma
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _mig_parted as mp
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig import _mig_apply as ma
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig import _mig_parted as mp
 
 from test_mig_parted import doc, gpu
 

@@ -3,14 +3,14 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import (
     MODELS,
     CatalogError,
     find_model,
     normalize_pci_device_id,
     resolve_model,
 )
-from ansible_collections.gpufleet.sharing.plugins.module_utils._nvidia_smi import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._nvidia_smi import (
     parse_gpu_instance_placements,
     parse_gpu_instance_profiles,
 )

@@ -6,13 +6,13 @@ threads, S11 pci.ids); the section named in each test holds the table.
 """
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _mig_planner
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig import _mig_planner
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import (
     find_model,
     resolve_model,
 )
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_parted import default_configs, parse_config, plan_items
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import check_layout, plan_layout
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_parted import default_configs, parse_config, plan_items
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_planner import check_layout, plan_layout
 
 
 def _table(key):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _mig_operator
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig import _mig_operator
 
 
 def test_config_map_problem_names_what_is_wrong():

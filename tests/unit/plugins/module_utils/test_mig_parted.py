@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _mig_parted as mp
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import MODELS, MODELS_BY_KEY
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import plan_layout
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig import _mig_parted as mp
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import MODELS, MODELS_BY_KEY
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_planner import plan_layout
 
 
 def gpu(index=0, pci="0x20B010DE", capable=True, current=False, pending=None, instances=(), processes=(), name="NVIDIA A100-SXM4-40GB"):

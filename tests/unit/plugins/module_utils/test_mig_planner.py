@@ -1,8 +1,8 @@
 """The planner against an independent brute-force enumeration, plus its explanations."""
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import MODELS, resolve_model
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import MODELS, resolve_model
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_planner import (
     LayoutError,
     check_layout,
     layout_of_placements,
@@ -161,7 +161,7 @@ def test_no_real_model_fails_on_placement_alone(model):
 
 def _synthetic_model():
     """A made-up 4-slice GPU whose 2g profile may only start at slice 0, to reach the search failure."""
-    from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import GpuModel, MigProfile
+    from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import GpuModel, MigProfile
     profiles = (MigProfile('2g.10gb', 1, 2, 2, 1, (0,)), MigProfile('1g.5gb', 2, 4, 1, 1, (0, 1, 2, 3)))
     return GpuModel('TEST', ('Test GPU',), ('0xFFFF10DE',), 'hopper', 4, 4, 4, profiles, {}, False)
 

@@ -12,9 +12,9 @@ import itertools
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _gpu_operator as gop
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _mig_strategy as ms
-from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator import _gpu_operator as gop
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing import _mig_strategy as ms
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import (
     SharingError,
     expected_node,
     node_gpus_from_plan,

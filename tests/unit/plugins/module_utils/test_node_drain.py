@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _mig_operator as migop
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _node_drain as drain
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sError
-from ansible_collections.gpufleet.sharing.plugins.module_utils._node_drain import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig import _mig_operator as migop
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s import _node_drain as drain
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sError
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._node_drain import (
     DrainError, Drainer, blocking_message, classify_pods, planned_annotations, pod_key, pod_ready)
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _mig_apply as ma
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _mig_operator as mop
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _mig_parted as mp
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import MODELS, find_model, resolve_model
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig import _mig_apply as ma
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig import _mig_operator as mop
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig import _mig_parted as mp
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import MODELS, find_model, resolve_model
 
 from test_mig_parted import gpu
 

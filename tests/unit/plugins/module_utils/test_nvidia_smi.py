@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._nvidia_smi import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._nvidia_smi import (
     ParseError,
     build_gpu_facts,
     commands_for,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _operands as ops
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator import _operands as ops
 
 DP = "nvidia.com/gpu.deploy.device-plugin"
 GFD = "nvidia.com/gpu.deploy.gpu-feature-discovery"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _operator_release as rel
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator import _operator_release as rel
 
 
 @pytest.mark.parametrize("text, parsed", [("v26.7.0", (26, 7, 0)), ("25.10.1", (25, 10, 1)), ("0.1.0-rc.1", (0, 1, 0))])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._preflight import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.run._preflight import (
     gpu_models,
     host_problems,
     read_problems,

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _probe as p
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _sharing as s
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _verify as v
+from ansible_collections.gpufleet.sharing.plugins.module_utils.proof import _probe as p
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing import _sharing as s
+from ansible_collections.gpufleet.sharing.plugins.module_utils.proof import _verify as v
 
 
 def line(large=600.0, small=15.0, small_ms=0.143, total=143771, allocatable=140000, backend="torch", kernels=None, **extra):

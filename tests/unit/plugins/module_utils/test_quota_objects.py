@@ -6,11 +6,11 @@ from fractions import Fraction
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import BUILTIN_TYPES
-from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_objects import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import BUILTIN_TYPES
+from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_objects import (
     API_VERSION, cluster_queue, live_quotas, local_queue, owned, quota_checks, resource_flavor, summary, units)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_plan import Flavor, plan_quotas
-from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_teams import Team
+from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_plan import Flavor, plan_quotas
+from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_teams import Team
 
 MIG1 = "nvidia.com/mig-1g.10gb"
 H100 = "gpufleet-nvidia-h100-80gb-hbm3"

@@ -6,9 +6,9 @@ from fractions import Fraction
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_plan import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_plan import (
     flavor_name, flavors_of, plan_quotas, resource_groups, group_problems, scheduling_taints, shrunk, split_count, total)
-from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_teams import Team
+from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_teams import Team
 
 H100 = "NVIDIA-H100-80GB-HBM3"
 A100 = "NVIDIA-A100-SXM4-40GB"

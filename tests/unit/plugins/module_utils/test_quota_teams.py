@@ -6,8 +6,8 @@ from fractions import Fraction
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._preflight import variable_problems
-from ansible_collections.gpufleet.sharing.plugins.module_utils._quota_teams import parse_share, parse_teams, team_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils.run._preflight import variable_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_teams import parse_share, parse_teams, team_problems
 
 VISION = {"name": "vision", "namespaces": ["vision-train", "vision-dev"],
           "shares": {"nvidia.com/mig-1g.10gb": "50%", "nvidia.com/gpu": 2}, "cohort": "research",

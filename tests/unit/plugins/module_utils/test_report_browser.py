@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._report_html import render_html
+from ansible_collections.gpufleet.sharing.plugins.module_utils.report._report_html import render_html
 
 from report_dom import Tree, disagreements
 from test_report_html import DRIFT, load

@@ -11,8 +11,8 @@ import re
 import pytest
 
 from ansible_collections.gpufleet.sharing.plugins.filter.report_html import report_html
-from ansible_collections.gpufleet.sharing.plugins.module_utils._report_html import render_html
-from ansible_collections.gpufleet.sharing.plugins.module_utils._report_view import pointer
+from ansible_collections.gpufleet.sharing.plugins.module_utils.report._report_html import render_html
+from ansible_collections.gpufleet.sharing.plugins.module_utils.report._report_view import pointer
 
 from ansible.errors import AnsibleFilterError
 

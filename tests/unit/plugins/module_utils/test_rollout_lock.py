@@ -1,8 +1,8 @@
-"""The rollout lock's pure Lease logic (module_utils/_rollout_lock.py), with an injected clock."""
+"""The rollout lock's pure Lease logic (module_utils/fleet/_rollout_lock.py), with an injected clock."""
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._rollout_lock import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_lock import (
     LeaseDecision, decide, format_time, parse_time)
 
 T0 = 1_800_000_000.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._run_inputs import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._run_inputs import (
     LEASE_MAX, bounded, lock_problems, node_name_problem, probe_problems, run_variable_problems)
 
 

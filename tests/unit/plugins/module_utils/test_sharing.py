@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _sharing as s
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing import _sharing as s
 
 H100 = "NVIDIA H100 80GB HBM3"
 

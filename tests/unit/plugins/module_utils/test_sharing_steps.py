@@ -1,10 +1,10 @@
-"""Pure parts of gpu_sharing's cluster steps (_sharing_steps) and of gpu_operator's (_operator_steps)."""
+"""Pure parts of gpu_sharing's cluster steps (_sharing_io) and of gpu_operator's (_operator_io)."""
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._operator_steps import _without
-from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import SharedResource, SharingConfig
-from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing_steps import logged_mps_replicas, planned_mps
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operator_io import _without
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import SharedResource, SharingConfig
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing_io import logged_mps_replicas, planned_mps
 
 REAL_LOG = '''I1201 Starting Daemons.
 I1201 Running with config:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._taints import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._taints import (
     GPU_TOLERATION, OWNED_ANNOTATION, node_taints, stranding_problems, taint_problems, tolerations_for, untolerated)
 
 DEDICATED = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}

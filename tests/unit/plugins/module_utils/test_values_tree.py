@@ -1,5 +1,5 @@
 """_values_tree: the one path lookup and assignment of nested chart values."""
-from ansible_collections.gpufleet.sharing.plugins.module_utils._values_tree import get_path, set_path
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._values_tree import get_path, set_path
 
 
 def test_get_path_finds_values_including_falsy_ones():

@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _sharing as s
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _verify as v
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing import _sharing as s
+from ansible_collections.gpufleet.sharing.plugins.module_utils.proof import _verify as v
 
 H100 = "NVIDIA H100 80GB HBM3"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._operands import PAUSED, PAUSED_ANNOTATION
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operands import PAUSED, PAUSED_ANNOTATION
 from ansible_collections.gpufleet.sharing.plugins.modules import gpu_operands
 from fake_k8s import FakeK8s, run  # noqa: E402  pylint: disable=wrong-import-position
 

@@ -13,8 +13,9 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _cluster_module, _k8s
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s import _cluster_module
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s import _k8s
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
 from ansible_collections.gpufleet.sharing.plugins.modules import gpu_operator
 
 SECRET_TOKEN = "tok-5ecret-123"

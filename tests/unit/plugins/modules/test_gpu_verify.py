@@ -11,7 +11,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from fake_k8s import FakeK8s, run  # noqa: E402  pylint: disable=wrong-import-position
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._sharing import parse_config, render_config  # noqa: E402
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import parse_config, render_config  # noqa: E402
 from ansible_collections.gpufleet.sharing.plugins.modules import gpu_verify  # noqa: E402
 
 GPU_LOG = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-b4895dbf-9350-2524-a89b-98161ddd9fe4)\n"

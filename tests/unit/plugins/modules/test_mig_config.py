@@ -19,8 +19,8 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_catalog import resolve_model
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_planner import plan_layout
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import resolve_model
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_planner import plan_layout
 from ansible_collections.gpufleet.sharing.plugins.modules import mig_config
 
 SMI = "/usr/bin/nvidia-smi"

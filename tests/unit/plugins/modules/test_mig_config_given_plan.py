@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _mig_host
-from ansible_collections.gpufleet.sharing.plugins.module_utils._mig_read_plan import plan_from_read
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig import _mig_host
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_read_plan import plan_from_read
 from ansible_collections.gpufleet.sharing.plugins.modules import mig_config
 from test_mig_config import FakeHost, run_module  # noqa: F401  pylint: disable=unused-import
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils import _cluster_module
-from ansible_collections.gpufleet.sharing.plugins.module_utils._k8s import K8sClient
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s import _cluster_module
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
 from ansible_collections.gpufleet.sharing.plugins.modules import node_maintenance
 
 from test_node_maintenance import NODE, Api, run  # pylint: disable=import-error

@@ -1,0 +1,131 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.sharing contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one way a gpufleet.sharing module is put together: argument spec, result, failure, diff.
+
+Every module's ``main()`` is a few lines::
+
+    def main() -> None:
+        ClusterModule(ARGUMENT_SPEC).run(run)          # host modules: GpuFleetModule(ARGUMENT_SPEC)
+
+    def run(mod: ClusterModule) -> None:          # read -> plan -> write
+        node = mod.k8s.get("Node", mod.params["node"])
+        ...
+        mod.changes.record("node gpu-a labels", before, after, changed=True)
+        mod.result["labels"] = after
+        if problems:
+            mod.fail("what is wrong, and where", problems=problems)
+
+- ``fail()`` raises; ``run()`` turns it (and the errors a subclass expects, ``K8sError`` for
+  ``_cluster_module.ClusterModule``) into ``fail_json`` carrying the result gathered so far, so no
+  helper ever exits the process itself.
+- This file does not import the Kubernetes layer: host modules built on it ship to GPU hosts
+  without ``_k8s`` (and never try to import the ``kubernetes`` package there).
+- ``changes`` collects the changed flag and the diff entries; ``run()`` adds ``diff`` only under
+  ``--diff``.
+- Check mode, the one rule for cluster modules: the module plans and reads exactly as in a real run,
+  and every write request goes to the API server as a server-side dry run (``dryRun=All``). That is
+  set once, on the client (``ClusterModule.k8s`` is built with ``dry_run=mod.check_mode``); modules do not branch
+  on check mode for writes. The API server validates and defaults each object but stores nothing, so
+  no resourceVersion moves and the diff shows what would really be stored. What the API server
+  cannot dry-run (helm) is not done but reported as planned, and nothing is waited for that a write
+  would have caused (evicted pods going, MIG manager, readiness). Full rule: docs/architecture.md,
+  "Modules: the base and check mode".
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Tuple, Type
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._inputs import redact_url, redact_urls
+
+
+class ModuleFailure(Exception):
+    """A clear failure: ``msg`` names what is wrong and where; ``extra`` goes into the result."""
+
+    def __init__(self, msg: str, **extra: Any) -> None:
+        super().__init__(msg)
+        self.msg = msg
+        self.extra = extra
+
+
+class Changes:
+    """The changed flag and the diff entries of one module run."""
+
+    def __init__(self) -> None:
+        self.changed = False
+        self.entries: List[Dict[str, Any]] = []
+
+    def record(self, what: str, before: Any, after: Any, changed: Optional[bool] = None) -> bool:
+        """Note one object's before/after; ``changed`` defaults to ``before != after``."""
+        is_changed = (before != after) if changed is None else bool(changed)
+        self.changed = self.changed or is_changed
+        if is_changed:
+            self.entries.append({"before_header": what, "after_header": what,
+                                 "before": _diffable(before), "after": _diffable(after)})
+        return is_changed
+
+    def mark(self) -> None:
+        """Something changed that has no before/after of its own (e.g. a pod restarted)."""
+        self.changed = True
+
+    def diff(self) -> Any:
+        if len(self.entries) == 1:
+            return self.entries[0]
+        return self.entries
+
+
+def _diffable(value: Any) -> Any:
+    return {} if value is None else value
+
+
+class GpuFleetModule:
+    """An AnsibleModule plus the result and the change tracker."""
+
+    # Errors of a lower layer that become a clean failure (see ``failure_from``).
+    expected_errors: Tuple[Type[Exception], ...] = ()
+
+    def __init__(self, argument_spec: Mapping[str, Any], **module_options: Any) -> None:
+        spec = dict(argument_spec)
+        module_options.setdefault("supports_check_mode", True)
+        self.ansible = AnsibleModule(argument_spec=spec, **module_options)
+        self.params: Dict[str, Any] = self.ansible.params
+        self.check_mode: bool = self.ansible.check_mode
+        self.diff_mode: bool = bool(self.ansible._diff)
+        self.result: Dict[str, Any] = {"changed": False}
+        self.changes = Changes()
+
+    def failure_from(self, exc: Exception) -> ModuleFailure:
+        """The failure to report for one of ``expected_errors``."""
+        return ModuleFailure(str(exc))
+
+    def fail(self, msg: str, **extra: Any) -> NoReturn:
+        raise ModuleFailure(msg, **extra)
+
+    def warn(self, msg: str) -> None:
+        self.ansible.warn(redact_url(msg))
+
+    def log(self, msg: str) -> None:
+        """Progress for long waits (shown with -vvv and in the controller's log)."""
+        self.ansible.log(msg)
+
+    def _final_result(self, extra: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        result = dict(self.result)
+        result.update(extra or {})
+        result["changed"] = bool(result.get("changed")) or self.changes.changed
+        if self.diff_mode and self.changes.entries and "diff" not in result:
+            result["diff"] = self.changes.diff()
+        return redact_urls(result)  # no URL's user:password@ in a result, a diff or a message
+
+    def run(self, body: Callable[["GpuFleetModule"], None]) -> NoReturn:
+        """Run ``body(self)``; exit with the result, or fail with it and the reason."""
+        try:
+            body(self)
+        except ModuleFailure as exc:
+            self.ansible.fail_json(msg=redact_url(exc.msg), **self._final_result(exc.extra))
+        except self.expected_errors as exc:  # pylint: disable=catching-non-exception
+            failure = self.failure_from(exc)
+            self.ansible.fail_json(msg=redact_url(failure.msg), **self._final_result(failure.extra))
+        self.ansible.exit_json(**self._final_result())

@@ -1,0 +1,813 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.sharing contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Kubernetes API access for the gpufleet.sharing modules (the only I/O layer to the cluster).
+
+Stable API (this docstring is its reference)::
+
+    from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import (
+        K8S_AUTH_ARGSPEC, K8sClient, K8sError, K8sTimeout, ResourceType, client_from_module)
+
+    argument_spec.update(K8S_AUTH_ARGSPEC)     # kubeconfig, context, host, api_key (no_log),
+                                               # validate_certs, ca_cert, client_cert, client_key,
+                                               # request_timeout
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    k8s = client_from_module(module, dry_run=module.check_mode)   # fails the module cleanly
+                                               # (missing lib, bad kubeconfig); modules built on
+                                               # _cluster_module.ClusterModule get this as ``mod.k8s``
+
+    k8s.get("Node", "gpu-a")                   # dict, or None on 404
+    k8s.list("Pod", namespace="ns", label_selector="app=x", field_selector="spec.nodeName=gpu-a")
+    k8s.create(body)                           # kind/apiVersion taken from the body
+    k8s.replace(body)                          # PUT; body carries metadata.resourceVersion
+    k8s.patch("Node", "gpu-a", {"metadata": {"labels": {"a": "b"}}}, patch_type="merge")
+    k8s.delete("ConfigMap", "cm", namespace="ns")                # True if deleted, False if absent
+    k8s.apply(body, compare="exact")           # -> ApplyResult(action, before, after)
+    k8s.update("Node", "gpu-a", mutate)        # read-modify-write, re-read and retry on 409
+    k8s.set_node_labels("gpu-a", {"k": "v", "gone": None}) / set_node_annotations(...)
+    k8s.set_unschedulable("gpu-a", True)       # cordon / uncordon
+    k8s.evict("pod", "ns")                     # policy/v1 Eviction; K8sError(status=429) on PDB
+    k8s.events_for("Node", "gpu-a")            # events whose involvedObject matches
+    k8s.pod_log("pod", "ns", container=None, tail_lines=None)  # text
+    k8s.wait_for("what", probe, timeout=300, interval=2, progress=callback)
+    k8s.now()                                  # monotonic clock used by wait_for
+    k8s.request_count                          # HTTP requests sent (retries included)
+
+Dry run: ``k8s.dry_run`` (set by ``connect``/``client_from_module(..., dry_run=...)``) applies to
+every write; each write method also takes ``dry_run=`` (None, the default, means the client's
+setting). Creates into a namespace that was itself only created by a dry run are answered by the
+client (see K8sClient).
+
+Kinds are named by string ("Node", "ConfigMap", "ClusterPolicy", ... see BUILTIN_TYPES) or by a
+ResourceType for anything else. Objects are plain dicts as the API server returns them.
+
+Everything goes through ``kubernetes.dynamic.DynamicClient.request`` with a static resource table
+(no discovery round-trips), so the request count is exact and the same code works with the classic
+and the current generated ``kubernetes`` client.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import random
+import re
+import time
+import traceback
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
+
+try:
+    from kubernetes import client as _k8s_client_mod
+    from kubernetes import config as _k8s_config_mod
+    from kubernetes.dynamic import DynamicClient as _DynamicClient
+    from kubernetes.client.rest import ApiException as _ApiException
+    HAS_KUBERNETES = True
+    KUBERNETES_IMPORT_ERROR: Optional[str] = None
+except ImportError:  # pragma: no cover - exercised through missing_required_lib
+    HAS_KUBERNETES = False
+    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+
+    class _ApiException(Exception):
+        status = None
+
+try:
+    from urllib3.exceptions import HTTPError as _Urllib3HTTPError
+except ImportError:  # pragma: no cover
+    class _Urllib3HTTPError(Exception):
+        pass
+
+from ansible.module_utils.basic import env_fallback, missing_required_lib
+
+
+FIELD_MANAGER = "gpufleet.sharing"
+
+K8S_AUTH_ARGSPEC: Dict[str, Dict[str, Any]] = dict(
+    kubeconfig=dict(type="path", fallback=(env_fallback, ["K8S_AUTH_KUBECONFIG"])),
+    context=dict(type="str", fallback=(env_fallback, ["K8S_AUTH_CONTEXT"])),
+    host=dict(type="str", fallback=(env_fallback, ["K8S_AUTH_HOST"])),
+    api_key=dict(type="str", no_log=True, fallback=(env_fallback, ["K8S_AUTH_API_KEY"])),
+    validate_certs=dict(type="bool", aliases=["verify_ssl"], fallback=(env_fallback, ["K8S_AUTH_VERIFY_SSL"])),
+    ca_cert=dict(type="path", aliases=["ssl_ca_cert"], fallback=(env_fallback, ["K8S_AUTH_SSL_CA_CERT"])),
+    client_cert=dict(type="path", aliases=["cert_file"], fallback=(env_fallback, ["K8S_AUTH_CERT_FILE"])),
+    client_key=dict(type="path", aliases=["key_file"], no_log=False, fallback=(env_fallback, ["K8S_AUTH_KEY_FILE"])),
+    request_timeout=dict(type="float", default=30.0),
+)
+
+RETRY_STATUSES = frozenset([500, 502, 503, 504])
+IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+class K8sError(Exception):
+    """An API call failed. ``status`` is the HTTP status (None for transport errors)."""
+
+    def __init__(self, message: str, status: Optional[int] = None, reason: Optional[str] = None,
+                 body: Optional[Dict[str, Any]] = None, method: Optional[str] = None, path: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.reason = reason
+        self.body = body
+        self.method = method
+        self.path = path
+
+    def __str__(self):
+        return self.message
+
+
+class K8sTimeout(K8sError):
+    """wait_for ran out of time; ``detail`` is the last thing the probe reported."""
+
+    def __init__(self, what: str, elapsed: float, detail: Any) -> None:
+        super().__init__(
+            "timed out after %.0fs waiting for %s; last state: %s" % (elapsed, what, _short(detail)))
+        self.what = what
+        self.elapsed = elapsed
+        self.detail = detail
+
+
+# Object names as the API server validates them (docs/reference/specs.md §12):
+# most kinds need a DNS-1123 subdomain, namespaces a DNS-1123 label, RBAC objects only a valid
+# path segment (they may hold ':').
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_NAMED_KINDS = frozenset(["Namespace"])
+_PATH_SEGMENT_KINDS = frozenset(["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"])
+
+
+def name_problem(kind: str, name: Any) -> Optional[str]:
+    """Why ``name`` cannot name an object of ``kind`` (None when it can)."""
+    text = name if isinstance(name, str) else ""
+    if kind in _PATH_SEGMENT_KINDS:
+        if text and text not in (".", "..") and not any(c in text for c in "/%") and text.isprintable():
+            return None
+        return "invalid %s name %r: it may not be empty, '.' or '..', nor contain '/' or '%%'" % (kind, name)
+    if kind in _LABEL_NAMED_KINDS:
+        if _DNS1123_LABEL.fullmatch(text):
+            return None
+        return ("invalid %s name %r: it must be a DNS-1123 label (at most 63 lower-case letters, digits or '-', "
+                "starting and ending with a letter or digit)" % (kind, name))
+    if len(text) <= 253 and _DNS1123_SUBDOMAIN.fullmatch(text):
+        return None
+    return ("invalid %s name %r: it must be a DNS-1123 subdomain (at most 253 lower-case letters, digits, '-' or '.', "
+            "starting and ending with a letter or digit)" % (kind, name))
+
+
+class ResourceType:
+    """One API resource: apiVersion, kind, plural and scope."""
+
+    __slots__ = ("api_version", "kind", "plural", "namespaced")
+
+    def __init__(self, api_version: str, kind: str, plural: str, namespaced: bool) -> None:
+        self.api_version = api_version
+        self.kind = kind
+        self.plural = plural
+        self.namespaced = namespaced
+
+    def __repr__(self):
+        return "ResourceType(%r, %r, %r, %r)" % (self.api_version, self.kind, self.plural, self.namespaced)
+
+    def path(self, name: Optional[str] = None, namespace: Optional[str] = None, subresource: Optional[str] = None) -> str:
+        """REST path of the collection, or of one object (and a subresource of it). Names are
+        validated as the API server does (``name_problem``) before any request is built."""
+        for problem in (name_problem("Namespace", namespace) if namespace else None,
+                        name_problem(self.kind, name) if name else None):
+            if problem:
+                raise K8sError(problem + "; nothing was sent")
+        base = "/api/v1" if self.api_version == "v1" else "/apis/" + self.api_version
+        if self.namespaced:
+            if not namespace:
+                if name:
+                    raise K8sError("%s %s: a namespace is required" % (self.kind, name))
+            else:
+                base += "/namespaces/" + namespace
+        path = base + "/" + self.plural
+        if name:
+            path += "/" + name
+            if subresource:
+                path += "/" + subresource
+        return path
+
+
+BUILTIN_TYPES: Dict[str, ResourceType] = dict((rt.kind, rt) for rt in [
+    ResourceType("v1", "Namespace", "namespaces", False),
+    ResourceType("v1", "Node", "nodes", False),
+    ResourceType("v1", "ConfigMap", "configmaps", True),
+    ResourceType("v1", "Secret", "secrets", True),
+    ResourceType("v1", "Pod", "pods", True),
+    ResourceType("v1", "Event", "events", True),
+    ResourceType("v1", "Service", "services", True),
+    ResourceType("v1", "ServiceAccount", "serviceaccounts", True),
+    ResourceType("apps/v1", "DaemonSet", "daemonsets", True),
+    ResourceType("apps/v1", "Deployment", "deployments", True),
+    ResourceType("apps/v1", "ReplicaSet", "replicasets", True),
+    ResourceType("apps/v1", "StatefulSet", "statefulsets", True),
+    ResourceType("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", True),
+    ResourceType("coordination.k8s.io/v1", "Lease", "leases", True),
+    ResourceType("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False),
+    ResourceType("nvidia.com/v1", "ClusterPolicy", "clusterpolicies", False),
+    ResourceType("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "resourceflavors", False),
+    ResourceType("kueue.x-k8s.io/v1beta2", "ClusterQueue", "clusterqueues", False),
+    ResourceType("kueue.x-k8s.io/v1beta2", "LocalQueue", "localqueues", True),
+])
+
+KindRef = Union[str, ResourceType]
+Obj = Dict[str, Any]
+Mutator = Callable[[Dict[str, Any]], Optional[Dict[str, Any]]]
+
+
+class ApplyResult:
+    """Outcome of K8sClient.apply: action is created, updated or unchanged."""
+
+    __slots__ = ("action", "before", "after")
+
+    def __init__(self, action: str, before: Optional[Dict[str, Any]], after: Optional[Dict[str, Any]]) -> None:
+        self.action = action
+        self.before = before
+        self.after = after
+
+    @property
+    def changed(self) -> bool:
+        return self.action != "unchanged"
+
+
+# ---------------------------------------------------------------------------------------------
+# pure helpers (unit-tested)
+
+def is_subset(wanted: Any, actual: Any) -> bool:
+    """True when every key of ``wanted`` is in ``actual`` with an equal value. Dicts recurse;
+    lists must have the same length and match element-wise (so server-side defaults inside list
+    items, e.g. in a CRD's versions, do not count as a difference); scalars compare exactly."""
+    if isinstance(wanted, dict):
+        if not isinstance(actual, dict):
+            return False
+        return all(key in actual and is_subset(value, actual[key]) for key, value in wanted.items())
+    if isinstance(wanted, list):
+        if not isinstance(actual, list) or len(wanted) != len(actual):
+            return False
+        return all(is_subset(item, other) for item, other in zip(wanted, actual))
+    return wanted == actual
+
+
+def desired_differs(desired: Dict[str, Any], live: Dict[str, Any], compare: str = "exact") -> bool:
+    """Would apply() change ``live`` to reach ``desired``?
+
+    metadata.labels / metadata.annotations of ``desired`` must be present in live (extra live
+    entries are kept). Every other top-level field of ``desired`` (spec, data, ...; not status) is
+    compared exactly (``compare="exact"``) or as a subset (``compare="subset"``, for objects the
+    server fills with defaults such as CRDs)."""
+    if compare not in ("exact", "subset"):
+        raise ValueError("compare must be 'exact' or 'subset', got %r" % (compare,))
+    meta = desired.get("metadata") or {}
+    live_meta = live.get("metadata") or {}
+    for section in ("labels", "annotations"):
+        if not is_subset(meta.get(section) or {}, live_meta.get(section) or {}):
+            return True
+    for key, value in desired.items():
+        if key in ("apiVersion", "kind", "metadata", "status"):
+            continue
+        if compare == "exact":
+            if live.get(key) != value:
+                return True
+        elif not is_subset(value, live.get(key)):
+            return True
+    return False
+
+
+def merge_desired(desired: Dict[str, Any], live: Dict[str, Any]) -> Dict[str, Any]:
+    """The object apply() PUTs: live metadata (resourceVersion kept) with desired labels and
+    annotations merged in; other desired top-level fields replace the live ones wholesale."""
+    merged = copy.deepcopy(live)
+    merged.pop("status", None)
+    meta = merged.setdefault("metadata", {})
+    for section in ("labels", "annotations"):
+        wanted = (desired.get("metadata") or {}).get(section)
+        if wanted:
+            current = dict(meta.get(section) or {})
+            current.update(wanted)
+            meta[section] = current
+    for key, value in desired.items():
+        if key in ("metadata", "status"):
+            continue
+        merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def status_message(body: Any, fallback: str) -> Tuple[str, Optional[str], Optional[Dict[str, Any]]]:
+    """(message, reason, parsed body) from a Kubernetes Status response body."""
+    parsed: Optional[Dict[str, Any]] = None
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if isinstance(body, str) and body.strip():
+        try:
+            candidate = json.loads(body)
+            if isinstance(candidate, dict):
+                parsed = candidate
+        except ValueError:
+            return body.strip()[:500], None, None
+    elif isinstance(body, dict):
+        parsed = body
+    if parsed:
+        return (str(parsed.get("message") or fallback), parsed.get("reason"), parsed)
+    return fallback, None, None
+
+
+def backoff_delay(attempt: int, base: float = 0.25, cap: float = 8.0, jitter: float = 0.2) -> float:
+    """Exponential backoff with a little jitter; attempt counts from 0."""
+    delay = min(cap, base * (2 ** attempt))
+    return delay * (1.0 + random.uniform(-jitter, jitter))
+
+
+def _short(detail: Any) -> str:
+    text = detail if isinstance(detail, str) else json.dumps(detail, sort_keys=True, default=str)
+    return text if len(text) <= 600 else text[:600] + "..."
+
+
+def resource_type_of(kind: KindRef, api_version: Optional[str] = None) -> ResourceType:
+    """Resolve a kind name (optionally checked against an apiVersion) or pass a ResourceType."""
+    if isinstance(kind, ResourceType):
+        return kind
+    known = BUILTIN_TYPES.get(kind)
+    if known is None or (api_version and known.api_version != api_version):
+        raise K8sError(
+            "unknown resource kind %r%s: pass a ResourceType(api_version, kind, plural, namespaced)"
+            % (kind, " (%s)" % api_version if api_version else ""))
+    return known
+
+
+def _as_created_in(body: Dict[str, Any], namespace: str) -> Dict[str, Any]:
+    """What a dry-run create into a namespace that exists only as a dry run answers: the object as sent."""
+    created = copy.deepcopy(body)
+    created.setdefault("metadata", {})["namespace"] = namespace
+    return created
+
+
+def label_selector(labels: Dict[str, Optional[str]]) -> str:
+    """{"a": "b", "c": None} -> "a=b,c" (None means: the label exists)."""
+    return ",".join(key if value is None else "%s=%s" % (key, value) for key, value in sorted(labels.items()))
+
+
+# ---------------------------------------------------------------------------------------------
+# connection
+
+class _NoDiscovery:
+    """DynamicClient discoverer that never talks to the server: we use a static resource table."""
+
+    def __init__(self, client, cache_file):  # pylint: disable=unused-argument
+        self.client = client
+
+
+def _check_context(kubeconfig: Optional[str], context: str) -> None:
+    """A context the kubeconfig lacks is named (the client's own error is "Invalid kube-config file")."""
+    contexts, _active = _k8s_config_mod.list_kube_config_contexts(**({"config_file": kubeconfig} if kubeconfig else {}))
+    names = [entry.get("name") for entry in contexts or []]
+    if context not in names:
+        raise K8sError("context %r is not in kubeconfig %s (it has: %s)"
+                       % (context, kubeconfig or "(default)", ", ".join(str(n) for n in names) or "no context"))
+
+
+def build_configuration(kubeconfig=None, context=None, host=None, api_key=None, validate_certs=None, ca_cert=None,
+                        client_cert=None, client_key=None, **_ignored) -> Any:
+    """A kubernetes.client.Configuration from module-style parameters.
+
+    Order: explicit kubeconfig/context; else host (+api_key) alone; else in-cluster service account
+    when running in a pod; else the default kubeconfig (KUBECONFIG or ~/.kube/config)."""
+    if not HAS_KUBERNETES:
+        raise K8sError(missing_required_lib("kubernetes"))
+    configuration = _k8s_client_mod.Configuration()
+    try:
+        if kubeconfig or context:
+            if kubeconfig and not os.path.exists(kubeconfig):
+                raise K8sError("kubeconfig %s does not exist" % kubeconfig)
+            if context:
+                _check_context(kubeconfig, context)
+            _k8s_config_mod.load_kube_config(config_file=kubeconfig, context=context,
+                                             client_configuration=configuration, persist_config=False)
+        elif host:
+            pass
+        elif os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(IN_CLUSTER_TOKEN):
+            _k8s_config_mod.load_incluster_config(client_configuration=configuration)
+        else:
+            _k8s_config_mod.load_kube_config(client_configuration=configuration, persist_config=False)
+    except K8sError:
+        raise
+    except Exception as exc:  # config loaders raise ConfigException, IOError, yaml errors...
+        raise K8sError("cannot load Kubernetes client configuration%s: %s" % (
+            " from %s" % kubeconfig if kubeconfig else "", exc))
+    if host:
+        configuration.host = host
+    if api_key:
+        configuration.api_key = {"authorization": "Bearer " + api_key}
+        configuration.api_key_prefix = {}
+    if validate_certs is not None:
+        configuration.verify_ssl = validate_certs
+    if ca_cert:
+        configuration.ssl_ca_cert = ca_cert
+    if client_cert:
+        configuration.cert_file = client_cert
+    if client_key:
+        configuration.key_file = client_key
+    # Our own retry loop counts and backs off; urllib3 must not retry silently behind it.
+    configuration.retries = 0
+    return configuration
+
+
+def client_from_module(module: Any, dry_run: bool = False, **client_options: Any) -> K8sClient:
+    """K8sClient from the K8S_AUTH_ARGSPEC parameters of an AnsibleModule; fails the module cleanly.
+
+    ``dry_run=True`` (a module in check mode) makes every write a server-side dry run."""
+    if not HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    params = dict((key, module.params.get(key)) for key in K8S_AUTH_ARGSPEC)
+    try:
+        return K8sClient.connect(params, dry_run=dry_run, **client_options)
+    except K8sError as exc:
+        module.fail_json(msg=str(exc))
+    raise AssertionError("unreachable")  # fail_json exits
+
+
+# ---------------------------------------------------------------------------------------------
+# the client
+
+class K8sClient:
+    """Typed helpers over the Kubernetes REST API; objects are dicts.
+
+    ``dry_run`` is the client's setting for every write (create, replace, patch, delete, evict and
+    what is built on them) whose call does not pass ``dry_run`` itself: True sends them all as
+    server-side dry runs (``dryRun=All``), which is how modules run in check mode.
+
+    A Namespace created by a dry run does not exist, so the server cannot dry-run a create inside
+    it (404). The client remembers such namespaces and answers creates into them itself, with the
+    object as sent; reads and other writes go to the server, which answers them as for any missing
+    namespace."""
+
+    def __init__(self, dynamic_client: Any, request_timeout: float = 30.0, retries: int = 5,
+                 conflict_retries: int = 5, backoff_base: float = 0.25,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+                 dry_run: bool = False) -> None:
+        self._dynamic = dynamic_client
+        self.dry_run = bool(dry_run)
+        self.dry_run_namespaces: Set[str] = set()
+        self.request_timeout = request_timeout
+        self.retries = retries
+        self.conflict_retries = conflict_retries
+        self.backoff_base = backoff_base
+        self._sleep = sleep
+        self._clock = clock
+        self.request_count = 0
+        self.retry_count = 0
+
+    @classmethod
+    def connect(cls, params: Dict[str, Any], dry_run: bool = False, **options: Any) -> K8sClient:
+        """A client for module-style connection ``params`` (see K8S_AUTH_ARGSPEC)."""
+        configuration = build_configuration(**params)
+        api_client = _k8s_client_mod.ApiClient(configuration)
+        dynamic = _DynamicClient(api_client, discoverer=_NoDiscovery)
+        timeout = params.get("request_timeout") or 30.0
+        return cls(dynamic, request_timeout=timeout, dry_run=dry_run, **options)
+
+    # -- transport -----------------------------------------------------------------------------
+
+    def _send_once(self, method: str, path: str, body: Any, query: List[Tuple[str, Any]],
+                   content_type: Optional[str], raw: bool = False) -> Any:
+        """One HTTP request; returns the decoded JSON body (the text with raw=True).
+        Raises _ApiException / urllib3 errors."""
+        kwargs: Dict[str, Any] = {"query_params": list(query), "serialize": False,
+                                  "_request_timeout": self.request_timeout}
+        if content_type:
+            kwargs["content_type"] = content_type
+        response = self._dynamic.request(method, path, body=body, **kwargs)
+        data = getattr(response, "data", response)
+        if isinstance(data, bytes):
+            data = data.decode("utf-8", "replace" if raw else "strict")
+        if raw:
+            return data if isinstance(data, str) else str(data or "")
+        if isinstance(data, str):
+            return json.loads(data) if data.strip() else {}
+        return data
+
+    def request(self, method: str, path: str, body: Any = None, query: Optional[List[Tuple[str, Any]]] = None,
+                content_type: Optional[str] = None, retry_429: bool = True, raw: bool = False) -> Any:
+        """Send a request with bounded retries on 5xx, 429 (unless retry_429 is False) and
+        transport errors/timeouts. Raises K8sError with the Status message otherwise.
+        raw=True returns the body as text (pod logs) instead of decoded JSON."""
+        attempt = 0
+        while True:
+            self.request_count += 1
+            try:
+                return self._send_once(method, path, body, query or [], content_type, raw)
+            except _ApiException as exc:
+                status = getattr(exc, "status", None)
+                message, reason, parsed = status_message(
+                    getattr(exc, "body", None), "%s %s" % (status, getattr(exc, "reason", "") or "error"))
+                retryable = status in RETRY_STATUSES or (status == 429 and retry_429)
+                if not retryable or attempt >= self.retries:
+                    raise K8sError("%s %s: %s (HTTP %s)" % (method.upper(), path, message, status),
+                                   status=status, reason=reason, body=parsed, method=method, path=path)
+                delay = self._retry_after(exc)
+            except (_Urllib3HTTPError, OSError) as exc:
+                if attempt >= self.retries:
+                    raise K8sError("%s %s: cannot reach the API server: %s" % (method.upper(), path, exc),
+                                   method=method, path=path)
+                delay = None
+            except ValueError as exc:
+                raise K8sError("%s %s: the API server answered with invalid JSON: %s" % (method.upper(), path, exc),
+                               method=method, path=path)
+            if delay is None:
+                delay = backoff_delay(attempt, base=self.backoff_base)
+            self.retry_count += 1
+            self._sleep(delay)
+            attempt += 1
+
+    @staticmethod
+    def _retry_after(exc: Any) -> Optional[float]:
+        headers = getattr(exc, "headers", None) or {}
+        try:
+            value = headers.get("Retry-After")
+        except AttributeError:
+            return None
+        try:
+            return min(10.0, max(0.0, float(value))) if value is not None else None
+        except (TypeError, ValueError):
+            return None
+
+    def _dry(self, dry_run: Optional[bool]) -> bool:
+        """The dry-run setting of one write: the call's own, else the client's."""
+        return self.dry_run if dry_run is None else bool(dry_run)
+
+    @staticmethod
+    def _write_query(dry_run: bool) -> List[Tuple[str, Any]]:
+        query = [("fieldManager", FIELD_MANAGER)]
+        if dry_run:
+            query.append(("dryRun", "All"))
+        return query
+
+    # -- CRUD ----------------------------------------------------------------------------------
+
+    def get(self, kind: KindRef, name: str, namespace: Optional[str] = None) -> Optional[Dict[str, Any]]:
+        rtype = resource_type_of(kind)
+        try:
+            return self.request("GET", rtype.path(name, namespace))
+        except K8sError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(self, kind: KindRef, namespace: Optional[str] = None, label_selector: Optional[str] = None,
+             field_selector: Optional[str] = None, page_size: int = 500) -> List[Dict[str, Any]]:
+        """All items (pages followed). namespace=None lists across namespaces."""
+        rtype = resource_type_of(kind)
+        items: List[Dict[str, Any]] = []
+        token: Optional[str] = None
+        while True:
+            query: List[Tuple[str, Any]] = [("limit", page_size)]
+            if label_selector:
+                query.append(("labelSelector", label_selector))
+            if field_selector:
+                query.append(("fieldSelector", field_selector))
+            if token:
+                query.append(("continue", token))
+            page = self.request("GET", rtype.path(namespace=namespace), query=query)
+            for item in page.get("items") or []:
+                # list items carry no kind/apiVersion; add them so callers can pass items back
+                item.setdefault("kind", rtype.kind)
+                item.setdefault("apiVersion", rtype.api_version)
+                items.append(item)
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    def create(self, body: Dict[str, Any], dry_run: Optional[bool] = None, namespace: Optional[str] = None) -> Dict[str, Any]:
+        dry = self._dry(dry_run)
+        rtype = resource_type_of(body.get("kind", ""), body.get("apiVersion"))
+        meta = body.get("metadata") or {}
+        namespace = namespace or meta.get("namespace")
+        if rtype.namespaced and not namespace:
+            raise K8sError("%s %s: a namespace is required" % (rtype.kind, meta.get("name")))
+        if dry and rtype.namespaced and namespace in self.dry_run_namespaces:
+            return _as_created_in(body, namespace)
+        created = self.request("POST", rtype.path(namespace=namespace if rtype.namespaced else None),
+                               body=body, query=self._write_query(dry))
+        if dry and rtype is BUILTIN_TYPES["Namespace"] and meta.get("name"):
+            self.dry_run_namespaces.add(meta["name"])
+        return created
+
+    def replace(self, body: Dict[str, Any], dry_run: Optional[bool] = None) -> Dict[str, Any]:
+        rtype = resource_type_of(body.get("kind", ""), body.get("apiVersion"))
+        meta = body.get("metadata") or {}
+        return self.request("PUT", rtype.path(meta.get("name"), meta.get("namespace")),
+                            body=body, query=self._write_query(self._dry(dry_run)))
+
+    PATCH_TYPES = {
+        "merge": "application/merge-patch+json",
+        "strategic": "application/strategic-merge-patch+json",
+        "json": "application/json-patch+json",
+    }
+
+    def patch(self, kind: KindRef, name: str, patch: Any, namespace: Optional[str] = None,
+              patch_type: str = "merge", dry_run: Optional[bool] = None, subresource: Optional[str] = None) -> Dict[str, Any]:
+        """merge (RFC 7386), strategic (built-in kinds only) or json (RFC 6902, a list of ops)."""
+        if patch_type not in self.PATCH_TYPES:
+            raise K8sError("patch_type must be one of %s, got %r" % (", ".join(sorted(self.PATCH_TYPES)), patch_type))
+        if patch_type == "json" and not isinstance(patch, list):
+            raise K8sError("a json patch is a list of operations")
+        rtype = resource_type_of(kind)
+        return self.request("PATCH", rtype.path(name, namespace, subresource), body=patch,
+                            query=self._write_query(self._dry(dry_run)), content_type=self.PATCH_TYPES[patch_type])
+
+    def delete(self, kind: KindRef, name: str, namespace: Optional[str] = None, dry_run: Optional[bool] = None,
+               propagation_policy: Optional[str] = "Background", grace_period_seconds: Optional[int] = None) -> bool:
+        """True when the delete was accepted, False when the object did not exist."""
+        dry = self._dry(dry_run)
+        rtype = resource_type_of(kind)
+        body: Dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if propagation_policy:
+            body["propagationPolicy"] = propagation_policy
+        if grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
+        if dry:
+            body["dryRun"] = ["All"]
+        query = [("dryRun", "All")] if dry else []
+        try:
+            self.request("DELETE", rtype.path(name, namespace), body=body, query=query)
+        except K8sError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    # -- higher level --------------------------------------------------------------------------
+
+    def apply(self, body: Dict[str, Any], dry_run: Optional[bool] = None, compare: str = "exact") -> ApplyResult:
+        """Create ``body`` or bring the live object to it (see desired_differs / merge_desired).
+
+        Idempotent: no request that writes when nothing differs. In dry_run the server validates
+        the write (dryRun=All) and nothing is persisted. 409 on update: re-read and retry."""
+        rtype = resource_type_of(body.get("kind", ""), body.get("apiVersion"))
+        meta = body.get("metadata") or {}
+        name, namespace = meta.get("name"), meta.get("namespace") if rtype.namespaced else None
+        if not name:
+            raise K8sError("%s: metadata.name is required" % rtype.kind)
+        for _attempt in range(self.conflict_retries + 1):
+            live = self.get(rtype, name, namespace)
+            if live is None:
+                try:
+                    created = self.create(body, dry_run=dry_run)
+                except K8sError as exc:
+                    if exc.status == 409:  # created meanwhile (or by a retried POST): compare again
+                        continue
+                    raise
+                return ApplyResult("created", None, created)
+            if not desired_differs(body, live, compare):
+                return ApplyResult("unchanged", live, live)
+            try:
+                updated = self.replace(merge_desired(body, live), dry_run=dry_run)
+            except K8sError as exc:
+                if exc.status == 409:
+                    continue
+                raise
+            return ApplyResult("updated", live, updated)
+        raise K8sError("%s %s: still conflicting after %d attempts (someone else keeps changing it)"
+                       % (rtype.kind, name, self.conflict_retries + 1), status=409)
+
+    def update(self, kind: KindRef, name: str, mutate: Mutator, namespace: Optional[str] = None,
+               dry_run: Optional[bool] = None) -> Tuple[bool, Optional[Obj], Optional[Obj]]:
+        """Read-modify-write with optimistic locking.
+
+        ``mutate(copy_of_live)`` returns the new object, or None when nothing has to change.
+        Returns (changed, before, after); raises K8sError(404) when the object does not exist.
+        On 409 the object is re-read and ``mutate`` is called again (bounded)."""
+        rtype = resource_type_of(kind)
+        for _attempt in range(self.conflict_retries + 1):
+            live = self.get(rtype, name, namespace)
+            if live is None:
+                raise K8sError("%s %s not found" % (rtype.kind, name if not namespace else namespace + "/" + name),
+                               status=404)
+            wanted = mutate(copy.deepcopy(live))
+            if wanted is None:
+                return False, live, live
+            wanted.setdefault("kind", rtype.kind)
+            wanted.setdefault("apiVersion", rtype.api_version)
+            try:
+                return True, live, self.replace(wanted, dry_run=dry_run)
+            except K8sError as exc:
+                if exc.status != 409:
+                    raise
+        raise K8sError("%s %s: still conflicting after %d attempts" % (rtype.kind, name, self.conflict_retries + 1),
+                       status=409)
+
+    def _set_metadata_map(self, kind: KindRef, name: str, section: str, values: Dict[str, Optional[str]],
+                          namespace: Optional[str] = None, dry_run: Optional[bool] = None) -> Tuple[bool, Dict[str, Any]]:
+        def mutate(obj):
+            current = (obj.get("metadata") or {}).get(section) or {}
+            wanted = dict(current)
+            for key, value in values.items():
+                if value is None:
+                    wanted.pop(key, None)
+                else:
+                    wanted[key] = str(value)
+            if wanted == current:
+                return None
+            obj.setdefault("metadata", {})[section] = wanted
+            return obj
+        changed, _before, after = self.update(kind, name, mutate, namespace=namespace, dry_run=dry_run)
+        return changed, after or {}
+
+    def set_node_labels(self, node: str, labels: Dict[str, Optional[str]], dry_run: Optional[bool] = None) -> Tuple[bool, Dict[str, Any]]:
+        """Set (value) or remove (None) node labels. Returns (changed, node)."""
+        return self._set_metadata_map("Node", node, "labels", labels, dry_run=dry_run)
+
+    def set_node_annotations(self, node: str, annotations: Dict[str, Optional[str]], dry_run: Optional[bool] = None) -> Tuple[bool, Dict[str, Any]]:
+        return self._set_metadata_map("Node", node, "annotations", annotations, dry_run=dry_run)
+
+    def set_labels(self, kind: KindRef, name: str, labels: Dict[str, Optional[str]],
+                   namespace: Optional[str] = None, dry_run: Optional[bool] = None) -> Tuple[bool, Dict[str, Any]]:
+        return self._set_metadata_map(kind, name, "labels", labels, namespace=namespace, dry_run=dry_run)
+
+    def set_unschedulable(self, node: str, unschedulable: bool, dry_run: Optional[bool] = None) -> Tuple[bool, Dict[str, Any]]:
+        """Cordon (True) or uncordon (False). Returns (changed, node)."""
+        def mutate(obj):
+            if bool((obj.get("spec") or {}).get("unschedulable")) == unschedulable:
+                return None
+            spec = obj.setdefault("spec", {})
+            if unschedulable:
+                spec["unschedulable"] = True
+            else:
+                spec.pop("unschedulable", None)
+            return obj
+        changed, _before, after = self.update("Node", node, mutate, dry_run=dry_run)
+        return changed, after or {}
+
+    def ensure_namespace(self, name: str, labels: Optional[Dict[str, str]] = None, dry_run: Optional[bool] = None) -> ApplyResult:
+        body: Dict[str, Any] = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        if labels:
+            body["metadata"]["labels"] = dict(labels)
+        return self.apply(body, dry_run=dry_run)
+
+    def pods_on_node(self, node: str) -> List[Dict[str, Any]]:
+        return self.list("Pod", field_selector="spec.nodeName=%s" % node)
+
+    def evict(self, name: str, namespace: str, dry_run: Optional[bool] = None, grace_period_seconds: Optional[int] = None) -> None:
+        """POST a policy/v1 Eviction. A PodDisruptionBudget refusal surfaces as K8sError(status=429)
+        immediately (the caller decides how long to keep trying); 404 means already gone (ok)."""
+        body: Dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
+                                "metadata": {"name": name, "namespace": namespace}}
+        dry = self._dry(dry_run)
+        options: Dict[str, Any] = {}
+        if dry:
+            options["dryRun"] = ["All"]
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        if options:
+            body["deleteOptions"] = options
+        query = [("dryRun", "All")] if dry else []
+        try:
+            self.request("POST", BUILTIN_TYPES["Pod"].path(name, namespace, "eviction"), body=body,
+                         query=query, retry_429=False)
+        except K8sError as exc:
+            if exc.status != 404:
+                raise
+
+    def pod_log(self, name: str, namespace: str, container: Optional[str] = None, tail_lines: Optional[int] = None) -> str:
+        """Text of pods/<name>/log (retried like every request; K8sError on failure)."""
+        query: List[Tuple[str, Any]] = []
+        if container:
+            query.append(("container", container))
+        if tail_lines is not None:
+            query.append(("tailLines", tail_lines))
+        return self.request("GET", BUILTIN_TYPES["Pod"].path(name, namespace, "log"), query=query, raw=True)
+
+    def events_for(self, kind: str, name: str, namespace: Optional[str] = None) -> List[Dict[str, Any]]:
+        """Events about one object, oldest first (core/v1 events)."""
+        selector = "involvedObject.kind=%s,involvedObject.name=%s" % (kind, name)
+        events = self.list("Event", namespace=namespace, field_selector=selector)
+
+        def when(event: Dict[str, Any]) -> str:
+            return str(event.get("lastTimestamp") or event.get("eventTime")
+                       or (event.get("metadata") or {}).get("creationTimestamp") or "")
+        return sorted(events, key=when)
+
+    # -- waiting -------------------------------------------------------------------------------
+
+    def now(self) -> float:
+        """Monotonic seconds (the clock wait_for uses; injectable for tests)."""
+        return self._clock()
+
+    def wait_for(self, what: str, probe: Callable[[], Tuple[bool, Any]], timeout: float, interval: float = 2.0,
+                 progress: Optional[Callable[[str, float, Any], None]] = None) -> Any:
+        """Poll ``probe() -> (done, detail)`` until done; returns the final detail.
+
+        ``progress(what, elapsed_seconds, detail)`` is called after every poll that is not done.
+        The probe may raise (e.g. K8sError for a terminal failure) to stop waiting. Raises
+        K8sTimeout (with the last detail) when ``timeout`` seconds pass."""
+        start = self._clock()
+        while True:
+            done, detail = probe()
+            elapsed = self._clock() - start
+            if done:
+                return detail
+            if progress is not None:
+                progress(what, elapsed, detail)
+            if elapsed >= timeout:
+                raise K8sTimeout(what, elapsed, detail)
+            self._sleep(max(0.0, min(interval, timeout - elapsed)))

@@ -1,0 +1,133 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.sharing contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The cluster side of gpu_quotas: the fleet plan's nodes, the live Kueue objects, the writes.
+
+Writes go through ``K8sClient`` (a server-side dry run in check mode). An object the plan names that
+exists without ``app.kubernetes.io/managed-by=gpufleet.sharing`` is refused by name before anything is
+written; owned objects the plan no longer names are deleted (LocalQueues, then ClusterQueues, then
+ResourceFlavors) unless the state keeps them.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_plan import SCOPE_FLEET, Intent, plan_fleet
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_io import read_cluster_configs
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_read import read_fleet
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import BUILTIN_TYPES, K8sError, label_selector
+from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_objects import OWNER, owned
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import SharingError
+
+TYPES = {kind: BUILTIN_TYPES[kind] for kind in ("ResourceFlavor", "ClusterQueue", "LocalQueue")}  # API_VERSION
+SPEC_FIELDS = {"ResourceFlavor": ("nodeLabels", "nodeTaints", "tolerations"),
+               "ClusterQueue": ("cohortName", "namespaceSelector", "resourceGroups"),
+               "LocalQueue": ("clusterQueue",)}
+QUANTITY_FIELDS = ("nominalQuota", "borrowingLimit", "lendingLimit")
+
+
+def planned_nodes(mod: Any) -> List[Dict[str, Any]]:
+    """Per node in the plan: what it will advertise, its labels (the plan's over the live ones), its taints."""
+    p = mod.params
+    read = read_fleet(mod)
+    nodes = read.nodes
+    configs = read.configs
+    if configs is None:
+        configs = read_cluster_configs(mod.k8s, read.cluster.configmap, p["operator_namespace"])[0]
+    intent = Intent(configs, read.default_config, read.plans, p["mig_strategy"], tuple(p["nodes"]), read.selector,
+                    SCOPE_FLEET, read.plugin)
+    try:
+        fleet = plan_fleet(intent, read.cluster.with_nodes(nodes))
+    except SharingError as exc:
+        mod.fail("invalid sharing plan: %s" % exc, problems=exc.problems)
+    live = {n["metadata"]["name"]: n for n in nodes}
+    result = []
+    for name, node in sorted(fleet.nodes.items()):
+        if node.exists and node.expected is not None:
+            labels = dict((live[name]["metadata"].get("labels") or {}), **node.expected.labels)
+            result.append({"node": name, "resources": dict(node.expected.resources), "labels": labels,
+                           "taints": (live[name].get("spec") or {}).get("taints") or []})
+    return result
+
+
+def advertised_nodes(mod: Any) -> List[Dict[str, Any]]:
+    """The nodes as they are now: allocatable, labels, taints."""
+    return [{"node": n["metadata"]["name"], "labels": n["metadata"].get("labels") or {},
+             "taints": (n.get("spec") or {}).get("taints") or [],
+             "resources": {r: int(v) for r, v in ((n.get("status") or {}).get("allocatable") or {}).items()
+                           if r.startswith("nvidia.com/") and str(v).isdigit()}}
+            for n in mod.k8s.list("Node")]
+
+
+def read_owned(mod: Any) -> Dict[str, Dict[Tuple[str, str], Dict[str, Any]]]:
+    """kind -> (namespace, name) -> every owned Kueue object."""
+    selector = label_selector(dict(OWNER))
+    try:
+        return {kind: {((o["metadata"].get("namespace") or ""), o["metadata"]["name"]): o
+                       for o in mod.k8s.list(rt, label_selector=selector)} for kind, rt in TYPES.items()}
+    except K8sError as exc:
+        if exc.status != 404:
+            raise
+        mod.fail("Kueue's API kueue.x-k8s.io/v1beta2 is not served by this cluster: install Kueue v0.19 or later "
+                 "(its CRDs) before giving gpufleet_teams; nothing was written")
+
+
+def _canonical(spec: Mapping[str, Any], kind: str) -> Dict[str, Any]:
+    """The fields the module owns, quantities as strings (the API server may keep either form)."""
+    picked = {k: copy.deepcopy(spec[k]) for k in SPEC_FIELDS[kind] if k in spec}
+    for group in picked.get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            for res in flavor.get("resources") or []:
+                for key in QUANTITY_FIELDS:
+                    if key in res:
+                        res[key] = str(res[key])
+    return picked
+
+
+def refusals(mod: Any, bodies: Sequence[Dict[str, Any]]) -> List[str]:
+    """The planned objects that exist and are not ours; the teams' namespaces that do not exist."""
+    problems = []
+    for body in bodies:
+        meta = body["metadata"]
+        if body["kind"] == "LocalQueue" and mod.k8s.get("Namespace", meta["namespace"]) is None:
+            problems.append("team %s: namespace %s does not exist (create it first; the team's LocalQueue goes there)"
+                            % (meta["name"], meta["namespace"]))
+            continue
+        meta = body["metadata"]
+        live = mod.k8s.get(TYPES[body["kind"]], meta["name"], meta.get("namespace"))
+        if live is not None and not owned(live):
+            problems.append("%s %s%s exists and is not managed by gpufleet.sharing (label %s); it is left alone: "
+                            "rename the team or remove that object" % (
+                                body["kind"], meta.get("namespace", "") and meta["namespace"] + "/", meta["name"],
+                                "app.kubernetes.io/managed-by=gpufleet.sharing"))
+    return problems
+
+
+def write(mod: Any, body: Dict[str, Any], live: Optional[Dict[str, Any]]) -> bool:
+    """Create or update one owned object; records the diff of its spec; True when it changed."""
+    kind, meta = body["kind"], body["metadata"]
+    what = "%s %s%s" % (kind, meta.get("namespace", "") and meta["namespace"] + "/", meta["name"])
+    before = _canonical((live or {}).get("spec") or {}, kind) if live else None
+    after = _canonical(body["spec"], kind)
+    if live is not None and before == after:
+        return False
+    if live is None:
+        mod.k8s.create(body)
+    else:
+        merged = copy.deepcopy(live)
+        merged.pop("status", None)
+        merged["metadata"].setdefault("labels", {}).update(OWNER)
+        for key in SPEC_FIELDS[kind]:
+            merged.setdefault("spec", {}).pop(key, None)
+        merged["spec"].update(copy.deepcopy(body["spec"]))
+        mod.k8s.replace(merged)
+    return mod.changes.record(what, before, after, changed=True)
+
+
+def delete(mod: Any, kind: str, key: Tuple[str, str], live: Dict[str, Any]) -> None:
+    namespace, name = key
+    mod.k8s.delete(TYPES[kind], name, namespace or None)
+    mod.changes.record("%s %s%s" % (kind, namespace and namespace + "/", name),
+                       _canonical(live.get("spec") or {}, kind), None, changed=True)
