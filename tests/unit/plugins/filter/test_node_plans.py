@@ -28,7 +28,6 @@ def test_entries_from_hostvars():
 
 
 def test_node_name_filter_is_the_one_rule():
-    from ansible_collections.gpufleet.sharing.plugins.filter.node_plans import FilterModule
     node = FilterModule().filters()["node_name"]
     assert node("h1", {"h1": {"gpufleet_node_name": "node-1"}}) == "node-1"
     assert node("h2", {"h2": {}}) == "h2"

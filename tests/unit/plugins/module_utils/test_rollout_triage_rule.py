@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import (
-    MARK_ANNOTATED, MARK_DELETED, MARK_REFUSED, failure_message, summary_rows, to_annotate_again, triage)
+    MARK_ANNOTATED, MARK_DELETED, MARK_REFUSED, failure_message, steps, summary_rows, to_annotate_again, triage)
 
 
 def old_rule(plan, annotated):
@@ -96,7 +96,6 @@ def test_nodes_whose_reason_must_be_written_again():
 
 def test_the_steps_of_a_node_follow_its_outcome():
     """The one vocabulary the rollout role reads: which of its steps a node's batch runs, in order."""
-    from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import steps
     full = ["drain", "pause", "apply", "restore", "restart", "verify", "uncordon"]
     assert steps({"outcome": "mig_change"}, cluster=True, pause=True, verify=True) == full
     assert steps({"outcome": "mig_change"}, cluster=True, pause=False, verify=False) == [
