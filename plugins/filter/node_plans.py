@@ -22,6 +22,8 @@ description:
     fact that the C(mig) role's C(selection) tasks record from C(mig_config) and C(mig_configs), with
     that role's defaults) and its sharing config (C(gpu_sharing_config)).
   - A host with neither GPU facts nor a sharing config is left out (its node is then read from its labels).
+  - The filter C(node_name) in the same file gives one host's node name, the same rule
+    (C(inventory_hostname | gpufleet.sharing.node_name(hostvars))): the one place the rule is written.
 extends_documentation_fragment:
   - gpufleet.sharing.fleet_filter
 """
@@ -38,6 +40,11 @@ _value:
   type: list
   elements: dict
 """
+
+
+def node_of(host: str, hostvars: Mapping[str, Any]) -> str:
+    """The filter C(node_name): ``inventory_hostname | gpufleet.sharing.node_name(hostvars)``."""
+    return node_name(host, hostvars[host])
 
 
 def host_entry(host: str, host_vars: Mapping[str, Any]) -> Dict[str, Any]:
@@ -62,4 +69,4 @@ def node_plans(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> List[Dict[s
 
 class FilterModule:
     def filters(self) -> Dict[str, Any]:
-        return {"node_plans": node_plans}
+        return {"node_plans": node_plans, "node_name": node_of}

@@ -44,7 +44,7 @@ options:
 EXAMPLES = r"""
 - name: Build the summary
   ansible.builtin.set_fact:
-    rollout_summary: "{{ hostvars | gpufleet.sharing.rollout_summary(ansible_play_hosts_all, hostvars['localhost'].rollout_triage) }}"
+    rollout_summary: "{{ hostvars | gpufleet.sharing.rollout_summary(ansible_play_hosts_all, rollout_triage) }}"
   run_once: true
 """
 

@@ -5,12 +5,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import node_name
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._read_plan import read_plan
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_read_plan import Prepared
-from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import UNPLANNED, triage
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import UNPLANNED, steps, triage
 
 DOCUMENTATION = r"""
 name: rollout_triage
@@ -26,8 +26,14 @@ description:
     node), V(unreachable), V(files_only) (converged, but the nvidia-mig-manager files differ),
     V(mig_change) (anything else, a failed plan included, which the batch plans again on the host), or
     V(unplanned) when the read cannot be used (skipped, failed, unreachable, no GPU, a file not read,
-    or O(use_read=false)); with C(node), C(reason), C(gpus) (the GPUs to change) and C(planned_on)
-    (V(controller) or V(host)).
+    or O(use_read=false)); with C(node) (the Kubernetes node, C(gpufleet_node_name), else the host),
+    C(reason), C(gpus) (the GPUs to change), C(planned_on) (V(controller) or V(host)), C(config) (the
+    selected MIG config), C(plan) (the plan the host applies as it is, O(gpufleet.sharing.mig_config#module:plan))
+    and C(error) (the message of a plan that failed, else empty).
+  - The filter C(rollout_steps) in the same file turns one host's entry into the steps of its batch, in
+    order (V(drain), V(pause), V(apply), V(restore), V(restart), V(verify), V(uncordon); V(files) for
+    V(files_only); V(refuse) for a failed plan; none for a settled host), given C(cluster), C(pause) and
+    C(verify) (booleans, default true).
   - Given O(previous), the hosts it left V(unplanned) are sorted from their registered C(mig_run)
     (M(gpufleet.sharing.mig_config) run on the host in check mode).
 extends_documentation_fragment:
@@ -74,10 +80,16 @@ def rollout_triage(hostvars: Mapping[str, Any], hosts: Sequence[str], annotated_
                        if use_read else {}), "controller"
         if not plan and previous is not None:
             plan, where = host_vars.get("mig_run") or {}, "host"
-        answer[host] = dict(triage(plan, node in (annotated_nodes or {})), node=node, planned_on=where)
+        failed = plan.get("msg", "") if plan.get("failed") and not plan.get("unreachable") else ""
+        answer[host] = dict(triage(plan, node in (annotated_nodes or {})), node=node, planned_on=where,
+                            plan=plan.get("plan") or {}, config=plan.get("selected", ""), error=str(failed))
     return answer
+
+
+def rollout_steps(entry: Mapping[str, Any], cluster: bool = True, pause: bool = True, verify: bool = True) -> List[str]:
+    return steps(entry or {}, bool(cluster), bool(pause), bool(verify))
 
 
 class FilterModule:
     def filters(self) -> Dict[str, Any]:
-        return {"rollout_triage": rollout_triage}
+        return {"rollout_triage": rollout_triage, "rollout_steps": rollout_steps}

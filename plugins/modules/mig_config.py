@@ -89,6 +89,16 @@ options:
         C(apply-start) hook does). The caller runs C(systemctl daemon-reload) when RV(files) says it changed.
       - Same mode, directory and timing rules as O(config_dest).
     type: path
+  plan:
+    description:
+      - A plan this module returned (RV(plan)), or that the P(gpufleet.sharing.rollout_triage#filter) filter
+        computed on the controller with this module's code from a read of the host.
+      - The GPUs are read again in any case (busy GPUs are refused as always). When they are still in the
+        state the plan was made from, and the config document and O(selected) are the plan's, the plan is
+        applied as it is, without planning again (RV(plan_reused)); otherwise the host is planned again
+        from what it is now, never changed from a stale plan.
+      - A value that is not such a plan fails the task before anything changes.
+    type: dict
 notes:
   - Profiles are GPU-instance profiles such as V(1g.10gb), V(3g.40gb) or V(1g.10gb+me); every GPU
     instance gets its default compute instance.
@@ -267,9 +277,19 @@ config_yaml:
   description: The whole config document (defaults included when requested) rendered as mig-parted YAML.
   returned: always
   type: str
+plan:
+  description:
+    - The plan this run made or reused (per GPU what changes and the order of its instances), bound to the
+      config document; give it back as O(plan) to apply it later without planning again.
+  returned: always
+  type: dict
+plan_reused:
+  description: The given O(plan) was applied as it is (the GPUs were still in the state it was made from).
+  returned: always
+  type: bool
 """
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._host import read_file, write_file
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_apply import (
@@ -288,6 +308,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_apply im
     plan_result,
     wanted_files,
 )
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_given_plan import GivenPlanError, given_plan, plan_to_dict, reusable
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_host import MigHost, read_document
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_parted import (
     DocumentError,
@@ -309,6 +330,7 @@ ARGUMENT_SPEC = dict(
     hooks_file=dict(type="path"),
     config_dest=dict(type="path"),
     selected_config_override=dict(type="path"),
+    plan=dict(type="dict"),
 )
 
 
@@ -323,13 +345,14 @@ def run(mod: GpuFleetModule) -> None:
     config_yaml = render_yaml(config.as_dict())
     host = MigHost(mod)
     gpus = host.gather()
-    plan = plan_or_fail(mod, config, gpus)
+    plan, reused = plan_or_fail(mod, config, config_yaml, gpus)
     params = mod.params
     files = [file_state(path, text, *read_file(path))
              for path, text in wanted_files(params["config_dest"], params["selected_config_override"],
                                             plan.config_name, config_yaml)]
     result = plan_result(plan, files, config_yaml, mod.check_mode, params["config_dest"],
                          params["selected_config_override"])
+    result.update(plan=plan_to_dict(plan, config_yaml), plan_reused=reused)
     if mod.diff_mode:
         result["diff"] = plan_diff(plan, result["changed_gpus"], files)
     if result["changed"]:
@@ -356,11 +379,20 @@ def read_config(mod: GpuFleetModule) -> MigPartedConfig:
     return config
 
 
-def plan_or_fail(mod: GpuFleetModule, config: MigPartedConfig, gpus: List[Dict[str, Any]]) -> HostPlan:
+def plan_or_fail(mod: GpuFleetModule, config: MigPartedConfig, config_yaml: str,
+                 gpus: List[Dict[str, Any]]) -> Tuple[HostPlan, bool]:
+    """The given plan when the GPUs are still as it was made from (no plan again), else a plan made here."""
+    if mod.params["plan"]:
+        try:
+            given = given_plan(mod.params["plan"])
+        except GivenPlanError as exc:
+            mod.fail(str(exc))
+        if reusable(mod.params["plan"], given, config_yaml, mod.params["selected"], gpus):
+            return given, True
     with mod.failing_on("MIG config %s cannot be applied on this host" % (mod.params["selected"] or ""),
                         before=[current_layout(gpu) for gpu in gpus]):
         plan = plan_host(config, mod.params["selected"], gpus)
-    return plan
+    return plan, False
 
 
 def apply(mod: GpuFleetModule, host: MigHost, plan: HostPlan, config: MigPartedConfig, result: Dict[str, Any]) -> None:

@@ -39,6 +39,29 @@ def triage(plan: Optional[Mapping[str, Any]], annotated: bool) -> Dict[str, Any]
     return {"outcome": FILES_ONLY if files_differ else UNCHANGED, "reason": "", "gpus": []}
 
 
+# The steps of a node's batch, in order: each is a task file of the rollout role (roles/rollout/tasks/<step>.yml).
+# refuse: the plan failed, the node is refused before anything changes; files: only the nvidia-mig-manager
+# files (converged layout, no drain); the others change the node's MIG layout on a drained node.
+CLUSTER_STEPS = ("drain", "pause", "apply", "restore", "restart", "verify", "uncordon")
+
+
+def steps(entry: Mapping[str, Any], cluster: bool, pause: bool, verify: bool) -> List[str]:
+    """The steps the batch runs for a triaged node (``entry``: its triage): none for a settled node.
+    ``cluster``: the nodes are managed in Kubernetes; ``pause``: the GPU operands are paused around the
+    change; ``verify``: the node's advertisement is verified (not in check mode)."""
+    outcome = entry.get("outcome")
+    if outcome == FILES_ONLY:
+        return ["files"]
+    if outcome != MIG_CHANGE:
+        return []
+    if entry.get("error"):
+        return ["refuse"]
+    skipped = set() if cluster else set(CLUSTER_STEPS) - {"apply"}
+    skipped |= set() if pause else {"pause", "restore"}
+    skipped |= set() if verify else {"verify"}
+    return [step for step in CLUSTER_STEPS if step not in skipped]
+
+
 # What the failure handling of a node's batch could do to the node (issue 21, items 12 and 13).
 MARK_ANNOTATED = "annotated"  # cordoned, annotated "failed: <reason>"
 MARK_DELETED = "deleted"      # the Node object is gone: nothing to cordon or annotate

@@ -20,6 +20,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_apply im
     plan_result,
     wanted_files,
 )
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_given_plan import plan_to_dict
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_parted import (
     CONFIG_VERSION,
     DocumentError,
@@ -71,7 +72,9 @@ def plan_prepared(prepared: Prepared, selected: Optional[str], gpus: Sequence[Ma
     for path, text in wanted_files(config_dest, override, plan.config_name, prepared.config_yaml):
         state = files_read.get(path) or {}
         files.append(file_state(path, text, state.get("content"), state.get("mode")))
-    return plan_result(plan, files, prepared.config_yaml, True, config_dest, override)
+    result = plan_result(plan, files, prepared.config_yaml, True, config_dest, override)
+    result["plan"] = plan_to_dict(plan, prepared.config_yaml)  # what the host applies (mig_config's plan option)
+    return result
 
 
 def plan_from_read(document: Any, include_defaults: bool, selected: Optional[str],

@@ -25,3 +25,9 @@ def test_entries_from_hostvars():
         {"node": "h2", "gpu_facts": FACTS, "mig_configs": {}},
         {"node": "h3", "sharing_config": TS4},
     ]
+
+
+def test_node_name_filter_is_the_one_rule():
+    node = FilterModule().filters()["node_name"]
+    assert node("h1", {"h1": {"gpufleet_node_name": "node-1"}}) == "node-1"
+    assert node("h2", {"h2": {}}) == "h2"

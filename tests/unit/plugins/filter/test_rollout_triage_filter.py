@@ -67,3 +67,17 @@ def test_documentation_parses():
     doc = yaml.safe_load(DOCUMENTATION)
     assert doc["name"] == "rollout_triage" and set(doc["options"]) == {"annotated_nodes", "use_read", "previous"}
     assert doc["extends_documentation_fragment"] == ["gpufleet.sharing.fleet_filter"]  # _input (hostvars), hosts
+
+
+def test_each_node_carries_the_plan_its_host_applies():
+    """Issue 20 item 3: the controller's plan (or the host's, for a host planned there) goes to the host as it is."""
+    hostvars = {"a": {"gpufleet_gpu_read": read(), "mig_selection": SELECTION},
+                "b": {"gpufleet_gpu_read": read(skipped=True), "mig_selection": SELECTION},
+                "c": {"gpufleet_gpu_read": read(), "mig_selection": dict(SELECTION, config="nope")}}
+    first = rollout_triage(hostvars, ["a", "b", "c"], {})
+    assert first["a"]["plan"] == read_plan(read(), SELECTION, {})["plan"] and first["a"]["config"] == "all-balanced"
+    assert first["a"]["plan"]["config_name"] == "all-balanced" and first["a"]["error"] == ""
+    assert first["c"]["plan"] == {} and "nope" in first["c"]["error"]
+    hostvars["b"]["mig_run"] = {"changed_gpus": [0], "selected": "all-balanced", "plan": {"config_name": "all-balanced"}}
+    second = rollout_triage(hostvars, ["a", "b", "c"], {}, previous=first)
+    assert second["b"]["plan"] == {"config_name": "all-balanced"} and second["b"]["config"] == "all-balanced"

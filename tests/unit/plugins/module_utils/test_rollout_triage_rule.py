@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import (
-    MARK_ANNOTATED, MARK_DELETED, MARK_REFUSED, failure_message, summary_rows, to_annotate_again, triage)
+    MARK_ANNOTATED, MARK_DELETED, MARK_REFUSED, failure_message, steps, summary_rows, to_annotate_again, triage)
 
 
 def old_rule(plan, annotated):
@@ -92,3 +92,17 @@ def test_nodes_whose_reason_must_be_written_again():
                 "b": {"outcome": "failed", "reason": "y", "mark": MARK_DELETED},
                 "c": {"outcome": "failed", "reason": "z", "mark": MARK_ANNOTATED}}
     assert to_annotate_again(["a", "b", "c"], recorded, {"a": "node-a"}) == [{"host": "a", "node": "node-a", "reason": "x"}]
+
+
+def test_the_steps_of_a_node_follow_its_outcome():
+    """The one vocabulary the rollout role reads: which of its steps a node's batch runs, in order."""
+    full = ["drain", "pause", "apply", "restore", "restart", "verify", "uncordon"]
+    assert steps({"outcome": "mig_change"}, cluster=True, pause=True, verify=True) == full
+    assert steps({"outcome": "mig_change"}, cluster=True, pause=False, verify=False) == [
+        "drain", "apply", "restart", "uncordon"]
+    assert steps({"outcome": "mig_change"}, cluster=False, pause=True, verify=True) == ["apply"]
+    assert steps({"outcome": "files_only"}, cluster=True, pause=True, verify=True) == ["files"]
+    # A plan that failed is refused before anything changes (no drain), with its message.
+    assert steps({"outcome": "mig_change", "error": "cannot be applied"}, cluster=True, pause=True, verify=True) == ["refuse"]
+    for settled in ("unchanged", "unreachable", "unplanned"):
+        assert steps({"outcome": settled}, cluster=True, pause=True, verify=True) == []

@@ -416,7 +416,7 @@ def test_module_documentation_renders_with_ansible_doc():
     doc = json.loads(as_json.stdout)["gpufleet.sharing.mig_config"]
     spec = set(doc["doc"]["options"])
     assert spec == {"config", "config_file", "selected", "include_defaults", "allow_busy", "backend", "gpu_reset",
-                    "hooks_file", "config_dest", "selected_config_override"}
+                    "hooks_file", "config_dest", "selected_config_override", "plan"}
     assert set(doc["doc"]["attributes"]) == {"check_mode", "diff_mode", "platform"}
     assert {"before", "after", "reset_required", "reboot_required", "changed_gpus"} <= set(doc["return"])
 
