@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import node_name
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._read_plan import read_plan
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_read_plan import Prepared
-from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import UNPLANNED, steps, triage
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import UNPLANNED, steps, triage, with_backend
 
 DOCUMENTATION = r"""
 name: rollout_triage
@@ -29,9 +29,12 @@ description:
     or O(use_read=false)); with C(node) (the Kubernetes node, C(gpufleet_node_name), else the host),
     C(reason), C(gpus) (the GPUs to change), C(planned_on) (V(controller) or V(host)), C(config) (the
     selected MIG config), C(plan) (the plan the host applies as it is, O(gpufleet.sharing.mig_config#module:plan))
-    and C(error) (the message of a plan that failed, else empty).
+    and C(error) (the message of a plan that failed, else empty), C(annotated), C(backend) (the host's
+    C(gpufleet_gpu_backend), V(device-plugin) or V(dra)) and C(move) (the node moves between backends
+    in this run, see O(moves); such a node goes through the batches even when its layout is settled).
   - The filter C(rollout_steps) in the same file turns one host's entry into the steps of its batch, in
-    order (V(drain), V(pause), V(apply), V(restore), V(restart), V(verify), V(uncordon); V(files) for
+    order (V(drain), V(pause), V(apply), V(restore), V(restart), V(backend) for a DRA node or a node that
+    moves between backends (a DRA node has no V(verify), its ResourceSlices prove it), V(verify), V(uncordon); V(files) for
     V(files_only); V(refuse) for a failed plan; none for a settled host), given C(cluster), C(pause) and
     C(verify) (booleans, default true).
   - Given O(previous), the hosts it left V(unplanned) are sorted from their registered C(mig_run)
@@ -50,6 +53,11 @@ options:
   previous:
     description: This filter's earlier answer in the same run.
     type: dict
+  moves:
+    description: The hosts whose node moves between the device plugin and DRA in this run (the C(dra) role's C(rollout_plan)).
+    type: list
+    elements: str
+    default: []
 """
 
 EXAMPLES = r"""
@@ -66,7 +74,8 @@ _value:
 
 
 def rollout_triage(hostvars: Mapping[str, Any], hosts: Sequence[str], annotated_nodes: Optional[Mapping[str, Any]] = None,
-                   use_read: bool = True, previous: Optional[Mapping[str, Any]] = None) -> Dict[str, Dict[str, Any]]:
+                   use_read: bool = True, previous: Optional[Mapping[str, Any]] = None,
+                   moves: Sequence[str] = ()) -> Dict[str, Dict[str, Any]]:
     cache: Dict[Tuple[str, bool], Prepared] = {}
     answer = {}
     for host in hosts:
@@ -81,8 +90,10 @@ def rollout_triage(hostvars: Mapping[str, Any], hosts: Sequence[str], annotated_
         if not plan and previous is not None:
             plan, where = host_vars.get("mig_run") or {}, "host"
         failed = plan.get("msg", "") if plan.get("failed") and not plan.get("unreachable") else ""
-        answer[host] = dict(triage(plan, node in (annotated_nodes or {})), node=node, planned_on=where,
-                            plan=plan.get("plan") or {}, config=plan.get("selected", ""), error=str(failed))
+        annotated = node in (annotated_nodes or {})
+        entry = dict(triage(plan, annotated), node=node, planned_on=where, annotated=annotated,
+                     plan=plan.get("plan") or {}, config=plan.get("selected", ""), error=str(failed))
+        answer[host] = with_backend(entry, str(host_vars.get("gpufleet_gpu_backend") or "device-plugin"), host in moves)
     return answer
 
 

@@ -42,7 +42,21 @@ def triage(plan: Optional[Mapping[str, Any]], annotated: bool) -> Dict[str, Any]
 # The steps of a node's batch, in order: each is a task file of the rollout role (roles/rollout/tasks/<step>.yml).
 # refuse: the plan failed, the node is refused before anything changes; files: only the nvidia-mig-manager
 # files (converged layout, no drain); the others change the node's MIG layout on a drained node.
-CLUSTER_STEPS = ("drain", "pause", "apply", "restore", "restart", "verify", "uncordon")
+# backend: a node on DRA (or moving between the device plugin and DRA) gets its kubelet plugin restarted or its
+# backend switched, and is proven by its ResourceSlices there (roles/dra, docs/dra.md), not by the device
+# plugin's verify.
+CLUSTER_STEPS = ("drain", "pause", "apply", "restore", "restart", "backend", "verify", "uncordon")
+DRA = "dra"
+
+
+def with_backend(entry: Mapping[str, Any], backend: str, moves: bool) -> Dict[str, Any]:
+    """The triage of a node with its GPU backend (``device-plugin`` or ``dra``) and whether it moves
+    between them in this run: a node that moves goes through the batches (drain, switch, verify,
+    uncordon) even when its MIG layout is settled; an unreachable node stays settled."""
+    answer = dict(entry, backend=backend, move=moves)
+    if moves and entry.get("outcome") in (UNCHANGED, FILES_ONLY):
+        answer["outcome"] = MIG_CHANGE
+    return answer
 
 
 def steps(entry: Mapping[str, Any], cluster: bool, pause: bool, verify: bool) -> List[str]:
@@ -59,6 +73,9 @@ def steps(entry: Mapping[str, Any], cluster: bool, pause: bool, verify: bool) ->
     skipped = set() if cluster else set(CLUSTER_STEPS) - {"apply"}
     skipped |= set() if pause else {"pause", "restore"}
     skipped |= set() if verify else {"verify"}
+    dra, moves = entry.get("backend") == DRA, bool(entry.get("move"))
+    skipped |= set() if cluster and (dra or moves) else {"backend"}
+    skipped |= {"verify"} if dra else set()
     return [step for step in CLUSTER_STEPS if step not in skipped]
 
 

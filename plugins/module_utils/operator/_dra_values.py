@@ -18,18 +18,15 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_preflight import gate_problems, gate_values
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._images import merge
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._errors import ProblemsError
 
 DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
 BACKEND_LABEL = "gpufleet.sharing/gpu-backend"
 KUBELET_PLUGIN_SELECTOR = "nvidia-dra-driver-gpu-component=kubelet-plugin"
 
 
-class DraValuesError(ValueError):
+class DraValuesError(ProblemsError):
     """Values the driver or its chart would refuse; ``problems`` lists each."""
-
-    def __init__(self, problems: List[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = problems
 
 
 def _explicit(gates: Mapping[str, Any]) -> Dict[str, bool]:

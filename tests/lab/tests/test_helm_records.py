@@ -5,16 +5,10 @@ values` against the lab's API server equal _helm_release's reading of the releas
 from __future__ import annotations
 
 import json
-import os
-import sys
 
-BUILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", ".build")
-if BUILD not in sys.path:  # `make collection` links the checkout there
-    sys.path.insert(0, BUILD)
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._helm_release import release_from_records
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._helm_release import release_from_records  # noqa: E402
-
-from test_kubectl_helm import CHART, helm, lab  # noqa: F401,E402  pylint: disable=unused-import,import-error
+from test_kubectl_helm import CHART, helm, lab  # noqa: F401  pylint: disable=unused-import,import-error
 
 NS = "gpu-operator"
 

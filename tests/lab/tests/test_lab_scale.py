@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, List, Tuple
 
+from gpulab.cluster.operator import migmanager
+
 from test_cluster_behaviour_operator import Lab, wait_for  # pylint: disable=import-error
 
 NODES = 8
@@ -47,7 +49,6 @@ def test_admission_reads_only_the_nodes_pods(tmp_path):
 
 def test_mig_managers_parse_one_configmap_once(tmp_path, monkeypatch):
     """Each node's MIG manager reads the same mig-parted ConfigMap: parsed once per text, not once per node."""
-    from gpulab.cluster.operator import migmanager  # pylint: disable=import-outside-toplevel
     parses: List[int] = []
     real = migmanager.yaml.safe_load
 

@@ -15,13 +15,13 @@ import re
 import pytest
 import yaml
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_devices import published_devices
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_io import RESOURCE_SLICE
 from gpulab import hosts
-
 from labtools import REPO, run_module
 from rollout_lab import _helm, flat, start_lab
 
-_PROBLEM = hosts.prerequisites_problem()
-pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=f"lab hosts cannot run here: {_PROBLEM}")
+pytestmark = pytest.mark.lab_hosts
 
 CHART = os.path.join(REPO, "tests", "lab", "charts", "nvidia-dra-driver-gpu-standin")
 DRA_VARS = {"dra_driver_chart_ref": CHART, "dra_driver_chart_version": "25.12.0", "dra_driver_repo_url": "",
@@ -44,8 +44,6 @@ def plugin_uid(lab, node="flt-0"):
 
 
 def profiles(lab, node="flt-0"):
-    from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_io import RESOURCE_SLICE
-    from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_devices import published_devices
     return sorted(profile for _kind, profile, _parent in published_devices(lab.k8s.list(RESOURCE_SLICE), node))
 
 

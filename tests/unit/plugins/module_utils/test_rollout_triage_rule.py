@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import (
-    MARK_ANNOTATED, MARK_DELETED, MARK_REFUSED, failure_message, steps, summary_rows, to_annotate_again, triage)
+    MARK_ANNOTATED, MARK_DELETED, MARK_REFUSED, failure_message, steps, summary_rows, to_annotate_again, triage, with_backend)
 
 
 def old_rule(plan, annotated):
@@ -106,3 +106,26 @@ def test_the_steps_of_a_node_follow_its_outcome():
     assert steps({"outcome": "mig_change", "error": "cannot be applied"}, cluster=True, pause=True, verify=True) == ["refuse"]
     for settled in ("unchanged", "unreachable", "unplanned"):
         assert steps({"outcome": settled}, cluster=True, pause=True, verify=True) == []
+
+
+def test_a_node_that_moves_between_backends_goes_through_the_batches():
+    """A settled layout on a node whose backend moves (device plugin <-> DRA) is still drained and switched;
+    an unreachable node stays settled; a node that does not move keeps its outcome."""
+    for outcome in ("unchanged", "files_only"):
+        moved = with_backend({"outcome": outcome, "gpus": []}, "dra", True)
+        assert moved["outcome"] == "mig_change" and moved["move"] and moved["backend"] == "dra"
+        assert with_backend({"outcome": outcome}, "dra", False)["outcome"] == outcome
+    assert with_backend({"outcome": "unreachable"}, "device-plugin", True)["outcome"] == "unreachable"
+
+
+def test_a_dra_node_is_proven_by_its_slices_not_the_device_plugin_verify():
+    dra = {"outcome": "mig_change", "backend": "dra", "move": False}
+    assert steps(dra, cluster=True, pause=True, verify=True) == [
+        "drain", "pause", "apply", "restore", "restart", "backend", "uncordon"]
+    back = {"outcome": "mig_change", "backend": "device-plugin", "move": True}
+    assert steps(back, cluster=True, pause=True, verify=True) == [
+        "drain", "pause", "apply", "restore", "restart", "backend", "verify", "uncordon"]
+    # Without the cluster there is no backend to switch.
+    assert steps(dra, cluster=False, pause=True, verify=True) == ["apply"]
+    plain = {"outcome": "mig_change", "backend": "device-plugin", "move": False}
+    assert "backend" not in steps(plain, cluster=True, pause=True, verify=True)
