@@ -65,7 +65,7 @@ def test_a_stale_read_is_not_used():
 
 def test_documentation_parses():
     doc = yaml.safe_load(DOCUMENTATION)
-    assert doc["name"] == "rollout_triage" and set(doc["options"]) == {"annotated_nodes", "use_read", "previous"}
+    assert doc["name"] == "rollout_triage" and set(doc["options"]) == {"annotated_nodes", "use_read", "previous", "moves"}
     assert doc["extends_documentation_fragment"] == ["gpufleet.sharing.fleet_filter"]  # _input (hostvars), hosts
 
 
@@ -81,3 +81,13 @@ def test_each_node_carries_the_plan_its_host_applies():
     hostvars["b"]["mig_run"] = {"changed_gpus": [0], "selected": "all-balanced", "plan": {"config_name": "all-balanced"}}
     second = rollout_triage(hostvars, ["a", "b", "c"], {}, previous=first)
     assert second["b"]["plan"] == {"config_name": "all-balanced"} and second["b"]["config"] == "all-balanced"
+
+
+def test_a_node_moving_between_backends_is_not_settled():
+    """The dra role's rollout_plan names the hosts whose node moves (device plugin <-> DRA): a settled
+    layout still goes through the batches there, with the host's backend in its entry."""
+    hostvars = {"a": {"gpufleet_gpu_read": read(), "mig_selection": SELECTION, "gpufleet_gpu_backend": "dra"}}
+    settled = rollout_triage(hostvars, ["a"], {})["a"]
+    moved = rollout_triage(hostvars, ["a"], {}, moves=["a"])["a"]
+    assert settled["backend"] == "dra" and not settled["move"] and settled["outcome"] in ("unchanged", "files_only")
+    assert moved["move"] and moved["outcome"] == "mig_change" and moved["gpus"] == settled["gpus"]
