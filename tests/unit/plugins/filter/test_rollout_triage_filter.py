@@ -86,8 +86,10 @@ def test_each_node_carries_the_plan_its_host_applies():
 def test_a_node_moving_between_backends_is_not_settled():
     """The dra role's rollout_plan names the hosts whose node moves (device plugin <-> DRA): a settled
     layout still goes through the batches there, with the host's backend in its entry."""
-    hostvars = {"a": {"gpufleet_gpu_read": read(), "mig_selection": SELECTION, "gpufleet_gpu_backend": "dra"}}
-    settled = rollout_triage(hostvars, ["a"], {})["a"]
-    moved = rollout_triage(hostvars, ["a"], {}, moves=["a"])["a"]
-    assert settled["backend"] == "dra" and not settled["move"] and settled["outcome"] in ("unchanged", "files_only")
-    assert moved["move"] and moved["outcome"] == "mig_change" and moved["gpus"] == settled["gpus"]
+    hostvars = {"a": {"gpufleet_gpu_backend": "dra",
+                      "mig_run": {"changed_gpus": [], "config_dest_changed": False, "selected_config_override_changed": False}}}
+    unplanned = {"a": {"outcome": "unplanned"}}
+    settled = rollout_triage(hostvars, ["a"], {}, use_read=False, previous=unplanned)["a"]
+    moved = rollout_triage(hostvars, ["a"], {}, use_read=False, previous=unplanned, moves=["a"])["a"]
+    assert settled["backend"] == "dra" and not settled["move"] and settled["outcome"] == "unchanged"
+    assert moved["move"] and moved["outcome"] == "mig_change" and moved["gpus"] == []
