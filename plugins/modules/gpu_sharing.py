@@ -307,8 +307,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing 
     parse_configs,
     release_problems,
     render_configmap_data,
-    with_rendered_strategies,
-)
+    with_rendered_strategies)
 
 ARGUMENT_SPEC = dict(
     configs=dict(type="list", elements="dict", options=CONFIG_ARGSPEC, default=[]),

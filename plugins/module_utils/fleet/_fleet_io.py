@@ -13,7 +13,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient, K8sTimeout
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._verify import Check, compare_node
-from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import ExpectedNode, SharingConfig, SharingError, parse_rendered_config
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._expected import ExpectedNode
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import SharingConfig, SharingError, parse_rendered_config
 
 
 def read_cluster_configs(k8s: K8sClient, configmap: Optional[str], namespace: str) -> Tuple[Dict[str, SharingConfig], List[Check]]:

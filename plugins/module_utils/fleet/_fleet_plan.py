@@ -34,19 +34,17 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._component_ve
 )
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import (
     CONFIG_LABEL,
-    ExpectedNode,
     SharingConfig,
     SharingError,
     assign_nodes,
     configs_from_nodes,
     effective_config_name,
-    expected_node,
-    node_gpus_for,
     parse_configs,
     release_problems,
     selector_matches,
-    with_rendered_strategies,
-)
+    with_rendered_strategies)
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._expected import ExpectedNode, expected_node
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._node_gpus import node_gpus_for
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._mig_strategy import plugin_strategy
 from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import find_model
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_parted import (

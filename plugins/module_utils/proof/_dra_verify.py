@@ -21,7 +21,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_claims import (
     API_VERSION, DRIVER, OWNER_KEY, OWNER_VALUE, PlannedDevice)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_objects import claim_template
-from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import GPU_RESOURCE, mig_resource_name
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import GPU_RESOURCE
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._node_gpus import mig_resource_name
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._verify import RUN_ID_LABEL, Check, PodSpecWanted
 
 _PARENT_RE = re.compile(r"^(gpu-[0-9]+)(-mig-.*)?$")

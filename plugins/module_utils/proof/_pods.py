@@ -29,7 +29,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._verify imp
     pod_name,
     pods_for,
 )
-from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import ExpectedNode
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._expected import ExpectedNode
 
 
 def read_pod_log(k8s: K8sClient, name: str, namespace: str) -> Tuple[Optional[str], Optional[str]]:

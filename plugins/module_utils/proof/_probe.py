@@ -29,7 +29,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import find_model
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._run_inputs import probe_problems
-from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import ExpectedNode
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._expected import ExpectedNode
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._verify import Check, pods_for
 
 PROBE_MARKER = "gpufleet-probe"

@@ -30,7 +30,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._probe impo
     thresholds_of,
     with_probe_volume,
 )
-from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import ExpectedNode
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._expected import ExpectedNode
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._verify import (
     DEADLINE_MARGIN,
     MANAGED_BY_LABEL,

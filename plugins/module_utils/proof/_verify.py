@@ -19,12 +19,8 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.base._inputs impo
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._images import registry_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._options import (
     number_problems, object_name_problems, qualified_name_problem)
-from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import (
-    RESOURCE_PREFIX,
-    ExpectedNode,
-    SharingConfig,
-    product_matches,
-)
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import RESOURCE_PREFIX, SharingConfig
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._expected import ExpectedNode, product_matches
 
 try:
     import jmespath

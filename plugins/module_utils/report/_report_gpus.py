@@ -15,7 +15,8 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_plan
 from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import GpuModel, find_model
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_parted import instance_profile
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_planner import LayoutError, plan_layout
-from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import ExpectedNode, SharingError
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._expected import ExpectedNode
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import SharingError
 
 
 def live_instances(fact: Optional[Mapping[str, Any]]) -> List[Dict[str, Any]]:

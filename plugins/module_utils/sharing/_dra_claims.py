@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import find_model
-from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import GPU_RESOURCE, mig_resource_name
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import GPU_RESOURCE
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._node_gpus import mig_resource_name
 
 DRIVER = "gpu.nvidia.com"
 API_VERSION = "resource.k8s.io/v1"

@@ -1,11 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Device-plugin sharing configs (time-slicing, MPS) and what a node must advertise.
+"""Device-plugin sharing configs (time-slicing, MPS): parsing, rendering, which config a node runs.
 
-Pure logic, no I/O. The single source of truth for "what this node must advertise" is
-:func:`expected_node`; ``gpu_sharing`` (plan, check-mode diff, wait), ``gpu_verify`` (comparison)
-and the report all call it.
+Pure logic, no I/O. What a node must advertise under its config is ``_expected.expected_node`` (the
+single source of truth for the plan, the check-mode diff, the verification and the report); the
+node's GPUs are ``_node_gpus``.
 
 Facts followed (docs/reference/specs.md):
 - config file format ``version: v1``, ``sharing.timeSlicing`` / ``sharing.mps`` (docs/reference/specs.md §9.2);
@@ -18,30 +18,24 @@ Facts followed (docs/reference/specs.md):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
-from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
+from dataclasses import dataclass, replace
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import ALLOCATION_POLICIES, CONFIG_ARGSPEC
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._errors import ProblemsError
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._component_versions import (
+    DevicePlugin,
+    MPS_FAIL_REQUESTS_CONFIGURABLE,
+    SHARED_DEVICES_ALLOCATION_POLICY,
+    show)
+
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._mig_strategy import rendered_strategy
 
 try:
     import yaml
 except ImportError:  # pragma: no cover - PyYAML comes with ansible-core and the kubernetes client
     yaml = None
-
-from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._component_versions import (
-    MIG_SUFFIX_RESOURCES,
-    MPS_FAIL_REQUESTS_CONFIGURABLE,
-    SHARED_DEVICES_ALLOCATION_POLICY,
-    DevicePlugin,
-    show,
-)
-from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import ALLOCATION_POLICIES, CONFIG_ARGSPEC
-from ansible_collections.gpufleet.sharing.plugins.module_utils.base._errors import ProblemsError
-from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import CatalogError, find_model, resolve_model
-from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._mig_strategy import (
-    refusal_problem,
-    rendered_strategy,
-    start_refusal,
-)
-from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_planner import LayoutError, plan_layout
 
 GPU_RESOURCE = "nvidia.com/gpu"
 RESOURCE_PREFIX = "nvidia.com/"
@@ -55,20 +49,13 @@ MIG_STRATEGIES = ("none", "single", "mixed")
 # pods on the node can never be used; larger numbers are typos (docs/reference/specs.md §9.7).
 MAX_REPLICAS = 110
 RESOURCE_KEYS = ("name", "replicas")
-
 # Kubernetes label value (the config name is used as the node label value) and ConfigMap key rules.
 _LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _MIG_RESOURCE_RE = re.compile(r"^nvidia\.com/mig-[0-9]+g\.[0-9]+gb([-.][a-z.]+)?$")
-_MIG_BASE_RE = re.compile(r"^(nvidia\.com/mig-[0-9]+g\.[0-9]+gb)[-.][a-z.]+$")
-_PRODUCT_UNSAFE_RE = re.compile(r"[^A-Za-z0-9\-_. ]")
 
 
 class SharingError(ProblemsError):
     """Invalid sharing input; ``problems`` lists every problem found (one sentence each)."""
-
-
-# --------------------------------------------------------------------------------------------
-# Configs
 
 
 @dataclass(frozen=True)
@@ -297,10 +284,6 @@ def parse_configs(raw_configs: Sequence[Mapping[str, Any]], default: Optional[st
     return configs
 
 
-# --------------------------------------------------------------------------------------------
-# Rendering (device-plugin config file v1, docs/reference/specs.md §9.2). Deterministic: same input, same bytes.
-
-
 def render_config(cfg: SharingConfig) -> str:
     """MPS gets ``failRequestsGreaterThanOne`` only when false: omitted, the plugin refuses requests > 1
     (docs/reference/specs.md §9.9), and a config rendered before stays byte for byte the same."""
@@ -355,10 +338,6 @@ def render_configmap_data(configs: Mapping[str, SharingConfig]) -> Dict[str, str
     return {name: render_config(configs[name]) for name in sorted(configs)}
 
 
-# --------------------------------------------------------------------------------------------
-# Node assignment
-
-
 def selector_matches(selector: Sequence[Tuple[str, str]], labels: Mapping[str, str]) -> bool:
     return bool(selector) and all(labels.get(key) == value for key, value in selector)
 
@@ -397,499 +376,6 @@ def effective_config_name(node_labels: Mapping[str, str], existing_keys: Sequenc
     if label:
         return None  # unknown key: the plugin skips reconfiguration
     return default or None
-
-
-# --------------------------------------------------------------------------------------------
-# What GPUs a node has
-
-
-def sanitize_product(name: str) -> str:
-    """GFD product label value: drop characters outside [A-Za-z0-9-_. ], spaces become '-' (docs/reference/specs.md §8)."""
-    return _PRODUCT_UNSAFE_RE.sub("", name).strip().replace(" ", "-")
-
-
-def mig_resource_name(profile: str) -> str:
-    """Mixed-strategy resource of a GI profile: ``+`` becomes ``.`` (docs/reference/specs.md §9.1)."""
-    return MIG_RESOURCE_PREFIX + profile.replace("+", ".")
-
-
-def profile_of_mig_resource(resource: str) -> str:
-    return resource[len(MIG_RESOURCE_PREFIX):]
-
-
-def advertised_mig_resource(resource: str, plugin: Optional[DevicePlugin]) -> str:
-    """The mixed-strategy resource a device-plugin release advertises for a profile's resource: before
-    v0.20.0 a profile with a suffix (``+me``, ``-me``, ``+me.all``, ``+gfx``) is counted under its base
-    profile, ``nvidia.com/mig-1g.10gb.me`` as ``nvidia.com/mig-1g.10gb`` (docs/reference/specs.md §9.10)."""
-    if plugin is None or plugin.at_least(MIG_SUFFIX_RESOURCES):
-        return resource
-    match = _MIG_BASE_RE.match(resource)
-    return match.group(1) if match else resource
-
-
-@dataclass(frozen=True)
-class NodeGpus:
-    """The GPUs of one node as the device plugin sees them (physical, before sharing).
-
-    ``mig_devices`` maps the mixed-strategy resource name to the number of MIG devices.
-    ``known_mig_resources`` is every mixed resource the node's GPU models can have (for validating
-    config resource names); ``None`` when the models are unknown.
-    """
-
-    full_gpus: int = 0
-    mig_gpus: int = 0
-    mig_devices: Tuple[Tuple[str, int], ...] = ()
-    product: Optional[str] = None
-    models: Tuple[str, ...] = ()
-    known_mig_resources: Optional[FrozenSet[str]] = None
-    source: str = "plan"
-
-    @property
-    def mig_enabled(self) -> bool:
-        return self.mig_gpus > 0 or bool(self.mig_devices)
-
-    def mig_dict(self) -> Dict[str, int]:
-        return dict(self.mig_devices)
-
-    def as_dict(self) -> Dict[str, Any]:
-        return {
-            "full_gpus": self.full_gpus,
-            "mig_gpus": self.mig_gpus,
-            "mig_devices": self.mig_dict(),
-            "product": self.product,
-            "models": list(self.models),
-            "source": self.source,
-        }
-
-
-def _model_mig_resources(model: Any) -> FrozenSet[str]:
-    """Every mixed-strategy resource a catalog model can have (its GI profiles with C == G)."""
-    names = set()
-    for profile in getattr(model, "profiles", ()) or ():
-        pname = getattr(profile, "name", profile)
-        if isinstance(pname, str):
-            names.add(mig_resource_name(pname))
-    return frozenset(names)
-
-
-def _mig_resources(model: Any, model_name: Any, layout: Mapping[str, int], where: str,
-                   problems: List[str]) -> Optional[Dict[str, int]]:
-    """Mixed-strategy resources of one MIG layout (None, with the problem noted, when it is invalid)."""
-    if model is None:
-        problems.append("%s: a MIG layout needs the GPU model" % where)
-        return None
-    try:
-        return plan_layout(model, dict(layout)).resources("mixed")
-    except LayoutError as exc:
-        detail = "; ".join(getattr(exc, "problems", None) or [str(exc)])
-        problems.append("%s: MIG layout %s is invalid for %s: %s" % (where, dict(layout), model_name, detail))
-        return None
-
-
-def node_gpus_from_plan(gpus: Sequence[Mapping[str, Any]], where: str = "node") -> NodeGpus:
-    """Build NodeGpus from planned GPUs: ``[{model, count=1, mig: {profile: n} | None, product}]``.
-
-    MIG devices come from the planner (``plan_layout(...).resources("mixed")``), so the layout is
-    validated against the model's geometry here too.
-    """
-    problems: List[str] = []
-    full = 0
-    mig_gpus = 0
-    mig: Dict[str, int] = {}
-    products = set()
-    models: List[str] = []
-    known: set = set()
-    for index, gpu in enumerate(gpus):
-        gwhere = "%s gpus[%d]" % (where, index)
-        count = gpu.get("count", 1)
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            problems.append("%s: count must be an integer >= 1, got %r" % (gwhere, count))
-            continue
-        model_name = gpu.get("model")
-        try:
-            model = resolve_model(str(model_name), gpu.get("pci_device_id")) if model_name else None
-        except CatalogError as exc:
-            problems.append("%s: unknown GPU model %r (%s)" % (gwhere, model_name, exc))
-            continue
-        if model is not None:
-            key = getattr(model, "key", None) or str(model_name)
-            models.extend([key] if key not in models else [])
-            known.update(_model_mig_resources(model))
-        if gpu.get("product"):
-            products.add(sanitize_product(str(gpu["product"])))
-        if not gpu.get("mig"):
-            full += count
-            continue
-        resources = _mig_resources(model, model_name, gpu["mig"], gwhere, problems)
-        if resources is None:
-            continue
-        mig_gpus += count
-        for rname, n in resources.items():
-            mig[rname] = mig.get(rname, 0) + n * count
-    if len(products) > 1:
-        problems.append("%s: GPUs of different products on one node (%s) are not supported" % (where, ", ".join(sorted(products))))
-    if problems:
-        raise SharingError(problems)
-    return NodeGpus(
-        full_gpus=full,
-        mig_gpus=mig_gpus,
-        mig_devices=tuple(sorted(mig.items())),
-        product=products.pop() if products else None,
-        models=tuple(models),
-        known_mig_resources=frozenset(known) if known else None,
-        source="plan",
-    )
-
-
-def _int_label(labels: Mapping[str, str], key: str) -> Optional[int]:
-    try:
-        return int(labels[key])
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-def node_gpus_from_labels(labels: Mapping[str, str], mig_strategy: str, where: str = "node") -> NodeGpus:
-    """Physical GPUs read back from GFD labels, for nodes without a GPU plan.
-
-    Works for MIG-disabled nodes, and for MIG nodes whose layout the labels fully determine
-    (single strategy; mixed with every GPU MIG-enabled, shown by ``nvidia.com/gpu.replicas=0``).
-    Anything else needs a plan, and the error says so.
-    """
-    count = _int_label(labels, "nvidia.com/gpu.count")
-    if count is None:
-        raise SharingError(["%s: no GPU plan given and no nvidia.com/gpu.count label (is GPU feature discovery running?)" % where])
-    product = labels.get("nvidia.com/gpu.product") or None
-    mig = {}
-    for key, value in labels.items():
-        if key.startswith(MIG_RESOURCE_PREFIX) and key.endswith(".count"):
-            n = _int_label(labels, key)
-            if n:
-                mig[key[: -len(".count")]] = n
-    if product is not None and product.endswith("-MIG-INVALID"):
-        # GFD's invalid single-strategy labels (docs/reference/specs.md §8.1): no layout to read back.
-        raise SharingError(["%s: GPU feature discovery reports nvidia.com/gpu.product=%s: the GPUs do not fit the "
-                            "single MIG strategy (MIG on and off mixed, several profiles, or MIG on without devices); "
-                            "give its GPU plan or fix its MIG layout" % (where, product)])
-    single_mig = product is not None and "-MIG-" in product
-    if product:
-        product = re.sub(r"(-MIG-.*)?(-SHARED)?$", "", product, count=1)
-    if single_mig:
-        profile = (labels.get("nvidia.com/gpu.product") or "").split("-MIG-", 1)[1]
-        profile = re.sub(r"-SHARED$", "", profile)
-        return NodeGpus(
-            mig_gpus=0,
-            mig_devices=((mig_resource_name(profile), count),),
-            product=product,
-            source="labels",
-            **_label_model(product),
-        )
-    if mig or (mig_strategy == "none" and labels.get("nvidia.com/gpu.replicas") == "0"):
-        # gpu.replicas 0: every GPU is MIG-enabled (GFD labels MIG parents without sharing, §8, §8.2).
-        if labels.get("nvidia.com/gpu.replicas") == "0":
-            return NodeGpus(
-                full_gpus=0,
-                mig_gpus=count,
-                mig_devices=tuple(sorted(mig.items())),
-                product=product,
-                source="labels",
-                **_label_model(product),
-            )
-        raise SharingError(
-            [
-                "%s: has MIG devices (%s) next to full GPUs; give its GPU plan (nodes[].gpus) so the expected "
-                "capacity can be computed" % (where, ", ".join(sorted(mig)))
-            ]
-        )
-    if labels.get("nvidia.com/mig.config") not in (None, "", "all-disabled") and mig_strategy == "none":
-        raise SharingError(
-            ["%s: MIG config %r is set but the MIG strategy is none; give its GPU plan" % (where, labels.get("nvidia.com/mig.config"))]
-        )
-    return NodeGpus(full_gpus=count, product=product, source="labels", **_label_model(product))
-
-
-def _label_model(product: Optional[str]) -> Dict[str, Any]:
-    """The catalog model of a GFD product label (``NVIDIA-H100-80GB-HBM3``), so that a config naming a MIG
-    resource the model cannot have is refused for a node known only by its labels, as for a planned one."""
-    # GFD writes the product name with '-' for spaces (docs/reference/specs.md §8): undo the prefix's.
-    model = find_model(re.sub(r"^NVIDIA-", "NVIDIA ", product)) if product else None
-    if model is None:
-        return {}
-    return {"models": (model.key,), "known_mig_resources": _model_mig_resources(model)}
-
-
-def node_gpus_for(node: str, gpus: Optional[Sequence[Mapping[str, Any]]], labels: Mapping[str, str],
-                  mig_strategy: str) -> NodeGpus:
-    """The node's GPUs from its planned GPU list (``[{model, count, mig, product}]``), else from its labels.
-
-    Turning a host's intent (GPU facts + MIG selection) into that list is ``_fleet_plan.HostPlan``'s job.
-    """
-    where = "node %r" % node
-    if gpus:
-        if isinstance(gpus, (str, Mapping)) or not isinstance(gpus, Sequence) or not all(isinstance(g, Mapping) for g in gpus):
-            raise SharingError(["%s: the GPU plan must be a list of {model, count, mig, product}" % where])
-        return node_gpus_from_plan(gpus, where)
-    return node_gpus_from_labels(labels, mig_strategy, where)
-
-
-# --------------------------------------------------------------------------------------------
-# Validation of a config against a node, and the expectation
-
-
-def config_problems(cfg: Optional[SharingConfig], gpus: NodeGpus, mig_strategy: str, node: str,
-                    per_node: bool = False) -> List[str]:
-    """Why ``cfg`` cannot work on ``node`` (empty list = fine).
-
-    ``mig_strategy`` is the strategy the node's plugin runs with: the ClusterPolicy's, or with
-    ``per_node`` (the ClusterPolicy leaves it empty) the config's ``flags.migStrategy`` (``_mig_strategy``).
-    """
-    problems: List[str] = []
-    where = "node %r" % node
-    if mig_strategy not in MIG_STRATEGIES:
-        return ["%s: MIG strategy must be one of %s, got %r" % (where, ", ".join(MIG_STRATEGIES), mig_strategy)]
-    if gpus.mig_enabled and mig_strategy == "none":
-        problems.append(
-            "%s: has MIG-enabled GPUs but %s, so its MIG devices are not advertised; use single or mixed"
-            % (where, "its device-plugin config gives the MIG strategy none (flags.migStrategy, or no config: "
-                      "the plugin's default) while the ClusterPolicy leaves it to the nodes"
-               if per_node else "the ClusterPolicy MIG strategy is none")
-        )
-    if mig_strategy == "single" and gpus.mig_enabled:
-        if gpus.full_gpus:
-            problems.append("%s: MIG strategy single needs every GPU MIG-enabled (%d GPUs have MIG off)" % (where, gpus.full_gpus))
-        if len(gpus.mig_devices) > 1:
-            problems.append(
-                "%s: MIG strategy single needs one MIG profile on the node, the plan has %s"
-                % (where, ", ".join(profile_of_mig_resource(r) for r, _count in gpus.mig_devices))
-            )
-    if cfg is None:
-        return problems
-    cwhere = "sharing config %r on node %r" % (cfg.name, node)
-    if start_refusal(mig_strategy, cfg.strategy, any(item.replicas > 1 for item in cfg.resources)):
-        problems.append(refusal_problem(cwhere, None if per_node else mig_strategy, mig_strategy))
-    if cfg.strategy == "mps" and gpus.mig_enabled:
-        problems.append("%s: MPS is not supported on MIG-enabled GPUs; use time-slicing or disable MIG" % cwhere)
-    if not per_node and cfg.mig_strategy and cfg.mig_strategy != mig_strategy:
-        problems.append(
-            "%s: flags.migStrategy %s differs from the ClusterPolicy MIG strategy %s, which takes precedence; "
-            "set them equal or drop mig_strategy from the config" % (cwhere, cfg.mig_strategy, mig_strategy)
-        )
-    problems.extend(absent_resources(cfg, gpus, mig_strategy, cwhere))
-    for item in cfg.resources:
-        if not item.name.startswith(MIG_RESOURCE_PREFIX):
-            continue
-        if mig_strategy != "mixed":
-            problems.append(
-                "%s: %s can only be time-sliced with the mixed MIG strategy (with %s MIG devices are "
-                "nvidia.com/gpu)" % (cwhere, item.name, mig_strategy)
-            )
-        elif gpus.known_mig_resources is not None and item.name not in gpus.known_mig_resources:
-            problems.append(
-                "%s: %s is not a MIG profile of %s (valid: %s)"
-                % (cwhere, item.name, "/".join(gpus.models) or "its GPUs", ", ".join(sorted(gpus.known_mig_resources)))
-            )
-    return problems
-
-
-def absent_resources(cfg: SharingConfig, gpus: NodeGpus, mig_strategy: str, cwhere: str) -> List[str]:
-    """Shared resources the node's planned GPUs will not advertise (only known from a plan)."""
-    if gpus.source != "plan":
-        return []
-    have = set(dict(gpus.mig_devices)) if mig_strategy == "mixed" else set()
-    if gpus.full_gpus or (gpus.mig_enabled and mig_strategy == "single"):
-        have.add(GPU_RESOURCE)
-    if mig_strategy != "mixed" and gpus.mig_enabled:
-        have.add(GPU_RESOURCE)
-    known = gpus.known_mig_resources or frozenset()
-    absent = [item.name for item in cfg.resources
-              if item.name not in have and (item.name == GPU_RESOURCE or item.name in known)]
-    if not cfg.resources or len(absent) < len(cfg.resources):
-        return []  # a config shared by many nodes may name resources some of them lack
-    return ["%s: the node does not have %s, so the config shares nothing there (its plan gives it: %s)"
-            % (cwhere, ", ".join(absent), ", ".join(sorted(have)) or "nothing")]
-
-
-@dataclass(frozen=True)
-class ExpectedNode:
-    """What one node must advertise: capacity (= allocatable) and GFD labels.
-
-    ``product_suffixes`` holds label -> required suffix for product labels whose base name is not
-    known from the plan (the comparison then checks the suffix only). ``records``: per resource
-    type (its name without ``.shared``) the typed facts the labels flatten; readers use
-    ``record_for`` and never parse the labels back.
-    """
-
-    node: str
-    config: Optional[str]
-    sharing: str
-    mig_strategy: str
-    resources: Dict[str, int] = field(default_factory=dict)
-    labels: Dict[str, str] = field(default_factory=dict)
-    product_suffixes: Dict[str, str] = field(default_factory=dict)
-    gpus: Optional[NodeGpus] = None
-    records: Dict[str, "ResourceRecord"] = field(default_factory=dict)
-
-    def record_for(self, resource: str) -> "ResourceRecord":
-        """The record of an advertised resource name (``<resource>.shared`` when renamed)."""
-        base = resource[: -len(SHARED_SUFFIX)] if resource.endswith(SHARED_SUFFIX) else resource
-        if base in self.records:
-            return self.records[base]
-        profile = profile_of_mig_resource(base) if base.startswith(MIG_RESOURCE_PREFIX) else None
-        return ResourceRecord(base, self.resources.get(resource, 0), 1, "none", "mig" if profile else "gpu", profile)
-
-    def as_dict(self) -> Dict[str, Any]:
-        return {
-            "node": self.node,
-            "config": self.config,
-            "sharing": self.sharing,
-            "mig_strategy": self.mig_strategy,
-            "resources": dict(sorted(self.resources.items())),
-            "labels": dict(sorted(self.labels.items())),
-            "product_suffixes": dict(sorted(self.product_suffixes.items())),
-            "gpus": self.gpus.as_dict() if self.gpus else None,
-        }
-
-
-@dataclass(frozen=True)
-class ResourceRecord:
-    """One resource type a node advertises, typed: ``count`` physical devices (GPUs or MIG devices),
-    each offered ``replicas`` times with ``strategy`` ("none" when not shared); ``device_kind``
-    "gpu" or "mig" (a MIG device of ``mig_profile``, also ``nvidia.com/gpu`` under the single strategy)."""
-
-    resource: str
-    count: int
-    replicas: int
-    strategy: str
-    device_kind: str
-    mig_profile: Optional[str] = None
-
-
-SHARED_SUFFIX = ".shared"
-
-
-def _describe(resource: str, physical: int, cfg: Optional[SharingConfig], product_base: Optional[str], product_tail: str,
-              resources: Dict[str, int], labels: Dict[str, str], suffixes: Dict[str, str],
-              records: Dict[str, ResourceRecord], mig_profile: Optional[str] = None) -> None:
-    """Capacity and GFD labels of one resource type (docs/reference/specs.md §8, 9.3, 9.4)."""
-    replicas = cfg.replicas_for(resource) if cfg else 1
-    shared = replicas > 1
-    if shared and cfg is not None and cfg.rename_by_default:
-        resources[resource] = 0
-        resources[resource + SHARED_SUFFIX] = physical * replicas
-    else:
-        resources[resource] = physical * replicas
-    strategy = cfg.strategy if (shared and cfg is not None) else "none"
-    records[resource] = ResourceRecord(resource, physical, replicas, strategy, "mig" if mig_profile else "gpu", mig_profile)
-    labels[resource + ".count"] = str(physical)
-    labels[resource + ".replicas"] = str(replicas)
-    labels[resource + ".sharing-strategy"] = strategy
-    suffix = product_tail + ("-SHARED" if shared and cfg is not None and not cfg.rename_by_default else "")
-    if product_base:
-        labels[resource + ".product"] = product_base + suffix
-    else:
-        suffixes[resource + ".product"] = suffix
-
-
-def _describe_mixed(gpus: NodeGpus, cfg: Optional[SharingConfig], resources: Dict[str, int], labels: Dict[str, str],
-                    suffixes: Dict[str, str], records: Dict[str, ResourceRecord]) -> None:
-    """The mixed strategy's MIG resources, and the GPU labels GFD gives a node with MIG-enabled GPUs."""
-    base = gpus.product
-    # GFD counts every physical GPU; a node whose GPUs are all MIG-enabled shows gpu.replicas=0.
-    labels["nvidia.com/gpu.count"] = str(gpus.full_gpus + gpus.mig_gpus)
-    if gpus.full_gpus == 0:
-        # No full GPU is exposed: GFD describes the MIG parents unshared (docs/reference/specs.md §8 mixed example).
-        labels["nvidia.com/gpu.replicas"] = "0"
-        labels["nvidia.com/gpu.sharing-strategy"] = "none"
-        if base:
-            labels["nvidia.com/gpu.product"] = base
-        else:
-            suffixes["nvidia.com/gpu.product"] = ""
-    for mig_resource, devices in gpus.mig_devices:
-        profile = profile_of_mig_resource(mig_resource)
-        _describe(mig_resource, devices, cfg, base, "-MIG-" + profile, resources, labels, suffixes, records, profile)
-
-
-def advertised_gpus(gpus: NodeGpus, mig_strategy: str, plugin: Optional[DevicePlugin]) -> NodeGpus:
-    """``gpus`` with the mixed-strategy MIG resources named as ``plugin`` advertises them (§9.10)."""
-    if mig_strategy != "mixed":
-        return gpus
-    merged: Dict[str, int] = {}
-    for resource, count in gpus.mig_devices:
-        name = advertised_mig_resource(resource, plugin)
-        merged[name] = merged.get(name, 0) + count
-    known = gpus.known_mig_resources
-    return replace(gpus, mig_devices=tuple(sorted(merged.items())),
-                   known_mig_resources=None if known is None else frozenset(advertised_mig_resource(r, plugin) for r in known))
-
-
-def suffix_problems(cfg: Optional[SharingConfig], mig_strategy: str, plugin: Optional[DevicePlugin], node: str) -> List[str]:
-    """A config sharing a suffixed MIG resource that ``plugin`` does not advertise under that name."""
-    if cfg is None or mig_strategy != "mixed":
-        return []
-    return ["sharing config %r on node %r: %s advertises %s as %s (suffixed MIG profiles get their own resource "
-            "from device plugin %s, GPU Operator v26.7.0); share %s instead"
-            % (cfg.name, node, plugin.describe() if plugin else "the device plugin", item.name,
-               advertised_mig_resource(item.name, plugin), show(MIG_SUFFIX_RESOURCES), advertised_mig_resource(item.name, plugin))
-            for item in cfg.resources if advertised_mig_resource(item.name, plugin) != item.name]
-
-
-def expected_node(node: str, gpus: NodeGpus, mig_strategy: str, cfg: Optional[SharingConfig],
-                  labelled: bool = False, plugin: Optional[DevicePlugin] = None, per_node: bool = False) -> ExpectedNode:
-    """What ``node`` must advertise with ``gpus``, the plugin's ``mig_strategy`` and config ``cfg``.
-
-    ``mig_strategy`` is the ClusterPolicy's, or with ``per_node`` the one the node's config gives
-    (``_mig_strategy.plugin_strategy``).
-
-    ``labelled``: the node selects ``cfg`` by the label nvidia.com/device-plugin.config (rather
-    than through the ClusterPolicy default), so that label is expected too. ``plugin``: the
-    device-plugin release that runs (None: the newest behaviour), which names the MIG resources.
-
-    Raises SharingError when the combination cannot work (MPS on MIG, mig-* without mixed, ...).
-    """
-    gpus = advertised_gpus(gpus, mig_strategy, plugin)
-    problems = suffix_problems(cfg, mig_strategy, plugin, node) + config_problems(cfg, gpus, mig_strategy, node, per_node)
-    if problems:
-        raise SharingError(problems)
-    resources: Dict[str, int] = {}
-    labels: Dict[str, str] = {}
-    suffixes: Dict[str, str] = {}
-    records: Dict[str, ResourceRecord] = {}
-    base = gpus.product
-    if mig_strategy == "single" and gpus.mig_enabled:
-        (mig_resource, devices), = gpus.mig_devices
-        profile = profile_of_mig_resource(mig_resource)
-        _describe(GPU_RESOURCE, devices, cfg, base, "-MIG-" + profile, resources, labels, suffixes, records, profile)
-    else:
-        _describe(GPU_RESOURCE, gpus.full_gpus, cfg, base, "", resources, labels, suffixes, records)
-        if mig_strategy == "mixed" and gpus.mig_enabled:
-            _describe_mixed(gpus, cfg, resources, labels, suffixes, records)
-    if mig_strategy != "none":
-        labels["nvidia.com/mig.strategy"] = mig_strategy
-    if labelled and cfg is not None:
-        labels[CONFIG_LABEL] = cfg.name
-    labels["nvidia.com/mps.capable"] = "true" if cfg is not None and cfg.strategy == "mps" else "false"
-    sharing = "none"
-    if cfg is not None and any(item.replicas > 1 for item in cfg.resources):
-        live = [r for r in cfg.resources if resources.get(cfg.advertised_name(r.name), 0) > 0]
-        sharing = cfg.strategy if live else "none"
-    return ExpectedNode(
-        node=node,
-        config=cfg.name if cfg else None,
-        sharing=sharing,
-        mig_strategy=mig_strategy,
-        resources=resources,
-        labels=labels,
-        product_suffixes=suffixes,
-        gpus=gpus,
-        records=records,
-    )
-
-
-def product_matches(actual: Optional[str], suffix: str) -> bool:
-    """A product label whose base is unknown: strip the known tails and re-add the expected one."""
-    if actual is None:
-        return False
-    base = re.sub(r"(-MIG-.*)?(-SHARED)?$", "", actual, count=1)
-    return base + suffix == actual
 
 
 def _known_resource_keys(item: Any) -> Any:

@@ -11,6 +11,8 @@ import yaml
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu import _component_versions as cv
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing import _sharing as s
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing import _expected
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing import _node_gpus
 
 OLD = cv.DevicePlugin((0, 19, 3), "test")
 NEW = cv.DevicePlugin((0, 20, 0), "test")
@@ -128,32 +130,32 @@ def test_mps_default_renders_as_before_and_reads_back():
 
 
 def _a100_me():
-    return s.node_gpus_from_plan([{"model": "A100-40GB", "mig": {"1g.5gb": 5, "1g.5gb+me": 1},
+    return _node_gpus.node_gpus_from_plan([{"model": "A100-40GB", "mig": {"1g.5gb": 5, "1g.5gb+me": 1},
                                    "product": "NVIDIA A100-SXM4-40GB"}])
 
 
 def test_suffixed_profiles_are_their_own_resource_from_v0_20():
-    exp = s.expected_node("n", _a100_me(), "mixed", None, plugin=NEW)
+    exp = _expected.expected_node("n", _a100_me(), "mixed", None, plugin=NEW)
     assert exp.resources == {"nvidia.com/gpu": 0, "nvidia.com/mig-1g.5gb": 5, "nvidia.com/mig-1g.5gb.me": 1}
 
 
 def test_before_v0_20_a_suffixed_profile_is_counted_under_its_base_profile():
-    exp = s.expected_node("n", _a100_me(), "mixed", None, plugin=OLD)
+    exp = _expected.expected_node("n", _a100_me(), "mixed", None, plugin=OLD)
     assert exp.resources == {"nvidia.com/gpu": 0, "nvidia.com/mig-1g.5gb": 6}
     assert exp.labels["nvidia.com/mig-1g.5gb.count"] == "6"
     assert exp.labels["nvidia.com/mig-1g.5gb.product"] == "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"
     assert "nvidia.com/mig-1g.5gb.me.count" not in exp.labels
-    assert s.advertised_mig_resource("nvidia.com/mig-1g.24gb-me", OLD) == "nvidia.com/mig-1g.24gb"
-    assert s.advertised_mig_resource("nvidia.com/mig-1g.24gb.gfx", OLD) == "nvidia.com/mig-1g.24gb"
+    assert _node_gpus.advertised_mig_resource("nvidia.com/mig-1g.24gb-me", OLD) == "nvidia.com/mig-1g.24gb"
+    assert _node_gpus.advertised_mig_resource("nvidia.com/mig-1g.24gb.gfx", OLD) == "nvidia.com/mig-1g.24gb"
 
 
 def test_sharing_a_suffixed_resource_before_v0_20_says_what_to_share_instead():
     shared = cfg(resources=[{"name": "nvidia.com/mig-1g.5gb.me", "replicas": 2}])
     with pytest.raises(s.SharingError) as info:
-        s.expected_node("n", _a100_me(), "mixed", shared, plugin=OLD)
+        _expected.expected_node("n", _a100_me(), "mixed", shared, plugin=OLD)
     assert any("advertises nvidia.com/mig-1g.5gb.me as nvidia.com/mig-1g.5gb" in p and "v0.20.0" in p
                for p in info.value.problems)
-    assert s.expected_node("n", _a100_me(), "mixed", shared, plugin=NEW).resources["nvidia.com/mig-1g.5gb.me"] == 2
+    assert _expected.expected_node("n", _a100_me(), "mixed", shared, plugin=NEW).resources["nvidia.com/mig-1g.5gb.me"] == 2
 
 
 # ---------------------------------------------------------------------------------------------

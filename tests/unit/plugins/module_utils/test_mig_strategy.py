@@ -16,12 +16,11 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.operator import _
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing import _mig_strategy as ms
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import (
     SharingError,
-    expected_node,
-    node_gpus_from_plan,
     parse_config,
     render_config,
-    with_rendered_strategies,
-)
+    with_rendered_strategies)
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._expected import expected_node
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._node_gpus import node_gpus_from_plan
 
 POLICIES = (None, "none", "single", "mixed")
 FLAGS = (None, "none", "single", "mixed")

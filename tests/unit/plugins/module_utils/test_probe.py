@@ -11,6 +11,8 @@ import pytest
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import DEFAULT_IMAGE
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof import _probe as p
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing import _sharing as s
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing import _expected
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing import _node_gpus
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof import _verify as v
 
 
@@ -274,16 +276,16 @@ def test_mig_slice_against_a_full_gpu_on_the_node():
 
 
 def test_targets_from_a_time_sliced_h100_node():
-    gpus = s.node_gpus_from_plan([{"model": "H100-80GB", "count": 8, "product": "NVIDIA H100 80GB HBM3"}])
+    gpus = _node_gpus.node_gpus_from_plan([{"model": "H100-80GB", "count": 8, "product": "NVIDIA H100 80GB HBM3"}])
     cfg = s.parse_config({"name": "ts", "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]})
-    expected = s.expected_node("gpu-a", gpus, "none", cfg, labelled=True)
+    expected = _expected.expected_node("gpu-a", gpus, "none", cfg, labelled=True)
     assert p.probe_targets(expected) == [p.ProbeTarget("gpu-a", "nvidia.com/gpu", "time-slicing", 4)]
 
 
 def test_targets_from_a_mixed_mig_node():
-    gpus = s.node_gpus_from_plan([{"model": "H100-80GB", "count": 1, "product": "NVIDIA H100 80GB HBM3",
+    gpus = _node_gpus.node_gpus_from_plan([{"model": "H100-80GB", "count": 1, "product": "NVIDIA H100 80GB HBM3",
                                    "mig": {"3g.40gb": 2}}])
-    expected = s.expected_node("gpu-m", gpus, "mixed", None, labelled=False)
+    expected = _expected.expected_node("gpu-m", gpus, "mixed", None, labelled=False)
     targets = p.probe_targets(expected)
     assert p.ProbeTarget("gpu-m", "nvidia.com/mig-3g.40gb", "mig", 1, 3, 7) in targets
 

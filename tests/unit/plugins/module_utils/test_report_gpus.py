@@ -5,7 +5,8 @@ from __future__ import annotations
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_plan import HostPlan
 from ansible_collections.gpufleet.sharing.plugins.module_utils.report._report_gpus import node_gpu_layouts, placed
 from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import find_model
-from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import ExpectedNode, NodeGpus
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._expected import ExpectedNode
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._node_gpus import NodeGpus
 
 A100 = find_model("A100-40GB")
 LAYOUT = {"3g.20gb": 1, "2g.10gb": 1, "1g.5gb": 2}

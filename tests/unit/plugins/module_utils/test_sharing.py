@@ -8,6 +8,8 @@ import yaml
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet import _fleet_plan as fp
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing import _sharing as s
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing import _expected
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing import _node_gpus
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -33,8 +35,8 @@ def problems_of(func, *args, **kwargs):
 
 
 def test_eight_h100_replicas_4_advertise_32_with_shared_product():
-    gpus = s.node_gpus_from_plan([{"model": "H100-80GB", "count": 8, "product": H100}])
-    exp = s.expected_node("n1", gpus, "none", cfg())
+    gpus = _node_gpus.node_gpus_from_plan([{"model": "H100-80GB", "count": 8, "product": H100}])
+    exp = _expected.expected_node("n1", gpus, "none", cfg())
     assert exp.resources == {"nvidia.com/gpu": 32}
     assert exp.labels["nvidia.com/gpu.count"] == "8"  # physical count stays
     assert exp.labels["nvidia.com/gpu.replicas"] == "4"
@@ -46,32 +48,32 @@ def test_eight_h100_replicas_4_advertise_32_with_shared_product():
 
 
 def test_rename_by_default_advertises_gpu_shared_and_zero_gpu_without_suffix():
-    gpus = s.node_gpus_from_plan([{"model": "H100-80GB", "count": 8, "product": H100}])
-    exp = s.expected_node("n1", gpus, "none", cfg(rename_by_default=True))
+    gpus = _node_gpus.node_gpus_from_plan([{"model": "H100-80GB", "count": 8, "product": H100}])
+    exp = _expected.expected_node("n1", gpus, "none", cfg(rename_by_default=True))
     assert exp.resources == {"nvidia.com/gpu.shared": 32, "nvidia.com/gpu": 0}
     assert exp.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
 
 
 def test_replicas_10_on_8_gpus_is_80():
-    gpus = s.node_gpus_from_plan([{"count": 8}])
-    exp = s.expected_node("n", gpus, "none", cfg(resources=[{"name": "gpu", "replicas": 10}]))
+    gpus = _node_gpus.node_gpus_from_plan([{"count": 8}])
+    exp = _expected.expected_node("n", gpus, "none", cfg(resources=[{"name": "gpu", "replicas": 10}]))
     assert exp.resources == {"nvidia.com/gpu": 80}
 
 
 def test_operator_doc_t4_example_with_and_without_rename():
-    gpus = s.node_gpus_from_plan([{"count": 4, "product": "Tesla T4"}])
-    plain = s.expected_node("t4", gpus, "none", cfg())
+    gpus = _node_gpus.node_gpus_from_plan([{"count": 4, "product": "Tesla T4"}])
+    plain = _expected.expected_node("t4", gpus, "none", cfg())
     assert plain.resources == {"nvidia.com/gpu": 16}
     assert plain.labels["nvidia.com/gpu.product"] == "Tesla-T4-SHARED"
     assert plain.labels["nvidia.com/gpu.count"] == "4"
-    renamed = s.expected_node("t4", gpus, "none", cfg(rename_by_default=True))
+    renamed = _expected.expected_node("t4", gpus, "none", cfg(rename_by_default=True))
     assert renamed.resources == {"nvidia.com/gpu": 0, "nvidia.com/gpu.shared": 16}
     assert renamed.labels["nvidia.com/gpu.product"] == "Tesla-T4"
 
 
 def test_no_config_means_no_sharing():
-    gpus = s.node_gpus_from_plan([{"count": 2, "product": H100}])
-    exp = s.expected_node("n", gpus, "none", None)
+    gpus = _node_gpus.node_gpus_from_plan([{"count": 2, "product": H100}])
+    exp = _expected.expected_node("n", gpus, "none", None)
     assert exp.resources == {"nvidia.com/gpu": 2}
     assert exp.labels["nvidia.com/gpu.replicas"] == "1"
     assert exp.labels["nvidia.com/gpu.sharing-strategy"] == "none"
@@ -80,30 +82,30 @@ def test_no_config_means_no_sharing():
 
 
 def test_strategy_none_config_shares_nothing():
-    gpus = s.node_gpus_from_plan([{"count": 2}])
-    exp = s.expected_node("n", gpus, "none", cfg(strategy="none"))
+    gpus = _node_gpus.node_gpus_from_plan([{"count": 2}])
+    exp = _expected.expected_node("n", gpus, "none", cfg(strategy="none"))
     assert exp.resources == {"nvidia.com/gpu": 2}
     assert s.render_config(cfg(strategy="none")) == "version: v1\n"
 
 
 def test_unknown_product_is_checked_by_suffix():
-    gpus = s.node_gpus_from_plan([{"count": 2}])
-    exp = s.expected_node("n", gpus, "none", cfg())
+    gpus = _node_gpus.node_gpus_from_plan([{"count": 2}])
+    exp = _expected.expected_node("n", gpus, "none", cfg())
     assert "nvidia.com/gpu.product" not in exp.labels
     assert exp.product_suffixes == {"nvidia.com/gpu.product": "-SHARED"}
-    assert s.product_matches("NVIDIA-H100-80GB-HBM3-SHARED", "-SHARED")
-    assert not s.product_matches("NVIDIA-H100-80GB-HBM3", "-SHARED")
-    assert s.product_matches("NVIDIA-H100-80GB-HBM3", "")
-    assert not s.product_matches("NVIDIA-H100-80GB-HBM3-SHARED", "")
-    assert s.product_matches("A100-SXM4-40GB-MIG-1g.5gb-SHARED", "-MIG-1g.5gb-SHARED")
-    assert not s.product_matches(None, "")
+    assert _expected.product_matches("NVIDIA-H100-80GB-HBM3-SHARED", "-SHARED")
+    assert not _expected.product_matches("NVIDIA-H100-80GB-HBM3", "-SHARED")
+    assert _expected.product_matches("NVIDIA-H100-80GB-HBM3", "")
+    assert not _expected.product_matches("NVIDIA-H100-80GB-HBM3-SHARED", "")
+    assert _expected.product_matches("A100-SXM4-40GB-MIG-1g.5gb-SHARED", "-MIG-1g.5gb-SHARED")
+    assert not _expected.product_matches(None, "")
 
 
 def test_labelled_node_expects_the_config_label():
-    gpus = s.node_gpus_from_plan([{"count": 1}])
-    exp = s.expected_node("n", gpus, "none", cfg(name="ts4"), labelled=True)
+    gpus = _node_gpus.node_gpus_from_plan([{"count": 1}])
+    exp = _expected.expected_node("n", gpus, "none", cfg(name="ts4"), labelled=True)
     assert exp.labels[s.CONFIG_LABEL] == "ts4"
-    assert s.CONFIG_LABEL not in s.expected_node("n", gpus, "none", cfg(name="ts4")).labels
+    assert s.CONFIG_LABEL not in _expected.expected_node("n", gpus, "none", cfg(name="ts4")).labels
 
 
 # ---------------------------------------------------------------------------------------------
@@ -125,8 +127,8 @@ BALANCED_A100_40 = {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}
 
 
 def test_a100_fine_grained_mixed_example():
-    gpus = s.node_gpus_from_plan([{"model": "A100-40GB", "mig": BALANCED_A100_40, "product": "A100-SXM4-40GB"}])
-    exp = s.expected_node("a100", gpus, "mixed", s.parse_config(FINE))
+    gpus = _node_gpus.node_gpus_from_plan([{"model": "A100-40GB", "mig": BALANCED_A100_40, "product": "A100-SXM4-40GB"}])
+    exp = _expected.expected_node("a100", gpus, "mixed", s.parse_config(FINE))
     # gpu 0: the only GPU is MIG-enabled; 7g.40gb is listed but absent, so skipped.
     assert exp.resources == {
         "nvidia.com/gpu": 0,
@@ -158,21 +160,21 @@ def test_fine_grained_config_renders_the_documented_shape():
 
 def test_mixed_with_rename_names_mig_shared():
     raw = dict(FINE, rename_by_default=True)
-    gpus = s.node_gpus_from_plan([{"model": "A100-40GB", "mig": BALANCED_A100_40}])
-    exp = s.expected_node("a100", gpus, "mixed", s.parse_config(raw))
+    gpus = _node_gpus.node_gpus_from_plan([{"model": "A100-40GB", "mig": BALANCED_A100_40}])
+    exp = _expected.expected_node("a100", gpus, "mixed", s.parse_config(raw))
     assert exp.resources["nvidia.com/mig-1g.5gb.shared"] == 4
     assert exp.resources["nvidia.com/mig-1g.5gb"] == 0
     assert exp.product_suffixes["nvidia.com/mig-1g.5gb.product"] == "-MIG-1g.5gb"
 
 
 def test_mixed_node_with_full_and_mig_gpus():
-    gpus = s.node_gpus_from_plan([
+    gpus = _node_gpus.node_gpus_from_plan([
         {"model": "H100-80GB", "count": 6, "product": H100},
         {"model": "H100-80GB", "count": 2, "mig": {"1g.10gb": 7}, "product": H100},
     ])
     config = cfg(resources=[{"name": "nvidia.com/gpu", "replicas": 2}, {"name": "nvidia.com/mig-1g.10gb", "replicas": 3}],
                  mig_strategy="mixed")
-    exp = s.expected_node("n", gpus, "mixed", config)
+    exp = _expected.expected_node("n", gpus, "mixed", config)
     assert exp.resources == {"nvidia.com/gpu": 12, "nvidia.com/mig-1g.10gb": 42}
     assert exp.labels["nvidia.com/gpu.count"] == "8"
     assert exp.labels["nvidia.com/gpu.replicas"] == "2"
@@ -181,8 +183,8 @@ def test_mixed_node_with_full_and_mig_gpus():
 
 
 def test_mixed_unshared_mig_resource_labels():
-    gpus = s.node_gpus_from_plan([{"model": "H100-80GB", "mig": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}, "product": H100}])
-    exp = s.expected_node("n", gpus, "mixed", None)
+    gpus = _node_gpus.node_gpus_from_plan([{"model": "H100-80GB", "mig": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}, "product": H100}])
+    exp = _expected.expected_node("n", gpus, "mixed", None)
     assert exp.resources == {"nvidia.com/gpu": 0, "nvidia.com/mig-1g.10gb": 2, "nvidia.com/mig-2g.20gb": 1,
                              "nvidia.com/mig-3g.40gb": 1}
     assert exp.labels["nvidia.com/mig-1g.10gb.replicas"] == "1"
@@ -195,8 +197,8 @@ def test_mixed_unshared_mig_resource_labels():
 
 
 def test_single_strategy_mig_devices_are_gpu():
-    gpus = s.node_gpus_from_plan([{"model": "A100-40GB", "count": 8, "mig": {"1g.5gb": 7}, "product": "A100-SXM4-40GB"}])
-    exp = s.expected_node("n", gpus, "single", None)
+    gpus = _node_gpus.node_gpus_from_plan([{"model": "A100-40GB", "count": 8, "mig": {"1g.5gb": 7}, "product": "A100-SXM4-40GB"}])
+    exp = _expected.expected_node("n", gpus, "single", None)
     assert exp.resources == {"nvidia.com/gpu": 56}
     assert exp.labels["nvidia.com/gpu.count"] == "56"
     assert exp.labels["nvidia.com/gpu.product"] == "A100-SXM4-40GB-MIG-1g.5gb"
@@ -204,23 +206,23 @@ def test_single_strategy_mig_devices_are_gpu():
 
 
 def test_single_strategy_time_sliced_gets_shared_mig_product():
-    gpus = s.node_gpus_from_plan([{"model": "A100-40GB", "count": 1, "mig": {"1g.5gb": 7}, "product": "A100-SXM4-40GB"}])
-    exp = s.expected_node("n", gpus, "single", cfg(resources=[{"name": "nvidia.com/gpu", "replicas": 2}]))
+    gpus = _node_gpus.node_gpus_from_plan([{"model": "A100-40GB", "count": 1, "mig": {"1g.5gb": 7}, "product": "A100-SXM4-40GB"}])
+    exp = _expected.expected_node("n", gpus, "single", cfg(resources=[{"name": "nvidia.com/gpu", "replicas": 2}]))
     assert exp.resources == {"nvidia.com/gpu": 14}
     assert exp.labels["nvidia.com/gpu.product"] == "A100-SXM4-40GB-MIG-1g.5gb-SHARED"
     assert exp.labels["nvidia.com/gpu.replicas"] == "2"
 
 
 def test_single_strategy_needs_one_profile_and_all_gpus_mig():
-    two = s.node_gpus_from_plan([{"model": "H100-80GB", "mig": {"1g.10gb": 2, "2g.20gb": 1}}])
-    assert "one MIG profile" in " ".join(problems_of(s.expected_node, "n", two, "single", None))
-    some = s.node_gpus_from_plan([{"model": "H100-80GB", "mig": {"1g.10gb": 7}}, {"model": "H100-80GB"}])
-    assert "every GPU MIG-enabled" in " ".join(problems_of(s.expected_node, "n", some, "single", None))
+    two = _node_gpus.node_gpus_from_plan([{"model": "H100-80GB", "mig": {"1g.10gb": 2, "2g.20gb": 1}}])
+    assert "one MIG profile" in " ".join(problems_of(_expected.expected_node, "n", two, "single", None))
+    some = _node_gpus.node_gpus_from_plan([{"model": "H100-80GB", "mig": {"1g.10gb": 7}}, {"model": "H100-80GB"}])
+    assert "every GPU MIG-enabled" in " ".join(problems_of(_expected.expected_node, "n", some, "single", None))
 
 
 def test_mig_layout_under_strategy_none_is_rejected():
-    gpus = s.node_gpus_from_plan([{"model": "H100-80GB", "mig": {"1g.10gb": 7}}])
-    assert "strategy is none" in " ".join(problems_of(s.expected_node, "n", gpus, "none", None))
+    gpus = _node_gpus.node_gpus_from_plan([{"model": "H100-80GB", "mig": {"1g.10gb": 7}}])
+    assert "strategy is none" in " ".join(problems_of(_expected.expected_node, "n", gpus, "none", None))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -228,9 +230,9 @@ def test_mig_layout_under_strategy_none_is_rejected():
 
 
 def test_mps_on_full_gpus():
-    gpus = s.node_gpus_from_plan([{"model": "H200", "count": 8, "product": "NVIDIA H200"}])
+    gpus = _node_gpus.node_gpus_from_plan([{"model": "H200", "count": 8, "product": "NVIDIA H200"}])
     config = cfg(name="mps10", strategy="mps", resources=[{"name": "nvidia.com/gpu", "replicas": 10}])
-    exp = s.expected_node("h200", gpus, "none", config)
+    exp = _expected.expected_node("h200", gpus, "none", config)
     assert exp.resources == {"nvidia.com/gpu": 80}
     assert exp.labels["nvidia.com/gpu.sharing-strategy"] == "mps"
     assert exp.labels["nvidia.com/gpu.product"] == "NVIDIA-H200-SHARED"
@@ -243,8 +245,8 @@ def test_mps_on_full_gpus():
 
 
 def test_mps_on_mig_enabled_gpus_is_refused():
-    gpus = s.node_gpus_from_plan([{"model": "H100-80GB", "mig": {"1g.10gb": 7}}])
-    problems = problems_of(s.expected_node, "n", gpus, "mixed", cfg(name="m", strategy="mps"))
+    gpus = _node_gpus.node_gpus_from_plan([{"model": "H100-80GB", "mig": {"1g.10gb": 7}}])
+    problems = problems_of(_expected.expected_node, "n", gpus, "mixed", cfg(name="m", strategy="mps"))
     assert any("MPS is not supported on MIG-enabled GPUs" in p and "'m'" in p for p in problems)
 
 
@@ -320,41 +322,41 @@ def test_resource_prefix_is_added():
 
 
 def test_mig_resources_time_sliced_only_with_mixed():
-    gpus = s.node_gpus_from_plan([{"model": "H100-80GB", "mig": {"1g.10gb": 7}}])
+    gpus = _node_gpus.node_gpus_from_plan([{"model": "H100-80GB", "mig": {"1g.10gb": 7}}])
     config = cfg(resources=[{"name": "nvidia.com/mig-1g.10gb", "replicas": 2}])
-    problems = problems_of(s.expected_node, "n", gpus, "single", config)
+    problems = problems_of(_expected.expected_node, "n", gpus, "single", config)
     assert any("only be time-sliced with the mixed MIG strategy" in p for p in problems)
-    assert s.expected_node("n", gpus, "mixed", config).resources["nvidia.com/mig-1g.10gb"] == 14
+    assert _expected.expected_node("n", gpus, "mixed", config).resources["nvidia.com/mig-1g.10gb"] == 14
 
 
 def test_mig_resource_must_exist_for_the_node_models():
-    gpus = s.node_gpus_from_plan([{"model": "H100-80GB", "mig": {"1g.10gb": 7}}])
+    gpus = _node_gpus.node_gpus_from_plan([{"model": "H100-80GB", "mig": {"1g.10gb": 7}}])
     config = cfg(resources=[{"name": "nvidia.com/mig-1g.5gb", "replicas": 2}])
-    problems = problems_of(s.expected_node, "n", gpus, "mixed", config)
+    problems = problems_of(_expected.expected_node, "n", gpus, "mixed", config)
     assert any("nvidia.com/mig-1g.5gb is not a MIG profile of H100-80GB" in p and "nvidia.com/mig-1g.10gb" in p
                for p in problems), problems
 
 
 def test_flags_mig_strategy_must_agree_with_cluster_policy():
-    gpus = s.node_gpus_from_plan([{"count": 1}])
-    problems = problems_of(s.expected_node, "n", gpus, "none", cfg(mig_strategy="mixed"))
+    gpus = _node_gpus.node_gpus_from_plan([{"count": 1}])
+    problems = problems_of(_expected.expected_node, "n", gpus, "none", cfg(mig_strategy="mixed"))
     assert any("takes precedence" in p for p in problems)
 
 
 def test_unknown_mig_strategy():
-    gpus = s.node_gpus_from_plan([{"count": 1}])
-    assert "MIG strategy must be one of" in problems_of(s.expected_node, "n", gpus, "dual", None)[0]
+    gpus = _node_gpus.node_gpus_from_plan([{"count": 1}])
+    assert "MIG strategy must be one of" in problems_of(_expected.expected_node, "n", gpus, "dual", None)[0]
 
 
 def test_plan_problems_name_the_gpu():
-    problems = problems_of(s.node_gpus_from_plan, [{"model": "Z9000"}, {"count": 0}, {"mig": {"1g.10gb": 1}}], "node 'x'")
+    problems = problems_of(_node_gpus.node_gpus_from_plan, [{"model": "Z9000"}, {"count": 0}, {"mig": {"1g.10gb": 1}}], "node 'x'")
     joined = " | ".join(problems)
     assert "node 'x' gpus[0]: unknown GPU model 'Z9000'" in joined
     assert "node 'x' gpus[1]: count must be" in joined
     assert "node 'x' gpus[2]: a MIG layout needs the GPU model" in joined
-    problems = problems_of(s.node_gpus_from_plan, [{"model": "H100-80GB", "mig": {"7g.80gb": 2}}])
+    problems = problems_of(_node_gpus.node_gpus_from_plan, [{"model": "H100-80GB", "mig": {"7g.80gb": 2}}])
     assert "MIG layout" in problems[0] and "invalid for H100-80GB" in problems[0]
-    problems = problems_of(s.node_gpus_from_plan, [{"product": "A"}, {"product": "B"}])
+    problems = problems_of(_node_gpus.node_gpus_from_plan, [{"product": "A"}, {"product": "B"}])
     assert "different products" in problems[0]
 
 
@@ -412,16 +414,16 @@ def test_effective_config_name():
 
 
 def test_labels_full_gpus():
-    gpus = s.node_gpus_from_labels({"nvidia.com/gpu.count": "4", "nvidia.com/gpu.product": "Tesla-T4-SHARED"}, "none")
+    gpus = _node_gpus.node_gpus_from_labels({"nvidia.com/gpu.count": "4", "nvidia.com/gpu.product": "Tesla-T4-SHARED"}, "none")
     assert (gpus.full_gpus, gpus.product, gpus.mig_enabled, gpus.source) == (4, "Tesla-T4", False, "labels")
 
 
 def test_labels_single_strategy():
     labels = {"nvidia.com/gpu.count": "7", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb-SHARED"}
-    gpus = s.node_gpus_from_labels(labels, "single")
+    gpus = _node_gpus.node_gpus_from_labels(labels, "single")
     assert gpus.mig_dict() == {"nvidia.com/mig-1g.10gb": 7}
     assert gpus.product == "NVIDIA-H100-80GB-HBM3"
-    exp = s.expected_node("n", gpus, "single", None)
+    exp = _expected.expected_node("n", gpus, "single", None)
     assert exp.resources == {"nvidia.com/gpu": 7}
     assert exp.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb"
 
@@ -429,7 +431,7 @@ def test_labels_single_strategy():
 def test_labels_mixed_all_mig():
     labels = {"nvidia.com/gpu.count": "1", "nvidia.com/gpu.replicas": "0", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
               "nvidia.com/mig-1g.10gb.count": "2", "nvidia.com/mig-3g.40gb.count": "1"}
-    gpus = s.node_gpus_from_labels(labels, "mixed")
+    gpus = _node_gpus.node_gpus_from_labels(labels, "mixed")
     assert (gpus.full_gpus, gpus.mig_gpus) == (0, 1)
     assert gpus.mig_dict() == {"nvidia.com/mig-1g.10gb": 2, "nvidia.com/mig-3g.40gb": 1}
 
@@ -437,29 +439,29 @@ def test_labels_mixed_all_mig():
 def test_labels_name_the_model_so_a_mig_resource_it_cannot_have_is_refused():
     """Issue 21 (5): a node known only by its labels (no GPU plan) used to accept any mig-* resource."""
     labels = {"nvidia.com/gpu.count": "2", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
-    gpus = s.node_gpus_from_labels(labels, "mixed")
+    gpus = _node_gpus.node_gpus_from_labels(labels, "mixed")
     assert gpus.models == ("H100-80GB",) and "nvidia.com/mig-7g.80gb" in gpus.known_mig_resources
     cfg = s.parse_configs([{"name": "ts", "resources": [{"name": "nvidia.com/mig-7g.141gb", "replicas": 2}]}], None)["ts"]
-    problems = problems_of(s.expected_node, "gpu-h", gpus, "mixed", cfg)
+    problems = problems_of(_expected.expected_node, "gpu-h", gpus, "mixed", cfg)
     assert problems == ["sharing config 'ts' on node 'gpu-h': nvidia.com/mig-7g.141gb is not a MIG profile of "
                         "H100-80GB (valid: %s)" % ", ".join(sorted(gpus.known_mig_resources))]
-    unknown = s.node_gpus_from_labels({"nvidia.com/gpu.count": "4", "nvidia.com/gpu.product": "Tesla-T4"}, "none")
+    unknown = _node_gpus.node_gpus_from_labels({"nvidia.com/gpu.count": "4", "nvidia.com/gpu.product": "Tesla-T4"}, "none")
     assert (unknown.models, unknown.known_mig_resources) == ((), None)
 
 
 def test_labels_that_cannot_tell():
-    assert "no nvidia.com/gpu.count label" in problems_of(s.node_gpus_from_labels, {}, "none")[0]
+    assert "no nvidia.com/gpu.count label" in problems_of(_node_gpus.node_gpus_from_labels, {}, "none")[0]
     labels = {"nvidia.com/gpu.count": "2", "nvidia.com/gpu.replicas": "1", "nvidia.com/mig-1g.10gb.count": "7"}
-    assert "give its GPU plan" in problems_of(s.node_gpus_from_labels, labels, "mixed")[0]
+    assert "give its GPU plan" in problems_of(_node_gpus.node_gpus_from_labels, labels, "mixed")[0]
     labels = {"nvidia.com/gpu.count": "2", "nvidia.com/mig.config": "all-1g.10gb"}
-    assert "give its GPU plan" in problems_of(s.node_gpus_from_labels, labels, "none")[0]
+    assert "give its GPU plan" in problems_of(_node_gpus.node_gpus_from_labels, labels, "none")[0]
 
 
 def test_helpers():
-    assert s.sanitize_product("NVIDIA H100 80GB HBM3") == "NVIDIA-H100-80GB-HBM3"
-    assert s.sanitize_product("NVIDIA A100-SXM4-40GB (rev)") == "NVIDIA-A100-SXM4-40GB-rev"
-    assert s.mig_resource_name("1g.10gb+me") == "nvidia.com/mig-1g.10gb.me"
-    assert s.profile_of_mig_resource("nvidia.com/mig-3g.40gb") == "3g.40gb"
+    assert _node_gpus.sanitize_product("NVIDIA H100 80GB HBM3") == "NVIDIA-H100-80GB-HBM3"
+    assert _node_gpus.sanitize_product("NVIDIA A100-SXM4-40GB (rev)") == "NVIDIA-A100-SXM4-40GB-rev"
+    assert _node_gpus.mig_resource_name("1g.10gb+me") == "nvidia.com/mig-1g.10gb.me"
+    assert _node_gpus.profile_of_mig_resource("nvidia.com/mig-3g.40gb") == "3g.40gb"
     config = cfg()
     assert config.as_dict()["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
     assert config.replicas_for("nvidia.com/mig-1g.10gb") == 1
@@ -484,10 +486,10 @@ def test_parse_rendered_config_errors_name_the_key():
 
 def test_node_gpus_for_plan_or_labels():
     # the host's intent in its other shapes is _fleet_plan.HostPlan's job (test_fleet_plan.py)
-    assert s.node_gpus_for("n", [{"count": 2}], {}, "none").full_gpus == 2
-    assert s.node_gpus_for("n", None, {"nvidia.com/gpu.count": "4"}, "none").source == "labels"
-    assert "must be a list" in problems_of(s.node_gpus_for, "n", "8xH100", {}, "none")[0]
-    assert "must be a list" in problems_of(s.node_gpus_for, "n", {"gpus": [{"count": 3}]}, {}, "none")[0]
+    assert _node_gpus.node_gpus_for("n", [{"count": 2}], {}, "none").full_gpus == 2
+    assert _node_gpus.node_gpus_for("n", None, {"nvidia.com/gpu.count": "4"}, "none").source == "labels"
+    assert "must be a list" in problems_of(_node_gpus.node_gpus_for, "n", "8xH100", {}, "none")[0]
+    assert "must be a list" in problems_of(_node_gpus.node_gpus_for, "n", {"gpus": [{"count": 3}]}, {}, "none")[0]
 
 
 def h100_fact(index, mig=None):
@@ -507,7 +509,7 @@ def test_plan_from_host_applies_the_mig_selection():
     assert [p.get("mig") for p in planned] == [{"3g.40gb": 2}, {"3g.40gb": 2}]
     custom = {"half": [{"devices": [0], "mig-enabled": False}, {"devices": [1], "mig-enabled": True, "mig-devices": {"7g.80gb": 1}}]}
     assert [p.get("mig") for p in fp.plan_from_host(facts, "half", custom)] == [None, {"7g.80gb": 1}]
-    gpus = s.node_gpus_for("n", fp.plan_from_host(facts, "all-disabled"), {}, "mixed")
+    gpus = _node_gpus.node_gpus_for("n", fp.plan_from_host(facts, "all-disabled"), {}, "mixed")
     assert (gpus.full_gpus, gpus.mig_gpus, gpus.product) == (2, 0, "NVIDIA-H100-80GB-HBM3")
     assert "selected mig-config not present: nope" in problems_of(fp.plan_from_host, facts, "nope")[0]
 
@@ -538,7 +540,7 @@ def test_labels_of_an_invalid_single_layout_are_reported_not_read_as_a_profile()
     labels = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-INVALID", "nvidia.com/gpu.count": "0",
               "nvidia.com/gpu.replicas": "0", "nvidia.com/gpu.memory": "0", "nvidia.com/gpu.sharing-strategy": "",
               "nvidia.com/mig.strategy": "single"}
-    problems = problems_of(s.node_gpus_from_labels, labels, "single", "node 'n1'")
+    problems = problems_of(_node_gpus.node_gpus_from_labels, labels, "single", "node 'n1'")
     assert any("NVIDIA-H100-80GB-HBM3-MIG-INVALID" in p and "single" in p for p in problems)
 
 
@@ -547,17 +549,17 @@ def test_labels_of_mig_enabled_gpus_under_none_are_mig_gpus():
     expectation then says why the plan cannot work instead of expecting replicas that never show."""
     labels = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "2",
               "nvidia.com/gpu.replicas": "0", "nvidia.com/gpu.sharing-strategy": "none"}
-    gpus = s.node_gpus_from_labels(labels, "none")
+    gpus = _node_gpus.node_gpus_from_labels(labels, "none")
     assert (gpus.full_gpus, gpus.mig_gpus) == (0, 2)
-    problems = problems_of(s.expected_node, "n1", gpus, "none", cfg())
+    problems = problems_of(_expected.expected_node, "n1", gpus, "none", cfg())
     assert any("MIG strategy is none" in p for p in problems)
 
 
 def test_expected_node_carries_a_typed_record_per_resource():
     """Issue 20 item 5: count, replicas, strategy, device kind and MIG profile without parsing labels."""
-    gpus = s.NodeGpus(mig_devices=(("nvidia.com/mig-1g.5gb", 2), ("nvidia.com/mig-3g.20gb", 1)), mig_gpus=1, product="NVIDIA-A100")
+    gpus = _node_gpus.NodeGpus(mig_devices=(("nvidia.com/mig-1g.5gb", 2), ("nvidia.com/mig-3g.20gb", 1)), mig_gpus=1, product="NVIDIA-A100")
     cfg = s.parse_config({"name": "ts", "resources": [{"name": "nvidia.com/mig-1g.5gb", "replicas": 3}], "rename_by_default": True})
-    expected = s.expected_node("n", gpus, "mixed", cfg)
+    expected = _expected.expected_node("n", gpus, "mixed", cfg)
     record = expected.record_for("nvidia.com/mig-1g.5gb.shared")
     assert (record.count, record.replicas, record.strategy, record.device_kind, record.mig_profile) == (
         2, 3, "time-slicing", "mig", "1g.5gb")

@@ -9,6 +9,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing import _sharing as s
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing import _expected
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing import _node_gpus
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof import _verify as v
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -21,8 +23,8 @@ def ts(replicas=4, **extra):
 
 
 def expected_h100(replicas=4, count=8, **extra):
-    gpus = s.node_gpus_from_plan([{"model": "H100-80GB", "count": count, "product": H100}])
-    return s.expected_node("gpu-a", gpus, "none", ts(replicas, **extra), labelled=True)
+    gpus = _node_gpus.node_gpus_from_plan([{"model": "H100-80GB", "count": count, "product": H100}])
+    return _expected.expected_node("gpu-a", gpus, "none", ts(replicas, **extra), labelled=True)
 
 
 def node_obj(capacity, labels, allocatable=None, name="gpu-a"):
@@ -89,8 +91,8 @@ def test_expected_zero_matches_absent_or_zero():
 
 
 def test_product_suffix_checks_when_base_unknown():
-    gpus = s.node_gpus_from_plan([{"count": 8}])
-    exp = s.expected_node("gpu-a", gpus, "none", ts())
+    gpus = _node_gpus.node_gpus_from_plan([{"count": 8}])
+    exp = _expected.expected_node("gpu-a", gpus, "none", ts())
     labels = dict(GOOD_LABELS)
     assert all(c.ok for c in v.compare_node(exp, node_obj({"nvidia.com/gpu": "32"}, labels)))
     labels["nvidia.com/gpu.product"] = "NVIDIA-H100-80GB-HBM3"
@@ -113,11 +115,11 @@ def test_non_integer_quantity_is_a_mismatch():
 
 
 def test_pods_for_one_per_resource_type_with_capacity():
-    gpus = s.node_gpus_from_plan([
+    gpus = _node_gpus.node_gpus_from_plan([
         {"model": "H100-80GB", "count": 1, "product": H100},
         {"model": "H100-80GB", "count": 1, "mig": {"1g.10gb+me": 1, "3g.40gb": 1}, "product": H100},
     ])
-    exp = s.expected_node("n", gpus, "mixed", None)
+    exp = _expected.expected_node("n", gpus, "mixed", None)
     wanted = v.pods_for(exp)
     assert [(w.resource, w.device_kind, w.mig_profile) for w in wanted] == [
         ("nvidia.com/gpu", "gpu", None),
@@ -128,8 +130,8 @@ def test_pods_for_one_per_resource_type_with_capacity():
 
 def test_pods_for_renamed_and_single():
     assert [(w.resource, w.device_kind) for w in v.pods_for(expected_h100(rename_by_default=True))] == [("nvidia.com/gpu.shared", "gpu")]
-    gpus = s.node_gpus_from_plan([{"model": "H100-80GB", "mig": {"1g.10gb": 7}}])
-    single = v.pods_for(s.expected_node("n", gpus, "single", None))
+    gpus = _node_gpus.node_gpus_from_plan([{"model": "H100-80GB", "mig": {"1g.10gb": 7}}])
+    single = v.pods_for(_expected.expected_node("n", gpus, "single", None))
     assert [(w.resource, w.device_kind, w.mig_profile) for w in single] == [("nvidia.com/gpu", "mig", "1g.10gb")]
 
 
@@ -228,7 +230,7 @@ def test_user_checks():
 def sample_checks():
     good = v.compare_node(expected_h100(), node_obj({"nvidia.com/gpu": "32"}, GOOD_LABELS))
     bad_node = node_obj({"nvidia.com/gpu": "8"}, dict(GOOD_LABELS, **{"nvidia.com/gpu.replicas": "1"}), name="gpu-b")
-    exp_b = s.expected_node("gpu-b", s.node_gpus_from_plan([{"count": 8, "product": H100}]), "none", ts(), labelled=True)
+    exp_b = _expected.expected_node("gpu-b", _node_gpus.node_gpus_from_plan([{"count": 8, "product": H100}]), "none", ts(), labelled=True)
     bad = v.compare_node(exp_b, bad_node)
     pods = [v.pod_check(v.PodSpecWanted("gpu-a", "nvidia.com/gpu", "gpu"), "Succeeded", GPU_LOG),
             v.pod_check(v.PodSpecWanted("gpu-b", "nvidia.com/gpu", "gpu"), "Timeout", reason="FailedScheduling: <no & fit>")]
