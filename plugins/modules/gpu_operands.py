@@ -139,7 +139,7 @@ waited_for:
 from typing import Any, Dict, List, Sequence
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sTimeout
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sTimeout
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._node_drain import pod_key, pod_ready
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operands import (
     CLIENT_LABEL, DEFAULT_OPERANDS, OPERAND_APPS, PAUSED_ANNOTATION, READY_APPS, VALIDATION_APPS, VALIDATOR_APP, app_of,

@@ -359,7 +359,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_plan
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_read import read_fleet
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import FLEET_ARGSPEC, METRICS_ARGSPEC, POD_ARGSPEC, PROBE_ARGSPEC
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sTimeout
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sTimeout
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._expected import ExpectedNode
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._verify import (
     HAS_JMESPATH, Check, build_report, compare_node, config_checks, option_problems, pods_for, render_junit, render_table,

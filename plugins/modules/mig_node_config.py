@@ -168,7 +168,7 @@ reason:
 
 from typing import Any, Dict, List, Optional
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sTimeout
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sTimeout
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_operator import (
     MIG_CONFIG_LABEL, MIG_STATE_LABEL, MigConfigFailed,
     config_map_problem, node_is_configured, node_mig_status, option_problems, relabel_step, wait_mig_config)

@@ -97,7 +97,8 @@ import time
 from typing import Any, Dict, List
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import BUILTIN_TYPES, K8sError
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._resources import BUILTIN_TYPES
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operands import PAUSED_ANNOTATION
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_lock import LEASE_API_VERSION, decide
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._run_inputs import lock_problems

@@ -15,7 +15,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._dra_plan import plan_devices
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_read import planned_fleet
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sError, label_selector
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._resources import label_selector
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._dra_verify import slice_checks
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._verify import Check
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_claims import OWNER_KEY, OWNER_VALUE, PlannedDevice

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient, K8sTimeout
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sTimeout
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._verify import Check, compare_node
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._expected import ExpectedNode
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import SharingConfig, SharingError, parse_rendered_config

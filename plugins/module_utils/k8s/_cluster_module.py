@@ -15,11 +15,8 @@ from __future__ import annotations
 from typing import Any, Dict, Mapping, Optional
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import K8S_AUTH_ARGSPEC
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import (
-    K8sClient,
-    K8sError,
-    client_from_module,
-)
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient, client_from_module
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._module import GpuFleetModule, ModuleFailure
 
 

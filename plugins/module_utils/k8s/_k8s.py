@@ -5,8 +5,10 @@
 
 Stable API (this docstring is its reference)::
 
-    from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import (
-        K8S_AUTH_ARGSPEC, K8sClient, K8sError, K8sTimeout, ResourceType, client_from_module)
+    from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient, client_from_module
+    from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError, K8sTimeout
+    from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._resources import ResourceType
+    from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import K8S_AUTH_ARGSPEC
 
     argument_spec.update(K8S_AUTH_ARGSPEC)     # kubeconfig, context, host, api_key (no_log),
                                                # validate_certs, ca_cert, client_cert, client_key,
@@ -38,8 +40,8 @@ every write; each write method also takes ``dry_run=`` (None, the default, means
 setting). Creates into a namespace that was itself only created by a dry run are answered by the
 client (see K8sClient).
 
-Kinds are named by string ("Node", "ConfigMap", "ClusterPolicy", ... see BUILTIN_TYPES) or by a
-ResourceType for anything else. Objects are plain dicts as the API server returns them.
+Kinds are named by string ("Node", "ConfigMap", "ClusterPolicy", ... see ``_resources.BUILTIN_TYPES``)
+or by a ``_resources.ResourceType`` for anything else; what an apply changes is ``_apply``'s. Objects are plain dicts as the API server returns them.
 
 Everything goes through ``kubernetes.dynamic.DynamicClient.request`` with a static resource table
 (no discovery round-trips), so the request count is exact and the same code works with the classic
@@ -52,10 +54,9 @@ import copy
 import json
 import os
 import random
-import re
 import time
 import traceback
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 try:
     from kubernetes import client as _k8s_client_mod
@@ -80,6 +81,9 @@ except ImportError:  # pragma: no cover
 from ansible.module_utils.basic import missing_required_lib
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import K8S_AUTH_ARGSPEC
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError, K8sTimeout
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._apply import ApplyResult, desired_differs, merge_desired
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._resources import BUILTIN_TYPES, KindRef, resource_type_of
 
 
 FIELD_MANAGER = "gpufleet.sharing"
@@ -88,203 +92,8 @@ RETRY_STATUSES = frozenset([500, 502, 503, 504])
 IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
-class K8sError(Exception):
-    """An API call failed. ``status`` is the HTTP status (None for transport errors)."""
-
-    def __init__(self, message: str, status: Optional[int] = None, reason: Optional[str] = None,
-                 body: Optional[Dict[str, Any]] = None, method: Optional[str] = None, path: Optional[str] = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.reason = reason
-        self.body = body
-        self.method = method
-        self.path = path
-
-    def __str__(self):
-        return self.message
-
-
-class K8sTimeout(K8sError):
-    """wait_for ran out of time; ``detail`` is the last thing the probe reported."""
-
-    def __init__(self, what: str, elapsed: float, detail: Any) -> None:
-        super().__init__(
-            "timed out after %.0fs waiting for %s; last state: %s" % (elapsed, what, _short(detail)))
-        self.what = what
-        self.elapsed = elapsed
-        self.detail = detail
-
-
-# Object names as the API server validates them (docs/reference/specs.md §12):
-# most kinds need a DNS-1123 subdomain, namespaces a DNS-1123 label, RBAC objects only a valid
-# path segment (they may hold ':').
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_NAMED_KINDS = frozenset(["Namespace"])
-_PATH_SEGMENT_KINDS = frozenset(["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"])
-
-
-def name_problem(kind: str, name: Any) -> Optional[str]:
-    """Why ``name`` cannot name an object of ``kind`` (None when it can)."""
-    text = name if isinstance(name, str) else ""
-    if kind in _PATH_SEGMENT_KINDS:
-        if text and text not in (".", "..") and not any(c in text for c in "/%") and text.isprintable():
-            return None
-        return "invalid %s name %r: it may not be empty, '.' or '..', nor contain '/' or '%%'" % (kind, name)
-    if kind in _LABEL_NAMED_KINDS:
-        if _DNS1123_LABEL.fullmatch(text):
-            return None
-        return ("invalid %s name %r: it must be a DNS-1123 label (at most 63 lower-case letters, digits or '-', "
-                "starting and ending with a letter or digit)" % (kind, name))
-    if len(text) <= 253 and _DNS1123_SUBDOMAIN.fullmatch(text):
-        return None
-    return ("invalid %s name %r: it must be a DNS-1123 subdomain (at most 253 lower-case letters, digits, '-' or '.', "
-            "starting and ending with a letter or digit)" % (kind, name))
-
-
-class ResourceType:
-    """One API resource: apiVersion, kind, plural and scope."""
-
-    __slots__ = ("api_version", "kind", "plural", "namespaced")
-
-    def __init__(self, api_version: str, kind: str, plural: str, namespaced: bool) -> None:
-        self.api_version = api_version
-        self.kind = kind
-        self.plural = plural
-        self.namespaced = namespaced
-
-    def __repr__(self):
-        return "ResourceType(%r, %r, %r, %r)" % (self.api_version, self.kind, self.plural, self.namespaced)
-
-    def path(self, name: Optional[str] = None, namespace: Optional[str] = None, subresource: Optional[str] = None) -> str:
-        """REST path of the collection, or of one object (and a subresource of it). Names are
-        validated as the API server does (``name_problem``) before any request is built."""
-        for problem in (name_problem("Namespace", namespace) if namespace else None,
-                        name_problem(self.kind, name) if name else None):
-            if problem:
-                raise K8sError(problem + "; nothing was sent")
-        base = "/api/v1" if self.api_version == "v1" else "/apis/" + self.api_version
-        if self.namespaced:
-            if not namespace:
-                if name:
-                    raise K8sError("%s %s: a namespace is required" % (self.kind, name))
-            else:
-                base += "/namespaces/" + namespace
-        path = base + "/" + self.plural
-        if name:
-            path += "/" + name
-            if subresource:
-                path += "/" + subresource
-        return path
-
-
-BUILTIN_TYPES: Dict[str, ResourceType] = dict((rt.kind, rt) for rt in [
-    ResourceType("v1", "Namespace", "namespaces", False),
-    ResourceType("v1", "Node", "nodes", False),
-    ResourceType("v1", "ConfigMap", "configmaps", True),
-    ResourceType("v1", "Secret", "secrets", True),
-    ResourceType("v1", "Pod", "pods", True),
-    ResourceType("v1", "Event", "events", True),
-    ResourceType("v1", "Service", "services", True),
-    ResourceType("v1", "ServiceAccount", "serviceaccounts", True),
-    ResourceType("apps/v1", "DaemonSet", "daemonsets", True),
-    ResourceType("apps/v1", "Deployment", "deployments", True),
-    ResourceType("apps/v1", "ReplicaSet", "replicasets", True),
-    ResourceType("apps/v1", "StatefulSet", "statefulsets", True),
-    ResourceType("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", True),
-    ResourceType("coordination.k8s.io/v1", "Lease", "leases", True),
-    ResourceType("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False),
-    ResourceType("nvidia.com/v1", "ClusterPolicy", "clusterpolicies", False),
-    ResourceType("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "resourceflavors", False),
-    ResourceType("kueue.x-k8s.io/v1beta2", "ClusterQueue", "clusterqueues", False),
-    ResourceType("kueue.x-k8s.io/v1beta2", "LocalQueue", "localqueues", True),
-    ResourceType("resource.k8s.io/v1", "DeviceClass", "deviceclasses", False),
-    ResourceType("resource.k8s.io/v1", "ResourceSlice", "resourceslices", False),
-    ResourceType("resource.k8s.io/v1", "ResourceClaim", "resourceclaims", True),
-    ResourceType("resource.k8s.io/v1", "ResourceClaimTemplate", "resourceclaimtemplates", True),
-])
-
-KindRef = Union[str, ResourceType]
 Obj = Dict[str, Any]
 Mutator = Callable[[Dict[str, Any]], Optional[Dict[str, Any]]]
-
-
-class ApplyResult:
-    """Outcome of K8sClient.apply: action is created, updated or unchanged."""
-
-    __slots__ = ("action", "before", "after")
-
-    def __init__(self, action: str, before: Optional[Dict[str, Any]], after: Optional[Dict[str, Any]]) -> None:
-        self.action = action
-        self.before = before
-        self.after = after
-
-    @property
-    def changed(self) -> bool:
-        return self.action != "unchanged"
-
-
-# ---------------------------------------------------------------------------------------------
-# pure helpers (unit-tested)
-
-def is_subset(wanted: Any, actual: Any) -> bool:
-    """True when every key of ``wanted`` is in ``actual`` with an equal value. Dicts recurse;
-    lists must have the same length and match element-wise (so server-side defaults inside list
-    items, e.g. in a CRD's versions, do not count as a difference); scalars compare exactly."""
-    if isinstance(wanted, dict):
-        if not isinstance(actual, dict):
-            return False
-        return all(key in actual and is_subset(value, actual[key]) for key, value in wanted.items())
-    if isinstance(wanted, list):
-        if not isinstance(actual, list) or len(wanted) != len(actual):
-            return False
-        return all(is_subset(item, other) for item, other in zip(wanted, actual))
-    return wanted == actual
-
-
-def desired_differs(desired: Dict[str, Any], live: Dict[str, Any], compare: str = "exact") -> bool:
-    """Would apply() change ``live`` to reach ``desired``?
-
-    metadata.labels / metadata.annotations of ``desired`` must be present in live (extra live
-    entries are kept). Every other top-level field of ``desired`` (spec, data, ...; not status) is
-    compared exactly (``compare="exact"``) or as a subset (``compare="subset"``, for objects the
-    server fills with defaults such as CRDs)."""
-    if compare not in ("exact", "subset"):
-        raise ValueError("compare must be 'exact' or 'subset', got %r" % (compare,))
-    meta = desired.get("metadata") or {}
-    live_meta = live.get("metadata") or {}
-    for section in ("labels", "annotations"):
-        if not is_subset(meta.get(section) or {}, live_meta.get(section) or {}):
-            return True
-    for key, value in desired.items():
-        if key in ("apiVersion", "kind", "metadata", "status"):
-            continue
-        if compare == "exact":
-            if live.get(key) != value:
-                return True
-        elif not is_subset(value, live.get(key)):
-            return True
-    return False
-
-
-def merge_desired(desired: Dict[str, Any], live: Dict[str, Any]) -> Dict[str, Any]:
-    """The object apply() PUTs: live metadata (resourceVersion kept) with desired labels and
-    annotations merged in; other desired top-level fields replace the live ones wholesale."""
-    merged = copy.deepcopy(live)
-    merged.pop("status", None)
-    meta = merged.setdefault("metadata", {})
-    for section in ("labels", "annotations"):
-        wanted = (desired.get("metadata") or {}).get(section)
-        if wanted:
-            current = dict(meta.get(section) or {})
-            current.update(wanted)
-            meta[section] = current
-    for key, value in desired.items():
-        if key in ("metadata", "status"):
-            continue
-        merged[key] = copy.deepcopy(value)
-    return merged
 
 
 def status_message(body: Any, fallback: str) -> Tuple[str, Optional[str], Optional[Dict[str, Any]]]:
@@ -312,37 +121,12 @@ def backoff_delay(attempt: int, base: float = 0.25, cap: float = 8.0, jitter: fl
     return delay * (1.0 + random.uniform(-jitter, jitter))
 
 
-def _short(detail: Any) -> str:
-    text = detail if isinstance(detail, str) else json.dumps(detail, sort_keys=True, default=str)
-    return text if len(text) <= 600 else text[:600] + "..."
-
-
-def resource_type_of(kind: KindRef, api_version: Optional[str] = None) -> ResourceType:
-    """Resolve a kind name (optionally checked against an apiVersion) or pass a ResourceType."""
-    if isinstance(kind, ResourceType):
-        return kind
-    known = BUILTIN_TYPES.get(kind)
-    if known is None or (api_version and known.api_version != api_version):
-        raise K8sError(
-            "unknown resource kind %r%s: pass a ResourceType(api_version, kind, plural, namespaced)"
-            % (kind, " (%s)" % api_version if api_version else ""))
-    return known
-
-
 def _as_created_in(body: Dict[str, Any], namespace: str) -> Dict[str, Any]:
     """What a dry-run create into a namespace that exists only as a dry run answers: the object as sent."""
     created = copy.deepcopy(body)
     created.setdefault("metadata", {})["namespace"] = namespace
     return created
 
-
-def label_selector(labels: Dict[str, Optional[str]]) -> str:
-    """{"a": "b", "c": None} -> "a=b,c" (None means: the label exists)."""
-    return ",".join(key if value is None else "%s=%s" % (key, value) for key, value in sorted(labels.items()))
-
-
-# ---------------------------------------------------------------------------------------------
-# connection
 
 class _NoDiscovery:
     """DynamicClient discoverer that never talks to the server: we use a static resource table."""
@@ -419,9 +203,6 @@ def client_from_module(module: Any, dry_run: bool = False, **client_options: Any
         module.fail_json(msg=str(exc))
     raise AssertionError("unreachable")  # fail_json exits
 
-
-# ---------------------------------------------------------------------------------------------
-# the client
 
 class K8sClient:
     """Typed helpers over the Kubernetes REST API; objects are dicts.

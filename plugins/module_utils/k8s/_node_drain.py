@@ -25,7 +25,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient, K8sError
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 CORDON_OWNER = "gpufleet.sharing/cordoned-by"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import name_problem
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._resources import name_problem
 
 _NAME_PART = r"([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]"
 _QUALIFIED = re.compile(r"(?:[a-z0-9]([-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?" + _NAME_PART)

@@ -20,7 +20,8 @@ except ImportError:  # pragma: no cover - PyYAML comes with ansible-core and the
     yaml = None
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._errors import ProblemsError
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient, K8sError
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._node_drain import CORDON_OWNER, LEGACY_CORDON_MARKER
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_parted import (

@@ -21,7 +21,9 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_val
     split_nodes,
 )
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._gpu_operator import release_action, release_info, release_state
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient, K8sError, K8sTimeout, ResourceType
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError, K8sTimeout
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._resources import ResourceType
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operator_release import parse_chart_version
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operator_io import GpuOperator
 

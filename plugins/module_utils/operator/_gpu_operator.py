@@ -23,7 +23,8 @@ except ImportError:  # pragma: no cover - PyYAML comes with ansible-core and the
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._errors import ProblemsError
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._helm import HelmError, same_version, split_chart_field
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient, K8sError, K8sTimeout
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError, K8sTimeout
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._values_tree import get_path, set_path
 
 MIG_STRATEGIES = ("none", "single", "mixed")

@@ -27,7 +27,8 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._images 
     docker_config_secret, full_chart_values, merge, mirror_values, per_pod_metrics_env, proxy_env,
     pull_secret_values, registry_host, registry_problems, secret_forms)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._inputs import secret_owner_problem
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient, K8sError
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._taints import toleration_values
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operator_release import (
     carry_forward, chart_version_problems, downgrade_problem, pending_recovery, placeholder_configmap, redact,

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient, K8sError
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._pod_metrics import (
     EXPORTER_LABEL_SELECTOR, MetricsError, attributed_pods, attribution_checks, parse_prometheus, proxy_path)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._verify import Check

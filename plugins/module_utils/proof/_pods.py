@@ -13,7 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._module import ModuleFailure
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import BUILTIN_TYPES, K8sClient, K8sError, K8sTimeout
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._resources import BUILTIN_TYPES
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError, K8sTimeout
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._images import mirror_image
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._pod_metrics import hold_command
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._dra_verify import allocated_devices, claim_body

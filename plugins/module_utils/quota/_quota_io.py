@@ -18,7 +18,8 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._dra_plan i
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_claims import PlannedDevice, kind_capacity
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._dra_verify import slice_resources
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_read import planned_fleet
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import BUILTIN_TYPES, K8sError, label_selector
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._resources import BUILTIN_TYPES, label_selector
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_objects import OWNER, owned
 
 TYPES = {kind: BUILTIN_TYPES[kind] for kind in ("ResourceFlavor", "ClusterQueue", "LocalQueue")}  # API_VERSION

@@ -12,7 +12,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._module import ModuleFailure
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient, K8sError, K8sTimeout
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError, K8sTimeout
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import GPU_RESOURCE, SharingConfig
 
 NO_POLICY_WARNING = ("no ClusterPolicy yet (the GPU Operator is not installed): planned without one; a real run "

@@ -12,8 +12,11 @@ import json
 import pytest
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s import _k8s
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import (
-    K8sClient, K8sError, K8sTimeout, ResourceType, desired_differs, is_subset, merge_desired)
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s import _resources
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError, K8sTimeout
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._resources import ResourceType
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._apply import desired_differs, is_subset, merge_desired
 
 
 class FakeApiException(_k8s._ApiException):
@@ -65,12 +68,12 @@ NODE = {"apiVersion": "v1", "kind": "Node",
 # -- pure helpers ---------------------------------------------------------------------------------
 
 def test_paths_for_core_group_namespaced_and_subresource():
-    pod = _k8s.BUILTIN_TYPES["Pod"]
+    pod = _resources.BUILTIN_TYPES["Pod"]
     assert pod.path("p", "ns", "eviction") == "/api/v1/namespaces/ns/pods/p/eviction"
     assert pod.path(namespace=None) == "/api/v1/pods"
-    assert _k8s.BUILTIN_TYPES["ClusterPolicy"].path("cluster-policy") == \
+    assert _resources.BUILTIN_TYPES["ClusterPolicy"].path("cluster-policy") == \
         "/apis/nvidia.com/v1/clusterpolicies/cluster-policy"
-    assert _k8s.BUILTIN_TYPES["DaemonSet"].path(namespace="gpu-operator") == \
+    assert _resources.BUILTIN_TYPES["DaemonSet"].path(namespace="gpu-operator") == \
         "/apis/apps/v1/namespaces/gpu-operator/daemonsets"
     with pytest.raises(K8sError, match="namespace is required"):
         pod.path("p")
@@ -78,11 +81,11 @@ def test_paths_for_core_group_namespaced_and_subresource():
 
 def test_resource_type_unknown_kind_and_wrong_version():
     with pytest.raises(K8sError, match="unknown resource kind 'Widget'"):
-        _k8s.resource_type_of("Widget")
+        _resources.resource_type_of("Widget")
     with pytest.raises(K8sError, match="unknown resource kind"):
-        _k8s.resource_type_of("Node", "v2")
+        _resources.resource_type_of("Node", "v2")
     custom = ResourceType("example.com/v1", "Widget", "widgets", True)
-    assert _k8s.resource_type_of(custom) is custom
+    assert _resources.resource_type_of(custom) is custom
 
 
 def test_is_subset():
@@ -130,7 +133,7 @@ def test_backoff_grows_and_is_capped():
 
 
 def test_label_selector():
-    assert _k8s.label_selector({"b": "2", "a": None}) == "a,b=2"
+    assert _resources.label_selector({"b": "2", "a": None}) == "a,b=2"
 
 
 # -- transport / retries --------------------------------------------------------------------------

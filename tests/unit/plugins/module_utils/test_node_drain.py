@@ -6,7 +6,7 @@ import pytest
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig import _mig_operator as migop
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s import _node_drain as drain
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sError
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._node_drain import (
     DrainError, Drainer, blocking_message, classify_pods, planned_annotations, pod_key, pod_ready)
 

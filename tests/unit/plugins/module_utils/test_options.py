@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import BUILTIN_TYPES, K8sError, name_problem
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._resources import BUILTIN_TYPES, name_problem
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._options import (
     number_problems, object_name_problems, qualified_name_problem, selector_problem)
 

@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import BUILTIN_TYPES
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._resources import BUILTIN_TYPES
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_objects import (
     API_VERSION, cluster_queue, live_quotas, local_queue, owned, quota_checks, resource_flavor, summary, units)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_plan import Flavor, plan_quotas

@@ -17,7 +17,8 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s import _cluster_module
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import ApplyResult, K8sError, K8sTimeout
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._apply import ApplyResult
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError, K8sTimeout
 
 
 class FakeK8s:

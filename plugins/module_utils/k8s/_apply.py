@@ -1,0 +1,86 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What an apply changes: whether a live object already holds what is desired (``desired_differs``,
+``is_subset``), the object to send (``merge_desired``) and the answer (``ApplyResult``).
+
+Pure: ``_k8s.K8sClient.apply`` reads and writes."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Dict, Optional
+
+
+class ApplyResult:
+    """Outcome of K8sClient.apply: action is created, updated or unchanged."""
+
+    __slots__ = ("action", "before", "after")
+
+    def __init__(self, action: str, before: Optional[Dict[str, Any]], after: Optional[Dict[str, Any]]) -> None:
+        self.action = action
+        self.before = before
+        self.after = after
+
+    @property
+    def changed(self) -> bool:
+        return self.action != "unchanged"
+
+
+def is_subset(wanted: Any, actual: Any) -> bool:
+    """True when every key of ``wanted`` is in ``actual`` with an equal value. Dicts recurse;
+    lists must have the same length and match element-wise (so server-side defaults inside list
+    items, e.g. in a CRD's versions, do not count as a difference); scalars compare exactly."""
+    if isinstance(wanted, dict):
+        if not isinstance(actual, dict):
+            return False
+        return all(key in actual and is_subset(value, actual[key]) for key, value in wanted.items())
+    if isinstance(wanted, list):
+        if not isinstance(actual, list) or len(wanted) != len(actual):
+            return False
+        return all(is_subset(item, other) for item, other in zip(wanted, actual))
+    return wanted == actual
+
+
+def desired_differs(desired: Dict[str, Any], live: Dict[str, Any], compare: str = "exact") -> bool:
+    """Would apply() change ``live`` to reach ``desired``?
+
+    metadata.labels / metadata.annotations of ``desired`` must be present in live (extra live
+    entries are kept). Every other top-level field of ``desired`` (spec, data, ...; not status) is
+    compared exactly (``compare="exact"``) or as a subset (``compare="subset"``, for objects the
+    server fills with defaults such as CRDs)."""
+    if compare not in ("exact", "subset"):
+        raise ValueError("compare must be 'exact' or 'subset', got %r" % (compare,))
+    meta = desired.get("metadata") or {}
+    live_meta = live.get("metadata") or {}
+    for section in ("labels", "annotations"):
+        if not is_subset(meta.get(section) or {}, live_meta.get(section) or {}):
+            return True
+    for key, value in desired.items():
+        if key in ("apiVersion", "kind", "metadata", "status"):
+            continue
+        if compare == "exact":
+            if live.get(key) != value:
+                return True
+        elif not is_subset(value, live.get(key)):
+            return True
+    return False
+
+
+def merge_desired(desired: Dict[str, Any], live: Dict[str, Any]) -> Dict[str, Any]:
+    """The object apply() PUTs: live metadata (resourceVersion kept) with desired labels and
+    annotations merged in; other desired top-level fields replace the live ones wholesale."""
+    merged = copy.deepcopy(live)
+    merged.pop("status", None)
+    meta = merged.setdefault("metadata", {})
+    for section in ("labels", "annotations"):
+        wanted = (desired.get("metadata") or {}).get(section)
+        if wanted:
+            current = dict(meta.get(section) or {})
+            current.update(wanted)
+            meta[section] = current
+    for key, value in desired.items():
+        if key in ("metadata", "status"):
+            continue
+        merged[key] = copy.deepcopy(value)
+    return merged
