@@ -17,9 +17,9 @@ name: backend_nodes
 short_description: The nodes of each GPU allocation backend
 version_added: 0.3.0
 description:
-  - C({"device-plugin": [...], "dra": [...]}), the node names (C(gpufleet_node_name), else the host name) of
-    O(hosts) by their C(gpufleet_gpu_backend) (default V(device-plugin)); the input of
-    M(gpufleet.sharing.gpu_dra_driver)'s O(gpufleet.sharing.gpu_dra_driver#module:dra_nodes) and
+  - A mapping with the keys V(device-plugin) and V(dra), each the node names (C(gpufleet_node_name), else the
+    host name) of the O(hosts) on that backend (their C(gpufleet_gpu_backend), default V(device-plugin)); the input of
+    the options O(gpufleet.sharing.gpu_dra_driver#module:dra_nodes) and
     O(gpufleet.sharing.gpu_dra_driver#module:device_plugin_nodes).
   - An unknown backend, or both named for one host, is an error naming the host (the preflight reports it first).
   - The filter C(backend_hosts) of the same file goes the other way - C(hostvars | backend_hosts(hosts, nodes)) - the

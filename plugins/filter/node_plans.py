@@ -23,7 +23,7 @@ description:
     that role's defaults) and its sharing config (C(gpu_sharing_config)).
   - A host with neither GPU facts nor a sharing config is left out (its node is then read from its labels).
   - The filter C(node_name) in the same file gives one host's node name, the same rule
-    (C(inventory_hostname | gpufleet.sharing.node_name(hostvars))): the one place the rule is written.
+    (C(inventory_hostname | gpufleet.sharing.node_name(hostvars))), the one place the rule is written.
 extends_documentation_fragment:
   - gpufleet.sharing.fleet_filter
 """

@@ -94,7 +94,7 @@ def per_host_steps(result: Any) -> Dict[str, Dict[str, float]]:
         if event["event"] not in ("runner_on_ok", "runner_on_failed"):
             continue
         data = event["event_data"]
-        step = step_of.get(data.get("task")) or ROLE_STEPS.get(str(data.get("role") or "").split(".")[-1])
+        step = step_of.get(data.get("task")) or ROLE_STEPS.get(str(data.get("role") or "").rsplit(".", maxsplit=1)[-1])
         if step is None or data.get("duration") is None:
             continue
         host = found.setdefault(data.get("host"), {})

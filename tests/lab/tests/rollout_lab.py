@@ -23,7 +23,6 @@ from labtools import BUILD, FAST_ENV, REPO, environ, wait_until
 
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError
 
 SPECS = ["flt-0=A100-40GB:1@gpu_hosts", "flt-1=A100-40GB:1@gpu_hosts"]
 ANNOTATION = "gpufleet.sharing/rollout"

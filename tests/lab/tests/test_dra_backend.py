@@ -61,7 +61,7 @@ class Lab:
 
     def plugin_pod(self, node):
         pods = [p for p in self.store.items("v1/pods", field_selector="spec.nodeName=%s" % node)
-                if (p["metadata"].get("labels") or {}).get(SELECTOR.split("=")[0]) == "kubelet-plugin"]
+                if (p["metadata"].get("labels") or {}).get(SELECTOR.split("=", maxsplit=1)[0]) == "kubelet-plugin"]
         return pods[0] if pods else None
 
     def gpus(self, node):

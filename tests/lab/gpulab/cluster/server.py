@@ -47,7 +47,7 @@ from gpulab.cluster import manager
 from gpulab.cluster.dra import api as _dra_api
 from gpulab.cluster.api import Api, Request
 from gpulab.cluster.errors import ApiError
-from gpulab.cluster.registration import KUBELET_VERSION, NODE_STATE_ANNOTATION, add_nodes, node_object
+from gpulab.cluster.registration import NODE_STATE_ANNOTATION, add_nodes, node_object
 from gpulab.cluster.store import Store
 
 LOG = logging.getLogger("gpulab.cluster.server")

@@ -72,7 +72,7 @@ def test_gates_the_driver_refuses_together():
 
 
 def test_unknown_or_non_boolean_gates():
-    _, problems = gate_values({"DynamicMig": True, "MPSSupport": "yes"})
+    problems = gate_values({"DynamicMig": True, "MPSSupport": "yes"})[1]
     assert problems[0].startswith("gpufleet_dra_feature_gates: unknown gate 'DynamicMig'")
     assert problems[1] == "gpufleet_dra_feature_gates: MPSSupport must be true or false, got 'yes'"
     assert gate_values([])[1] == ["gpufleet_dra_feature_gates must be a mapping of gate name to true/false, got []"]
