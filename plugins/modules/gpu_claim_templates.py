@@ -31,6 +31,7 @@ extends_documentation_fragment:
   - gpufleet.sharing.k8s_auth
   - gpufleet.sharing.attributes.CLUSTER
   - gpufleet.sharing.node_plans
+  - gpufleet.sharing.fleet
 options:
   claim_templates:
     description:
@@ -50,36 +51,6 @@ options:
     description: The DRA driver's feature gates (C(gpufleet_dra_feature_gates)), gate name to V(true) or V(false).
     type: dict
     default: {}
-  nodes:
-    description: Nodes to plan; empty means every GPU node.
-    type: list
-    elements: str
-    default: []
-  node_selector:
-    description: Label selector limiting the nodes planned.
-    type: str
-  configs:
-    description: The sharing configs, as for M(gpufleet.sharing.gpu_verify); omitted, the cluster's ConfigMap is read.
-    type: list
-    elements: raw
-  node_configs:
-    description: Node name to sharing config name.
-    type: dict
-    default: {}
-  default_config:
-    description: The default sharing config.
-    type: str
-  mig_strategy:
-    description: The ClusterPolicy MIG strategy to plan for; omitted, the ClusterPolicy's.
-    type: str
-    choices: [none, single, mixed]
-  cluster_policy_name:
-    description: The ClusterPolicy to read; omitted, the only one (or none).
-    type: str
-  operator_namespace:
-    description: The GPU Operator's namespace (its device-plugin ConfigMap).
-    type: str
-    default: gpu-operator
 """
 
 EXAMPLES = r"""

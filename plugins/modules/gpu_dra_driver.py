@@ -226,35 +226,15 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._gpu_ope
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._helm import HelmError, HelmFailed
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._inputs import input_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operator_io import mask_secrets
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import helm_release_argspec
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     state=dict(type="str", choices=["present", "absent", "nodes"], default="present"),
-    release_name=dict(type="str", default="nvidia-dra-driver-gpu"),
-    namespace=dict(type="str", default="nvidia-dra-driver-gpu"),
-    create_namespace=dict(type="bool", default=True),
-    chart_ref=dict(type="str", default="nvidia/nvidia-dra-driver-gpu"),
-    chart_version=dict(type="str"),
-    repo_url=dict(type="str"),
-    repo_username=dict(type="str"),
-    repo_password=dict(type="str", no_log=True),
     dra_nodes=dict(type="list", elements="str", default=[]),
     device_plugin_nodes=dict(type="list", elements="str", default=[]),
     expected_gpus=dict(type="dict", default={}),
     feature_gates=dict(type="dict", default={}),
-    tolerations=dict(type="list", elements="dict", default=[]),
-    values=dict(type="dict", default={}),
-    redact_keys=dict(type="list", elements="str", default=[], no_log=False),
-    registry=dict(type="str"),
-    image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),
-    registry_credentials=dict(type="dict", no_log=False, options=dict(
-        name=dict(type="str", required=True), server=dict(type="str"), username=dict(type="str", required=True),
-        password=dict(type="str", required=True, no_log=True))),
-    allow_downgrade=dict(type="bool", default=False),
-    recover_pending=dict(type="bool", default=False),
-    wait=dict(type="bool", default=True),
-    wait_timeout=dict(type="int", default=600),
-    wait_interval=dict(type="float", default=5),
-    helm_binary=dict(type="str", default="helm"),
+    **helm_release_argspec("nvidia-dra-driver-gpu", "nvidia/nvidia-dra-driver-gpu", 600),
 )
 
 

@@ -413,27 +413,12 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._helm im
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._inputs import input_problems, no_proxy_text
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operator_io import GpuOperator, mask_secrets
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import helm_release_argspec
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     state=dict(type="str", choices=["present", "absent"], default="present"),
-    release_name=dict(type="str", default="gpu-operator"),
-    namespace=dict(type="str", default="gpu-operator"),
-    create_namespace=dict(type="bool", default=True),
-    chart_ref=dict(type="str", default="nvidia/gpu-operator"),
-    chart_version=dict(type="str"),
-    repo_url=dict(type="str"),
-    repo_username=dict(type="str"),
-    repo_password=dict(type="str", no_log=True),
-    values=dict(type="dict", default={}),
-    redact_keys=dict(type="list", elements="str", default=[], no_log=False),
-    registry=dict(type="str"),
-    image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),
-    tolerations=dict(type="list", elements="dict", default=[]),
     per_pod_metrics=dict(type="bool", default=False),
     proxy=dict(type="dict", options=dict(http_proxy=dict(type="str"), https_proxy=dict(type="str"), no_proxy=dict(type="raw"))),
-    registry_credentials=dict(type="dict", no_log=False, options=dict(
-        name=dict(type="str", required=True), server=dict(type="str"), username=dict(type="str", required=True),
-        password=dict(type="str", required=True, no_log=True))),
     mig_strategy=dict(type="str", choices=["", "none", "single", "mixed"]),
     mig_manager_enabled=dict(type="bool"),
     mig_manager_config=dict(type="str"),
@@ -443,13 +428,8 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     device_plugin_config=dict(type="dict", options=dict(name=dict(type="str"), default=dict(type="str"))),
     apply_crds=dict(type="bool", default=True),
     allow_unsupported_upgrade=dict(type="bool", default=False),
-    allow_downgrade=dict(type="bool", default=False),
-    recover_pending=dict(type="bool", default=False),
     cluster_policy_name=dict(type="str", default="cluster-policy"),
-    wait=dict(type="bool", default=True),
-    wait_timeout=dict(type="int", default=900),
-    wait_interval=dict(type="float", default=5),
-    helm_binary=dict(type="str", default="helm"),
+    **helm_release_argspec("gpu-operator", "nvidia/gpu-operator", 900),
 )
 
 

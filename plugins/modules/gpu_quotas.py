@@ -34,6 +34,7 @@ extends_documentation_fragment:
   - gpufleet.sharing.k8s_auth
   - gpufleet.sharing.attributes.CLUSTER
   - gpufleet.sharing.node_plans
+  - gpufleet.sharing.fleet
 options:
   teams:
     description:
@@ -61,36 +62,6 @@ options:
     type: list
     elements: str
     default: []
-  nodes:
-    description: Nodes to plan; empty means every GPU node.
-    type: list
-    elements: str
-    default: []
-  node_selector:
-    description: Label selector limiting the nodes planned.
-    type: str
-  configs:
-    description: The sharing configs, as for M(gpufleet.sharing.gpu_verify); omitted, the cluster's ConfigMap is read.
-    type: list
-    elements: raw
-  node_configs:
-    description: Node name to sharing config name.
-    type: dict
-    default: {}
-  default_config:
-    description: The default sharing config.
-    type: str
-  mig_strategy:
-    description: The ClusterPolicy MIG strategy to plan for; omitted, the ClusterPolicy's.
-    type: str
-    choices: [none, single, mixed]
-  cluster_policy_name:
-    description: The ClusterPolicy to read; omitted, the only one.
-    type: str
-  operator_namespace:
-    description: The GPU Operator's namespace (its device-plugin ConfigMap).
-    type: str
-    default: gpu-operator
   fail_on_mismatch:
     description: With O(state=verified), fail when a proof row is not ok.
     type: bool

@@ -63,7 +63,7 @@ CONFIG_ARGSPEC: Dict[str, Any] = dict(
     node_selector=dict(type="raw"),
 )
 
-# The options of gpu_verify and gpu_quotas that choose the fleet (doc fragment gpufleet.sharing.fleet_filter).
+# The options that choose the fleet: gpu_quotas and gpu_claim_templates (doc fragment gpufleet.sharing.fleet), gpu_verify.
 FLEET_ARGSPEC: Dict[str, Any] = dict(
     nodes=dict(type="list", elements="str", default=[]),
     node_selector=dict(type="str"),
@@ -106,3 +106,33 @@ METRICS_ARGSPEC: Dict[str, Dict[str, Any]] = dict(
     metrics=dict(type="bool", default=False),
     metrics_hold=dict(type="int", default=60),
 )
+
+
+def helm_release_argspec(release: str, chart_ref: str, wait_timeout: int) -> Dict[str, Any]:
+    """The options of a module that installs a chart with helm (gpu_operator, gpu_dra_driver): the release,
+    the chart and its repository, the values, the mirror registry and pull secrets, the downgrade and
+    pending-release rules, the wait. Each module documents them in its own words."""
+    return dict(
+        release_name=dict(type="str", default=release),
+        namespace=dict(type="str", default=release),
+        create_namespace=dict(type="bool", default=True),
+        chart_ref=dict(type="str", default=chart_ref),
+        chart_version=dict(type="str"),
+        repo_url=dict(type="str"),
+        repo_username=dict(type="str"),
+        repo_password=dict(type="str", no_log=True),
+        values=dict(type="dict", default={}),
+        redact_keys=dict(type="list", elements="str", default=[], no_log=False),
+        registry=dict(type="str"),
+        image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),
+        registry_credentials=dict(type="dict", no_log=False, options=dict(
+            name=dict(type="str", required=True), server=dict(type="str"), username=dict(type="str", required=True),
+            password=dict(type="str", required=True, no_log=True))),
+        tolerations=dict(type="list", elements="dict", default=[]),
+        allow_downgrade=dict(type="bool", default=False),
+        recover_pending=dict(type="bool", default=False),
+        wait=dict(type="bool", default=True),
+        wait_timeout=dict(type="int", default=wait_timeout),
+        wait_interval=dict(type="float", default=5),
+        helm_binary=dict(type="str", default="helm"),
+    )

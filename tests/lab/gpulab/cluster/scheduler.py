@@ -230,7 +230,8 @@ class Scheduler:
         feasible: List[Tuple[float, str, Obj]] = []
         try:
             claims = self.dra.claims_for(pod) if self.dra is not None else None
-        except Exception as waiting:  # pylint: disable=broad-except -- dra.claims.Waiting
+        except Exception as waiting:  # pylint: disable=broad-except
+            # (dra.claims.Waiting: the claims cannot be allocated yet)
             self._unschedulable_once(pod, str(waiting))
             return
         gpu_requests = {r: q for r, q in pod_requests(pod).items() if "/" in r}

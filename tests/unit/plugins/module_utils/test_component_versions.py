@@ -131,7 +131,7 @@ def test_mps_default_renders_as_before_and_reads_back():
 
 def _a100_me():
     return _node_gpus.node_gpus_from_plan([{"model": "A100-40GB", "mig": {"1g.5gb": 5, "1g.5gb+me": 1},
-                                   "product": "NVIDIA A100-SXM4-40GB"}])
+                                            "product": "NVIDIA A100-SXM4-40GB"}])
 
 
 def test_suffixed_profiles_are_their_own_resource_from_v0_20():

@@ -108,7 +108,8 @@ def test_option_groups_live_in_argspecs() -> None:
 
 
 def test_only_the_expectation_reads_its_labels_back() -> None:
-    """Item 5: outside ``sharing/_expected.py`` (the expectation) and ``sharing/_sharing.py`` (the configs) no code that takes an ``ExpectedNode`` strips ``.shared`` or
+    """Item 5: outside ``sharing/_expected.py`` (the expectation) and ``sharing/_sharing.py`` (the configs)
+    no code that takes an ``ExpectedNode`` strips ``.shared`` or
     reads its ``.replicas`` / ``.sharing-strategy`` labels: it asks ``record_for``. (The report page reads
     the JSON report's labels, each figure with its JSON pointer, and takes no ExpectedNode.)"""
     offenders = ["%s:%d %r" % (path, node.lineno, node.value) for path, tree in _plugin_files()

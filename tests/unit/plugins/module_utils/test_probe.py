@@ -284,7 +284,7 @@ def test_targets_from_a_time_sliced_h100_node():
 
 def test_targets_from_a_mixed_mig_node():
     gpus = _node_gpus.node_gpus_from_plan([{"model": "H100-80GB", "count": 1, "product": "NVIDIA H100 80GB HBM3",
-                                   "mig": {"3g.40gb": 2}}])
+                                            "mig": {"3g.40gb": 2}}])
     expected = _expected.expected_node("gpu-m", gpus, "mixed", None, labelled=False)
     targets = p.probe_targets(expected)
     assert p.ProbeTarget("gpu-m", "nvidia.com/mig-3g.40gb", "mig", 1, 3, 7) in targets
