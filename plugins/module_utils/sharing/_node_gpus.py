@@ -169,6 +169,27 @@ def _int_label(labels: Mapping[str, str], key: str) -> Optional[int]:
         return None
 
 
+def _mixed_from_labels(labels: Mapping[str, str], count: int, mig: Mapping[str, int], product: Optional[str],
+                       where: str) -> NodeGpus:
+    """A node with MIG device labels: every GPU MIG-enabled (``nvidia.com/gpu.replicas=0``: GFD labels
+    MIG parents without sharing, docs/reference/specs.md §8, §8.2), else the labels cannot tell the layout."""
+    if labels.get("nvidia.com/gpu.replicas") == "0":
+        return NodeGpus(
+            full_gpus=0,
+            mig_gpus=count,
+            mig_devices=tuple(sorted(mig.items())),
+            product=product,
+            source="labels",
+            **_label_model(product),
+        )
+    raise SharingError(
+        [
+            "%s: has MIG devices (%s) next to full GPUs; give its GPU plan (nodes[].gpus) so the expected "
+            "capacity can be computed" % (where, ", ".join(sorted(mig)))
+        ]
+    )
+
+
 def node_gpus_from_labels(labels: Mapping[str, str], mig_strategy: str, where: str = "node") -> NodeGpus:
     """Physical GPUs read back from GFD labels, for nodes without a GPU plan.
 
@@ -181,7 +202,7 @@ def node_gpus_from_labels(labels: Mapping[str, str], mig_strategy: str, where: s
         raise SharingError(["%s: no GPU plan given and no nvidia.com/gpu.count label (is GPU feature discovery running?)" % where])
     product = labels.get("nvidia.com/gpu.product") or None
     mig = {}
-    for key, value in labels.items():
+    for key in labels:
         if key.startswith(MIG_RESOURCE_PREFIX) and key.endswith(".count"):
             n = _int_label(labels, key)
             if n:
@@ -205,22 +226,7 @@ def node_gpus_from_labels(labels: Mapping[str, str], mig_strategy: str, where: s
             **_label_model(product),
         )
     if mig or (mig_strategy == "none" and labels.get("nvidia.com/gpu.replicas") == "0"):
-        # gpu.replicas 0: every GPU is MIG-enabled (GFD labels MIG parents without sharing, §8, §8.2).
-        if labels.get("nvidia.com/gpu.replicas") == "0":
-            return NodeGpus(
-                full_gpus=0,
-                mig_gpus=count,
-                mig_devices=tuple(sorted(mig.items())),
-                product=product,
-                source="labels",
-                **_label_model(product),
-            )
-        raise SharingError(
-            [
-                "%s: has MIG devices (%s) next to full GPUs; give its GPU plan (nodes[].gpus) so the expected "
-                "capacity can be computed" % (where, ", ".join(sorted(mig)))
-            ]
-        )
+        return _mixed_from_labels(labels, count, mig, product, where)
     if labels.get("nvidia.com/mig.config") not in (None, "", "all-disabled") and mig_strategy == "none":
         raise SharingError(
             ["%s: MIG config %r is set but the MIG strategy is none; give its GPU plan" % (where, labels.get("nvidia.com/mig.config"))]

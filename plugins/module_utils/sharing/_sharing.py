@@ -202,16 +202,9 @@ def _parse_resources(raw_resources: Sequence[Any], strategy: str, where: str, pr
     return resources
 
 
-def parse_config(raw: Mapping[str, Any], path: str = "config") -> SharingConfig:
-    """Validate one user config; raises SharingError naming the config and the field (``path``:
-    where the config was given, for unknown keys)."""
-    if not isinstance(raw, Mapping):
-        raise SharingError(["%s: a sharing config must be a mapping, got %s" % (path, type(raw).__name__)])
-    name = raw.get("name")
-    if not isinstance(name, str) or not name:
-        raise SharingError(["a sharing config has no name" + ("" if path == "config" else " (%s)" % path)])
-    where = "sharing config %r" % name
-    problems = ["%s: %s" % (where, p) for p in unknown_keys(raw, path)]
+def _header_problems(raw: Mapping[str, Any], name: str, where: str) -> List[str]:
+    """What is wrong with a config's name, strategy, version, MIG strategy and allocation policy."""
+    problems: List[str] = []
     if len(name) > 63 or not _LABEL_VALUE_RE.fullmatch(name):
         problems.append(
             "%s: name must be a valid label value (<= 63 chars of letters, digits, '-', '_', '.', "
@@ -231,7 +224,22 @@ def parse_config(raw: Mapping[str, Any], path: str = "config") -> SharingConfig:
     if policy is not None and policy not in ALLOCATION_POLICIES:
         problems.append("%s: shared_devices_allocation_policy must be one of %s, got %r"
                         % (where, ", ".join(ALLOCATION_POLICIES), policy))
+    return problems
 
+
+def parse_config(raw: Mapping[str, Any], path: str = "config") -> SharingConfig:
+    """Validate one user config; raises SharingError naming the config and the field (``path``:
+    where the config was given, for unknown keys)."""
+    if not isinstance(raw, Mapping):
+        raise SharingError(["%s: a sharing config must be a mapping, got %s" % (path, type(raw).__name__)])
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise SharingError(["a sharing config has no name" + ("" if path == "config" else " (%s)" % path)])
+    where = "sharing config %r" % name
+    problems = ["%s: %s" % (where, p) for p in unknown_keys(raw, path)] + _header_problems(raw, name, where)
+    strategy = raw.get("strategy", "time-slicing")
+    mig_strategy = raw.get("mig_strategy")
+    policy = raw.get("shared_devices_allocation_policy")
     resources = _parse_resources(raw.get("resources") or [], strategy, where, problems)
     rename = _bool(raw, "rename_by_default", False, where, problems)
     fail_gt1_default = strategy == "mps"
