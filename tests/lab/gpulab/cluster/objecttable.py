@@ -2,9 +2,10 @@
 resourceVersion, the watch history and the subscribers.
 
 ``ObjectTable`` holds the live objects (no copies) and is only used by the store's own modules
-(store.py, deletion.py) with ``lock`` held; everything else goes through ``Store``, which hands out
-deep copies. ``commit`` is the one place that writes: a fresh resourceVersion, the watch event to
-the history and the subscribers, then the ``after_commit`` hook (the store's built-in controllers).
+(store.py, storewrites.py, storecontrollers.py, deletion.py) with ``lock`` held; everything else
+goes through ``Store``, which hands out deep copies. ``commit`` is the one place that writes: a
+fresh resourceVersion, the watch event to the history and the subscribers, then the
+``after_commit`` hook (the store's built-in controllers).
 """
 
 from __future__ import annotations

@@ -60,9 +60,11 @@ Invalid 422, BadRequest 400, Forbidden 403, Gone 410, TooManyRequests 429, ...).
   store.resource(key) -> ResourceType; store.resources(); store.resource_version() -> int
 
 The store proper (types, objects, resourceVersion, watch) is in objecttable.py; what it delegates:
-admission.py (normalising, defaults, validation), deletion.py (graceful deletion, namespaces,
-garbage collection), disruption.py (PDB status, eviction), crds.py (types served by CRDs),
-ownership.py (server-side apply field managers), podlogs.py (container logs).
+storewrites.py (preparing and committing creates and updates), storecontrollers.py (the built-in
+controllers run after each commit), admission.py (normalising, defaults, validation), deletion.py
+(graceful deletion, namespaces, garbage collection), disruption.py (PDB status, eviction), crds.py
+(types served by CRDs), ownership.py (server-side apply field managers), podlogs.py (container
+logs).
 
 Semantics kept from the real API server: monotonic cluster-wide resourceVersion (string in
 objects), a write that changes nothing does not move it; generation bumps on spec changes (not on
@@ -78,9 +80,7 @@ import base64
 import copy
 import json
 import random
-import string
 import time
-import uuid
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from gpulab.cluster import admission
@@ -89,41 +89,17 @@ from gpulab.cluster import disruption
 from gpulab.cluster import ownership as _own
 from gpulab.cluster import patch as _patch
 from gpulab.cluster import schema as _schema
-from gpulab.cluster.deletion import Deletion, awaits_kubelet
-from gpulab.cluster.errors import (ApiError, already_exists, bad_request, conflict,
-                                   error_details, invalid, qualified, resource_not_found,
+from gpulab.cluster.deletion import Deletion
+from gpulab.cluster.errors import (ApiError, bad_request, conflict, error_details, invalid,
                                    unsupported_patch_type)
 from gpulab.cluster.objects import (Obj, ResourceType, WatchEvent, builtin_resource_types,
                                     now_rfc3339)
 from gpulab.cluster.podlogs import PodLogs
 from gpulab.cluster.objecttable import ObjectTable
+from gpulab.cluster.storecontrollers import BuiltinControllers
+from gpulab.cluster.storewrites import Writes
 
-_PROTECTED_META = ("uid", "resourceVersion", "creationTimestamp", "generation", "deletionTimestamp",
-                   "deletionGracePeriodSeconds", "selfLink")
 CONTROLLER_MANAGER = "gpulab-controllers"  # field manager of controller writes
-
-
-def _spec_part(obj: Obj) -> Obj:
-    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "kind", "apiVersion")}
-
-
-def _generate_name(meta: Obj) -> str:
-    suffix = "".join(random.choice(string.ascii_lowercase + string.digits) for _index in range(5))
-    return meta["generateName"] + suffix
-
-
-def _take_metadata(rt: ResourceType, meta: Obj, old_meta: Obj) -> None:
-    """What a write cannot change in metadata comes from the stored object."""
-    for fld in _PROTECTED_META:
-        if fld in old_meta:
-            meta[fld] = old_meta[fld]
-        else:
-            meta.pop(fld, None)
-    meta["name"] = old_meta["name"]
-    if rt.namespaced:
-        meta["namespace"] = old_meta.get("namespace")
-    else:
-        meta.pop("namespace", None)
 
 
 class Store:
@@ -136,9 +112,10 @@ class Store:
         self._table = ObjectTable(self._after_commit, self.HISTORY)
         self._lock = self._table.lock
         self._logs = PodLogs()
-        self._deletion = Deletion(self._table, self._logs, clock, self._after_removal)
-        self._in_pdb_refresh = False
         self._owners = _own.FieldManagers()  # server-side apply: who set which fields
+        self._controllers = BuiltinControllers(self._table, clock, self._owners)
+        self._writes = Writes(self._table, clock, self._controllers.crd_established)
+        self._deletion = Deletion(self._table, self._logs, clock, self._controllers.after_removal)
         for rt in builtin_resource_types():
             self.register_resource(rt)
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
@@ -162,82 +139,8 @@ class Store:
     def resource_version(self) -> int:
         return self._table.rv
 
-    # ------------------------------------------------------ built-in controllers
-
     def _after_commit(self, rt: ResourceType, obj: Obj, deleted: bool) -> None:
-        if deleted:
-            self._owners.forget(obj["metadata"].get("uid", ""))
-        if rt.key in ("v1/pods", disruption.PDB_KEY) and not self._in_pdb_refresh:
-            self._refresh_pdbs(obj["metadata"].get("namespace") or "")
-
-    def _refresh_pdbs(self, namespace: str) -> None:
-        """The disruption controller: keep PDB status in step with the pods."""
-        rt = self._table.types.get(disruption.PDB_KEY)
-        if rt is None:
-            return
-        self._in_pdb_refresh = True
-        try:
-            pods = self._table.scan("v1/pods", namespace)
-            for pdb in self._table.scan(rt.key, namespace):
-                status = disruption.pdb_status(pdb, pods, now_rfc3339(self._clock()))
-                if status != pdb.get("status"):
-                    new = copy.deepcopy(pdb)
-                    new["status"] = status
-                    self._table.commit(rt, new, pdb, "MODIFIED")
-        finally:
-            self._in_pdb_refresh = False
-
-    def _crd_established(self, crd: Obj) -> Obj:
-        """Serve the CRD's types and mark it Established; returns the CRD as stored."""
-        for rt in _crds.served_types(crd):
-            self._table.register(rt)
-        crd_rt = self._table.resource(_crds.CRD_KEY)
-        current = self._table.lookup(crd_rt, None, crd["metadata"]["name"])
-        status = _crds.established_status(current, now_rfc3339(self._clock()))
-        if status is not None:
-            new = copy.deepcopy(current)
-            new["status"] = status
-            self._table.commit(crd_rt, new, current, "MODIFIED")
-        return copy.deepcopy(self._table.lookup(crd_rt, None, crd["metadata"]["name"]))
-
-    def _after_removal(self, rt: ResourceType, obj: Obj) -> None:
-        """A deleted CRD takes its types and their objects with it."""
-        if rt.key != _crds.CRD_KEY:
-            return
-        for key in _crds.type_keys(obj):
-            served = self._table.types.get(key)
-            if served is None:
-                continue
-            for item in self._table.scan(key):
-                self._table.commit(served, None, item, "DELETED")
-            self._table.unregister(key)
-
-    # ----------------------------------------------------------------- helpers
-
-    def _check_namespace(self, rt: ResourceType, obj: Obj) -> None:
-        if not rt.namespaced:
-            obj["metadata"].pop("namespace", None)
-            return
-        namespace = obj["metadata"].setdefault("namespace", "default")
-        ns = self._table.find(self._table.resource("v1/namespaces"), None, namespace)
-        if ns is None:
-            raise ApiError(404, "NotFound", 'namespaces "%s" not found' % namespace,
-                           {"name": namespace, "kind": "namespaces"})
-        if ns["metadata"].get("deletionTimestamp"):
-            raise ApiError(403, "Forbidden", '%s "%s" is forbidden: unable to create new content '
-                           'in namespace %s because it is being terminated'
-                           % (qualified(rt), obj["metadata"].get("name", ""), namespace),
-                           error_details(rt, obj["metadata"].get("name", "")))
-
-    @staticmethod
-    def _generation_bump(rt: ResourceType, old: Obj, new: Obj) -> None:
-        if not rt.has_generation:
-            new["metadata"].pop("generation", None)
-            return
-        generation = old["metadata"].get("generation", 1)
-        if _spec_part(old) != _spec_part(new):
-            generation += 1
-        new["metadata"]["generation"] = generation
+        self._controllers.after_commit(rt, obj, deleted)  # storecontrollers.py
 
     # ---------------------------------------------------------------- reading
 
@@ -265,39 +168,11 @@ class Store:
 
     # ---------------------------------------------------------------- writing
 
-    def _new_object(self, rt: ResourceType, body: Obj, controller: bool) -> Obj:
-        """A body to create, normalised, named, with server-set metadata and defaults."""
-        obj = admission.normalise(rt, body)
-        if rt.status_subresource and rt.key != "v1/nodes" and not controller:
-            obj.pop("status", None)  # like the API server: status is not set on create
-        meta = obj["metadata"]
-        if meta.get("resourceVersion"):
-            raise ApiError(500, "InternalError", "resourceVersion should not be set on "
-                           "objects to be created")
-        if not meta.get("name"):
-            if not meta.get("generateName"):
-                raise invalid(rt, "", [("metadata.name", "Required value: name or "
-                                                         "generateName is required")])
-            meta["name"] = _generate_name(meta)
-        self._check_namespace(rt, obj)
-        if self._table.find(rt, meta.get("namespace"), meta["name"]) is not None:
-            raise already_exists(rt, meta["name"])
-        for fld in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
-            meta.pop(fld, None)
-        meta["uid"] = str(uuid.uuid4())
-        meta["creationTimestamp"] = now_rfc3339(self._clock())
-        if rt.has_generation:
-            meta["generation"] = 1
-        else:
-            meta.pop("generation", None)
-        admission.apply_defaults(rt, obj)
-        return obj
-
     def create(self, key: str, obj: Obj, dry_run: bool = False, controller: bool = False,
                field_manager: Optional[str] = None) -> Obj:
         with self._lock:
             rt = self.resource(key)
-            obj = self._new_object(rt, obj, controller)
+            obj = self._writes.new_object(rt, obj, controller)
             obj, problems = _schema.prune_and_validate(rt.schema, obj) if rt.schema else (obj, [])
             problems = problems + admission.validate(rt, obj, None)
             if problems:
@@ -308,59 +183,8 @@ class Store:
             self._owners.record_update(result, None,
                                        field_manager or (CONTROLLER_MANAGER if controller else None))
             if rt.key == _crds.CRD_KEY:
-                result = self._crd_established(result)
+                result = self._controllers.crd_established(result)
             return result
-
-    def _prepare_update(self, rt: ResourceType, current: Obj, obj: Obj,
-                        subresource: Optional[str], trusted: bool) -> Obj:
-        """Merge an incoming full object onto `current` following the subresource rules."""
-        new = admission.normalise(rt, obj)
-        _take_metadata(rt, new["metadata"], current["metadata"])
-        if subresource == "status":
-            result = copy.deepcopy(current)
-            if "status" in new:
-                result["status"] = new["status"]
-            else:
-                result.pop("status", None)
-            return result
-        if subresource not in (None, ""):
-            raise resource_not_found()
-        if rt.status_subresource and not trusted:
-            if "status" in current:
-                new["status"] = copy.deepcopy(current["status"])
-            else:
-                new.pop("status", None)
-        if rt.key == "v1/namespaces":
-            new["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = \
-                current["metadata"]["name"]
-        if rt.key == "v1/pods" and not trusted:
-            # defaults the client may have dropped on a GET-modify-PUT come back
-            admission.default_pod_spec(new.setdefault("spec", {}))
-        return new
-
-    def _write_update(self, rt: ResourceType, current: Obj, new: Obj, dry_run: bool,
-                      trusted: bool) -> Obj:
-        if rt.schema:
-            new, schema_problems = _schema.prune_and_validate(rt.schema, new)
-            if schema_problems:
-                raise invalid(rt, new["metadata"]["name"], schema_problems)
-        self._generation_bump(rt, current, new)
-        if not trusted or rt.key != "v1/pods":
-            problems = admission.validate(rt, new, None if trusted else current)
-            if problems:
-                raise invalid(rt, new["metadata"]["name"], problems)
-        # no-op writes do not move the resourceVersion (like etcd GuaranteedUpdate)
-        if new == current:
-            return copy.deepcopy(current)
-        if dry_run:
-            return copy.deepcopy(new)
-        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers") \
-                and not awaits_kubelet(rt, new):
-            return self._table.commit(rt, None, current, "DELETED")
-        result = self._table.commit(rt, new, current, "MODIFIED")
-        if rt.key == _crds.CRD_KEY:
-            result = self._crd_established(result)
-        return result
 
     def update(self, key: str, obj: Obj, dry_run: bool = False,
                subresource: Optional[str] = None, field_manager: Optional[str] = None) -> Obj:
@@ -380,8 +204,8 @@ class Store:
             if meta.get("uid") and meta["uid"] != current["metadata"]["uid"]:
                 raise conflict(rt, name, "Precondition failed: UID in precondition: %s, UID in "
                                "object meta: %s" % (meta["uid"], current["metadata"]["uid"]))
-            new = self._prepare_update(rt, current, obj, subresource, trusted=False)
-            result = self._write_update(rt, current, new, dry_run, trusted=False)
+            new = self._writes.prepare_update(rt, current, obj, subresource, trusted=False)
+            result = self._writes.write_update(rt, current, new, dry_run, trusted=False)
             if not dry_run:
                 self._owners.record_update(result, current, field_manager)
             return result
@@ -409,9 +233,10 @@ class Store:
             base = current
             if kind == "apply":
                 base = self._apply_base(rt, current, patch, field_manager or "", force)
-            new = self._prepare_update(rt, current, _patched(rt, kind, base, patch, current),
-                                       subresource, trusted=False)
-            result = self._write_update(rt, current, new, dry_run, trusted=False)
+            new = self._writes.prepare_update(rt, current,
+                                              _patched(rt, kind, base, patch, current),
+                                              subresource, trusted=False)
+            result = self._writes.write_update(rt, current, new, dry_run, trusted=False)
             if dry_run:
                 return result
             if kind != "apply":
@@ -455,8 +280,8 @@ class Store:
             returned = mutate(work)
             if returned is not None:
                 work = returned
-            new = self._prepare_update(rt, current, work, subresource, trusted=True)
-            result = self._write_update(rt, current, new, dry_run=False, trusted=True)
+            new = self._writes.prepare_update(rt, current, work, subresource, trusted=True)
+            result = self._writes.write_update(rt, current, new, dry_run=False, trusted=True)
             self._owners.record_update(result, current, CONTROLLER_MANAGER)
             return result
 
