@@ -191,7 +191,8 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._options impo
     number_problems, object_name_problems, qualified_name_problem, selector_problem)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._node_drain import (
     CORDON_OWNER, DrainError, Drainer, blocking_message, cordon, cordon_node, cordon_owner, default_run_id,
-    planned_annotations, pod_key, pod_ready, uncordon, uncordon_node)
+    planned_annotations, uncordon, uncordon_node)
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._node_maintenance_io import restart_pods
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     node=dict(type="str", required=True),
@@ -235,45 +236,6 @@ def option_problems(params: Dict[str, Any]) -> List[str]:
     problems += ["annotations: the value of %s must be a string (or null to remove it), got %s" % (k, type(v).__name__)
                  for k, v in (params["annotations"] or {}).items() if v is not None and not isinstance(v, str)]
     return problems + [p for p in (qualified_name_problem("annotations", k) for k in params["annotations"] or {}) if p]
-
-
-def restart_pods(mod: ClusterModule) -> None:
-    """Delete the node's pods matching each selector and wait for Ready replacements."""
-    k8s, params = mod.k8s, mod.params
-    node, namespace = params["node"], params["namespace"]
-    field = "spec.nodeName=%s" % node
-    if k8s.get("Node", node) is None:
-        mod.fail("node %s not found" % node)
-    if k8s.get("Namespace", namespace) is None:
-        mod.fail("namespace %s (option namespace) does not exist: no pods to restart there" % namespace)
-    old: Dict[str, List[str]] = {}
-    for selector in params["pod_selectors"]:
-        pods = k8s.list("Pod", namespace=namespace, label_selector=selector, field_selector=field)
-        old[selector] = [p["metadata"]["uid"] for p in pods]
-        mod.result.setdefault("restarted", []).extend(pod_key(p) for p in pods)
-    if not mod.result.get("restarted"):
-        return
-    mod.changes.mark()
-    for selector in params["pod_selectors"]:
-        for pod in k8s.list("Pod", namespace=namespace, label_selector=selector, field_selector=field):
-            if pod["metadata"]["uid"] in old[selector]:
-                k8s.delete("Pod", pod["metadata"]["name"], namespace=namespace)
-    if mod.check_mode:
-        return  # dry-run deletes: no replacement to wait for
-
-    def probe():
-        waiting = []
-        for selector, uids in old.items():
-            if not uids:
-                continue
-            pods = k8s.list("Pod", namespace=namespace, label_selector=selector, field_selector=field)
-            if not any(pod_ready(p) and p["metadata"]["uid"] not in uids for p in pods):
-                waiting.append(selector)
-        return not waiting, waiting
-
-    k8s.wait_for("replacement pods Ready on node %s" % node, probe, params["timeout"], params["poll_interval"],
-                 progress=lambda what, elapsed, detail: mod.log(
-                     "node_maintenance: waiting %.0fs for %s: %s" % (elapsed, what, ", ".join(detail))))
 
 
 def maintain(mod: ClusterModule) -> None:
