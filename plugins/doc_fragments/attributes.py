@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) gpufleet.sharing contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The ``attributes`` every module of the collection shares (see docs/architecture.md, check mode)."""
+"""The ``attributes`` every module of the collection shares (see docs/design-rules.md, check mode)."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ Every module's ``main()`` is a few lines::
   on check mode for writes. The API server validates and defaults each object but stores nothing, so
   no resourceVersion moves and the diff shows what would really be stored. What the API server
   cannot dry-run (helm) is not done but reported as planned, and nothing is waited for that a write
-  would have caused (evicted pods going, MIG manager, readiness). Full rule: docs/architecture.md,
+  would have caused (evicted pods going, MIG manager, readiness). Full rule: docs/design-rules.md,
   "Modules: the base and check mode".
 """
 

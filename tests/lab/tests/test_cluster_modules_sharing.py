@@ -169,7 +169,7 @@ def test_check_mode_changes_nothing_and_shows_the_plan(lab):
     result = run_module("gpu_sharing", sharing_args(lab), lab.tmp, check_mode=True, diff=True)
     assert not result.get("failed"), result.get("msg")
     assert result["changed"] is True
-    # The one check-mode rule (docs/architecture.md): the planned writes go to the API server as dry
+    # The one check-mode rule (docs/design-rules.md): the planned writes go to the API server as dry
     # runs, so they are validated there, and nothing is stored.
     assert writes(metrics(lab)), "check mode sent no dry-run write"
     assert {name: store_get(lab, "/api/v1/nodes/%s" % name)["metadata"]["resourceVersion"]
