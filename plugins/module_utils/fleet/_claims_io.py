@@ -10,9 +10,9 @@ the owned ones the plan no longer names are deleted (templates first, then Devic
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._apply import replacement
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._dra_plan import plan_devices
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_read import planned_fleet
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError
@@ -82,11 +82,7 @@ def write(mod: Any, body: Dict[str, Any], live: Optional[Dict[str, Any]]) -> boo
     if live is None:
         mod.k8s.create(body)
     else:
-        merged = copy.deepcopy(live)
-        merged.pop("status", None)
-        merged["metadata"].setdefault("labels", {}).update(body["metadata"]["labels"])
-        merged["spec"] = copy.deepcopy(body["spec"])
-        mod.k8s.replace(merged)
+        mod.k8s.replace(replacement(live, body["spec"], body["metadata"]["labels"]))
     return mod.changes.record(_what(body), (live or {}).get("spec"), body["spec"], changed=True)
 
 

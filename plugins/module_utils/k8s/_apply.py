@@ -9,7 +9,7 @@ Pure: ``_k8s.K8sClient.apply`` reads and writes."""
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence
 
 
 class ApplyResult:
@@ -83,4 +83,21 @@ def merge_desired(desired: Dict[str, Any], live: Dict[str, Any]) -> Dict[str, An
         if key in ("metadata", "status"):
             continue
         merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def replacement(live: Dict[str, Any], spec: Dict[str, Any], labels: Dict[str, str],
+                spec_keys: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    """The object to PUT over ``live`` (its resourceVersion kept, no status): ``labels`` added and the
+    spec replaced by ``spec``, or with ``spec_keys`` only those fields of the spec (the others the
+    server or another writer set are kept)."""
+    merged = copy.deepcopy(live)
+    merged.pop("status", None)
+    merged["metadata"].setdefault("labels", {}).update(labels)
+    if spec_keys is None:
+        merged["spec"] = copy.deepcopy(spec)
+    else:
+        for key in spec_keys:
+            merged.setdefault("spec", {}).pop(key, None)
+        merged["spec"].update(copy.deepcopy(spec))
     return merged

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._apply import replacement
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._dra_plan import plan_devices
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_claims import PlannedDevice, kind_capacity
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._dra_verify import slice_resources
@@ -117,13 +118,7 @@ def write(mod: Any, body: Dict[str, Any], live: Optional[Dict[str, Any]]) -> boo
     if live is None:
         mod.k8s.create(body)
     else:
-        merged = copy.deepcopy(live)
-        merged.pop("status", None)
-        merged["metadata"].setdefault("labels", {}).update(OWNER)
-        for key in SPEC_FIELDS[kind]:
-            merged.setdefault("spec", {}).pop(key, None)
-        merged["spec"].update(copy.deepcopy(body["spec"]))
-        mod.k8s.replace(merged)
+        mod.k8s.replace(replacement(live, body["spec"], OWNER, SPEC_FIELDS[kind]))
     return mod.changes.record(what, before, after, changed=True)
 
 
