@@ -19,8 +19,12 @@ description:
     "held by X since T (expires E)".
   - V(renewed) moves C(renewTime) to now; it fails when O(holder) does not hold the Lease.
   - V(released) deletes the Lease when O(holder) holds it, and leaves another holder's Lease alone.
+  - V(checked) only reads. It refuses a Lease that another holder renewed in time, as V(acquired) would, and
+    otherwise says V(free), or that the lease of X had expired (a message that starts with V(expired)), without writing. A run checks the lock
+    first and takes it only when it has something to change (C(roles/rollout)); what the take says must then
+    agree with the check (C(taken_as_checked) in C(module_utils/fleet/_rollout_lock.py)).
   - Uses the verbs get, create, update and delete on C(leases) of group C(coordination.k8s.io), and
-    list on C(nodes) with O(state=acquired).
+    list on C(nodes) with O(state=acquired) or O(state=checked).
 author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
@@ -35,9 +39,11 @@ options:
     type: str
     required: true
   state:
-    description: Whether O(holder) should hold the lock (V(acquired), V(renewed)) or not (V(released)).
+    description:
+      - Whether O(holder) should hold the lock (V(acquired), V(renewed)) or not (V(released)), or whether it
+        could take it (V(checked), a read).
     type: str
-    choices: [acquired, renewed, released]
+    choices: [acquired, renewed, released, checked]
     default: acquired
   name:
     description: Name of the Lease.
@@ -54,6 +60,12 @@ options:
         that the run picks them up again.
     type: str
     default: gpufleet.sharing/rollout
+  as_checked:
+    description:
+      - With O(state=acquired), the RV(message) of the V(checked) call this take follows. The take is refused,
+        before any write, when the Lease changed hands since that check (another run held it in between), so
+        that nothing read or planned after the check is used stale; run again.
+    type: str
   lease_duration:
     description:
       - Seconds the lock stays held after its last renewal (C(leaseDurationSeconds)); after that another
@@ -69,23 +81,32 @@ EXAMPLES = r"""
     holder: "20261201T035552-4711 alice@ctl-1"
     lease_duration: 1800
   delegate_to: localhost
+
+- name: Check that no other run holds the lock (writes nothing)
+  gpufleet.sharing.rollout_lock:
+    holder: "20261201T035552-4711 alice@ctl-1"
+    state: checked
+  delegate_to: localhost
+  register: rollout_lock_check
 """
 
 RETURN = r"""
 message:
-  description: What was done, for example V(acquired), V(renewed), V(released) or V(not held).
+  description:
+    - What was done, for example V(acquired), V(renewed), V(released) or V(not held).
+    - With O(state=checked), V(free) or a message that starts with V(expired).
   returned: always
   type: str
 annotated_nodes:
   description: Nodes carrying O(node_annotation), with its value and whether the node is cordoned.
-  returned: when O(state=acquired)
+  returned: when O(state=acquired) or O(state=checked)
   type: dict
   sample: {gpu-node-07: {annotation: "failed: verification timed out", unschedulable: true}}
 paused_nodes:
   description:
     - Nodes whose GPU operands an interrupted run left paused (annotation C(gpufleet.sharing/paused-operands),
       see M(gpufleet.sharing.gpu_operands)), with the annotation's value and whether the node is cordoned.
-  returned: when O(state=acquired)
+  returned: when O(state=acquired) or O(state=checked)
   type: dict
 lease:
   description: The Lease's spec after the change (holderIdentity, acquireTime, renewTime, leaseDurationSeconds).
@@ -97,22 +118,21 @@ import time
 from typing import Any, Dict, List
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._resources import BUILTIN_TYPES
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operands import PAUSED_ANNOTATION
-from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_lock import LEASE_API_VERSION, decide
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_lock import LEASE_API_VERSION, decide, taken_as_checked
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._run_inputs import lock_problems
 
-LEASE = BUILTIN_TYPES["Lease"]
 ATTEMPTS = 3  # another run may create or update the Lease between our read and our write
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     holder=dict(type="str", required=True),
-    state=dict(type="str", default="acquired", choices=["acquired", "renewed", "released"]),
+    state=dict(type="str", default="acquired", choices=["acquired", "renewed", "released", "checked"]),
     name=dict(type="str", default="gpufleet-sharing-rollout"),
     namespace=dict(type="str", default="kube-system"),
     node_annotation=dict(type="str", default="gpufleet.sharing/rollout"),
     lease_duration=dict(type="int", default=1800),
+    as_checked=dict(type="str"),
 )
 
 
@@ -132,7 +152,7 @@ def run(mod: ClusterModule) -> None:
         except K8sError as exc:
             if exc.status != 409 or attempt == ATTEMPTS - 1:
                 raise
-    if params["state"] == "acquired":
+    if params["state"] in ("acquired", "checked"):
         nodes = mod.k8s.list("Node")
         mod.result["annotated_nodes"] = annotated_nodes(nodes, params["node_annotation"])
         mod.result["paused_nodes"] = annotated_nodes(nodes, PAUSED_ANNOTATION)
@@ -152,13 +172,17 @@ def step(mod: ClusterModule) -> None:
     """Read the Lease, decide, write; a 409 (raced by another run) propagates for a new attempt."""
     params, k8s = mod.params, mod.k8s
     where = "rollout lock %s/%s" % (params["namespace"], params["name"])
-    lease = k8s.get(LEASE, params["name"], namespace=params["namespace"])
+    lease = k8s.get("Lease", params["name"], namespace=params["namespace"])
     decision = decide(lease, params["state"], params["holder"], params["lease_duration"], time.time())
     mod.result["message"] = decision.message
     if decision.action == "refuse":
         mod.fail("%s is %s" % (where, decision.message))
+    if params["state"] == "acquired" and params["as_checked"] is not None \
+            and not taken_as_checked(params["as_checked"], decision.message):
+        mod.fail("%s changed hands since this run checked it (checked: %s; now: %s): nothing was changed, run again"
+                 % (where, params["as_checked"], decision.message))
     if decision.action == "delete":
-        k8s.delete(LEASE, params["name"], namespace=params["namespace"])
+        k8s.delete("Lease", params["name"], namespace=params["namespace"])
     elif decision.action == "create":
         k8s.create({"apiVersion": LEASE_API_VERSION, "kind": "Lease", "spec": decision.spec,
                     "metadata": {"name": params["name"], "namespace": params["namespace"]}})

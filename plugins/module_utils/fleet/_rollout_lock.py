@@ -5,7 +5,8 @@
 
 A Lease is held by ``spec.holderIdentity`` until ``spec.renewTime + spec.leaseDurationSeconds``;
 after that anyone may take it over (``leaseTransitions`` counts the takeovers), as Kubernetes'
-leader election does. ``decide`` says what to do for a wanted state (acquired, renewed, released):
+leader election does. ``decide`` says what to do for a wanted state (acquired, renewed, released, or checked: a read that
+says whether a take would succeed, so that a run takes the lock only when it has something to change):
 create, update (with the new spec), delete, nothing, or refuse with "held by X since T (expires E)".
 """
 
@@ -16,6 +17,7 @@ from typing import Any, Dict, NamedTuple, Optional
 
 LEASE_API_VERSION = "coordination.k8s.io/v1"
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # metav1.MicroTime
+FREE = "free"  # what a check says of a lock nobody holds
 
 
 class LeaseDecision(NamedTuple):
@@ -69,6 +71,8 @@ def decide(lease: Optional[Dict[str, Any]], state: str, holder: str, duration: i
         return LeaseDecision("delete", "released", None)
     if ours:
         return LeaseDecision("update", "renewed", _new_spec(holder, duration, now, transitions, spec.get("acquireTime")))
+    if state == "checked":
+        return _check(lease, current, now)
     if state == "renewed":
         return LeaseDecision("refuse", "not held by %s: %s" % (
             holder, "held by " + held_by(lease) if lease is not None and current else "nobody holds it"), None)
@@ -79,3 +83,25 @@ def decide(lease: Optional[Dict[str, Any]], state: str, holder: str, duration: i
         return LeaseDecision("refuse", "held by " + held_by(lease), None)
     taken = "acquired (the lease of %s had expired)" % held_by(lease) if current else "acquired"
     return LeaseDecision("update", taken, _new_spec(holder, duration, now, transitions + (1 if current else 0)))
+
+
+def _check(lease: Optional[Dict[str, Any]], current: Optional[str], now: float) -> LeaseDecision:
+    """A take's decision without its write: refused as a take would be, else free or expired."""
+    if lease is None or not current:
+        return LeaseDecision("none", FREE, None)
+    expiry = _expiry(lease.get("spec") or {})
+    if expiry is not None and expiry > now:
+        return LeaseDecision("refuse", "held by " + held_by(lease), None)
+    return LeaseDecision("none", "expired (the lease of %s had expired)" % held_by(lease), None)
+
+
+def taken_as_checked(checked: str, taken: str) -> bool:
+    """Whether a take's message agrees with the check before it (nobody held the Lease in between).
+
+    A check that found the lock free is followed by a plain take; one that found an expired holder, by a
+    takeover. Anything else means another run held the Lease between the two, and what was read and
+    planned after the check may be stale.
+    """
+    if checked == FREE:
+        return taken == "acquired"
+    return checked.startswith("expired (") and taken == "acquired" + checked[len("expired"):]

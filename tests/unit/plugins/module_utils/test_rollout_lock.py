@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_lock import (
-    LeaseDecision, decide, format_time, parse_time)
+    LeaseDecision, decide, format_time, parse_time, taken_as_checked)
 
 T0 = 1_800_000_000.0
 ME = "run-1 alice@ctl"
@@ -64,3 +64,29 @@ def test_release_deletes_only_our_lease():
     assert decide(None, "released", ME, 600, T0) == LeaseDecision("none", "not held", None)
     other = decide(_lease(OTHER, T0, T0), "released", ME, 600, T0)
     assert other.action == "none" and OTHER in other.message
+
+
+def test_check_writes_nothing_and_says_whether_the_lock_is_free():
+    """``checked`` (issue 26: the lock is taken only when something must change) reads and decides, never writes."""
+    assert decide(None, "checked", ME, 600, T0) == LeaseDecision("none", "free", None)
+    released = _lease("", T0 - 100, T0 - 100)  # a Lease without a holder: free, as for a take
+    assert decide(released, "checked", ME, 600, T0) == LeaseDecision("none", "free", None)
+    expired = decide(_lease(OTHER, T0 - 2000, T0 - 601), "checked", ME, 600, T0)
+    assert expired.action == "none" and expired.spec is None
+    assert expired.message == "expired (the lease of %s had expired)" % (
+        "%s since %s (expires %s)" % (OTHER, format_time(T0 - 2000), format_time(T0 - 1)))
+
+
+def test_check_refuses_a_live_lease_of_another_run_as_a_take_does():
+    live = _lease(OTHER, T0 - 100, T0 - 10)
+    assert decide(live, "checked", ME, 600, T0) == decide(live, "acquired", ME, 600, T0)
+
+
+def test_a_take_after_a_check_agrees_with_it_or_the_lock_changed_hands():
+    """The take's message matches the check's when nobody touched the Lease in between."""
+    expired = _lease(OTHER, T0 - 2000, T0 - 601)
+    check, take = decide(expired, "checked", ME, 600, T0), decide(expired, "acquired", ME, 600, T0 + 1)
+    assert taken_as_checked(check.message, take.message)
+    assert taken_as_checked(decide(None, "checked", ME, 600, T0).message, decide(None, "acquired", ME, 600, T0).message)
+    assert not taken_as_checked("free", take.message)  # someone held it in between, then it expired
+    assert not taken_as_checked(check.message, "acquired")  # the expired Lease went away in between
