@@ -14,6 +14,7 @@ import time
 import pytest
 
 from gpulab import gpustate, hosts, workload
+from gpulab.cluster import server
 
 from labtools import wait_until
 from rollout_lab import LEASE_NAME, LEASE_NS, WORK_NS, flat, start_lab
@@ -237,6 +238,20 @@ def test_a_tampered_mig_manager_drop_in_is_repaired_without_a_drain(fleet):
     again = fleet.play(limit="flt-1", mig_config=fleet.flt1_layout)
     assert again.returncode == 0 and fleet.summary()["flt-1"]["outcome"] == "unchanged"
     assert re.search(r"flt-1 *: ok=\d+ +changed=0 ", again.stdout), again.stdout[-2000:]
+
+
+def test_a_run_that_changes_nothing_checks_the_lock_and_never_writes_it(fleet):
+    """Issue 26: the lock is taken only when something must change. A converged node's re-run reads the
+    Lease (a run beside a live holder is still refused: test_lock_held_by_another_run_...) but sends no
+    write to it: no create, update or delete of a Lease in the lab API's request counts."""
+    converged = fleet.play(limit="flt-1", mig_config=fleet.flt1_layout)
+    assert converged.returncode == 0, flat(converged.stdout + converged.stderr)[-3000:]
+    server.metrics(fleet.dir, reset=True)
+    again = fleet.play(limit="flt-1", mig_config=fleet.flt1_layout)
+    assert again.returncode == 0 and fleet.summary()["flt-1"]["outcome"] == "unchanged"
+    leases = {key: count for key, count in server.metrics(fleet.dir)["requests"].items() if key.endswith("/leases")}
+    assert leases and all(key.startswith("get ") for key in leases), leases
+    assert fleet.lease() is None
 
 
 def _host_plan_play(output: str) -> str:

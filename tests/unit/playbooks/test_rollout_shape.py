@@ -28,7 +28,7 @@ def test_the_playbook_is_the_order_of_the_plays_and_fits_on_two_screens():
     assert len(text.splitlines()) <= 100
     plays = yaml.safe_load(text)
     assert [play['name'] for play in plays] == [
-        'Rollout - refuse an empty host group', 'Rollout - take the lock and plan every node at once (changes nothing on the nodes)',
+        'Rollout - refuse an empty host group', 'Rollout - check the lock and plan every node at once (changes nothing on the nodes)',
         'Rollout - plan on the host the nodes without a usable read (changes nothing)',
         'Rollout - settle every node at once (changes nothing on the nodes)', 'Rollout - MIG changes on GPU hosts in batches',
         'Rollout - summary']
