@@ -1,6 +1,7 @@
 """Benchmark: the cluster side at 10 / 100 / 1,000 / 5,000 GPU nodes (issues 14 #3, 26 #3; no timed assertions).
 
-Usage: .venv/bin/python tests/bench/bench_cluster_scale.py [--nodes 10,100,1000,5000] [--full-up-to 100] [--json FILE]
+Usage: .venv/bin/python tests/bench/bench_cluster_scale.py [--nodes 10,100,1000,5000] [--full-up-to 100]
+       [--page-sizes 500,1000,5000] [--json FILE]
 
 Up to --full-up-to nodes, a fresh whole lab cluster in this process (no SSH hosts) with N one-GPU
 A100-40GB nodes (MIG off), the operator installed with the MIG manager on, and every node
@@ -13,7 +14,8 @@ Then, each module run as Ansible runs it (a subprocess, HTTPS to the lab API):
   gpu_verify, no pods      - check mode: node capacity / labels compared with the plan;
   gpu_verify, with pods    - one verification pod per node (whole lab only);
   mig_node_config no-op    - one node, its MIG config already applied (a per-node module);
-and in this process the pure planning of N hosts (`_fleet_plan.plan_fleet` over N host plans),
+with --page-sizes (API server alone), one node list by K8sClient at each page size (requests, wall
+time, the client's peak memory, the bytes of the node list); and in this process the pure planning of N hosts (`_fleet_plan.plan_fleet` over N host plans),
 which is what preflight and every cluster module do first. Reported per run: API requests by kind
 (from the lab's /lab/metrics), wall time, and the module process's peak memory (VmHWM).
 Expected shape: list calls constant in N, no per-node GET where a list suffices; writes only
@@ -60,6 +62,17 @@ _WRAPPER = ("import atexit, runpy, sys\n"
             "atexit.register(peak)\n"
             "sys.argv = sys.argv[1:]\n"
             "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n")
+# One node list at a given page size (K8sClient's setting), as a module process would make it.
+_LIST = ("import json, sys, time\n"
+         "from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient\n"
+         "k8s = K8sClient.connect({'kubeconfig': sys.argv[1]}, page_size=int(sys.argv[2]))\n"
+         "begin = time.monotonic()\n"
+         "nodes = k8s.list('Node')\n"
+         "wall = time.monotonic() - begin\n"
+         "with open('/proc/self/status') as status:\n"
+         "    kb = [line.split()[1] for line in status if line.startswith('VmHWM:')][0]\n"
+         "print(json.dumps({'nodes': len(nodes), 'wall_s': round(wall, 2), 'maxrss_mb': round(int(kb) / 1024.0, 1),\n"
+         "                  'requests': k8s.request_count, 'mb': round(len(json.dumps(nodes)) / 1e6, 1)}))\n")
 
 
 def run_module(name: str, args: Dict[str, Any], lab_dir: str, check_mode: bool = False) -> Dict[str, Any]:
@@ -92,6 +105,17 @@ def measured(lab: Any, name: str, args: Dict[str, Any], lab_dir: str, check_mode
             "gets": sum(v for k, v in requests.items() if k.startswith("get ")),
             "lists": sum(v for k, v in requests.items() if k.startswith("list ")),
             "writes": sum(v for k, v in requests.items() if k.split(" ")[0] in ("create", "update", "patch", "delete"))}
+
+
+def list_pages(lab: Any, sizes: List[int]) -> Dict[str, Any]:
+    """One node list per page size, each in its own process; requests counted by the API server."""
+    rows = {}
+    for size in sizes:
+        lab.api.metrics.reset()
+        proc = subprocess.run([sys.executable, "-c", _LIST, lab.kubeconfig, str(size)], capture_output=True, text=True,  # noqa: S603
+                              env=dict(os.environ, PYTHONPATH=labtools.BUILD), timeout=1800, check=True)
+        rows[str(size)] = dict(json.loads(proc.stdout), server_requests=lab.api.metrics.snapshot()["total"])
+    return rows
 
 
 def install_operator(lab: Any, timeout: float) -> None:
@@ -194,7 +218,7 @@ def _clean(obj: Dict[str, Any], name: Optional[str] = None) -> Dict[str, Any]:
     return dict({k: v for k, v in obj.items() if k != "metadata"}, metadata=meta)
 
 
-def bench_static(nodes: int, template: Dict[str, Any], workdir: str) -> Dict[str, Any]:
+def bench_static(nodes: int, template: Dict[str, Any], workdir: str, page_sizes: List[int]) -> Dict[str, Any]:
     """The API server alone, holding N nodes exactly as the converged template node (no controllers,
     no kubelets: what the modules read and write is the same; verification pods cannot run)."""
     lab_dir = os.path.join(workdir, "static%d" % nodes)
@@ -213,9 +237,10 @@ def bench_static(nodes: int, template: Dict[str, Any], workdir: str) -> Dict[str
             lab.store.create("v1/nodes", node, controller=True)
         config = {"name": "ts4", "resources": [{"name": "nvidia.com/gpu", "replicas": 4}], "nodes": names}
         measurements = _measure_all(lab, names, config, lab_dir, pods=False)
+        pages = list_pages(lab, page_sizes)
     finally:
         lab.stop()
-    return _row(nodes, "static", started, measurements)
+    return dict(_row(nodes, "static", started, measurements), **({"list_pages": pages} if pages else {}))
 
 
 def _table(results: List[Dict[str, Any]]) -> None:
@@ -228,6 +253,9 @@ def _table(results: List[Dict[str, Any]]) -> None:
                 m = r[kind]
                 rows.append((r["nodes"], r["lab"], kind, m["requests"], m["lists"], m["gets"], m["writes"], m["wall_s"], m["maxrss_mb"]))
         rows.append((r["nodes"], "-", "plan_fleet (pure)", "-", "-", "-", "-", r["plan_s"], "-"))
+        for size, m in sorted((r.get("list_pages") or {}).items(), key=lambda item: int(item[0])):
+            rows.append((r["nodes"], r["lab"], "node list, pages of %s (%s MB)" % (size, m["mb"]), m["server_requests"],
+                         m["requests"], "-", "-", m["wall_s"], m["maxrss_mb"]))
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     for row in [header] + rows:
         print("  ".join(str(cell).rjust(width) for cell, width in zip(row, widths)))
@@ -238,6 +266,8 @@ def main() -> int:
     parser.add_argument("--nodes", default="10,100,1000,5000", help="comma-separated node counts")
     parser.add_argument("--full-up-to", type=int, default=100,
                         help="the whole lab (verification pods run) up to this many nodes; the API server alone above")
+    parser.add_argument("--page-sizes", default="", help="comma-separated page sizes: one node list at each "
+                        "(API server alone only)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     results = []
@@ -248,7 +278,7 @@ def main() -> int:
                 results.append(bench_full(size, workdir))
             else:
                 template = template or _template(workdir)
-                results.append(bench_static(size, template, workdir))
+                results.append(bench_static(size, template, workdir, [int(x) for x in args.page_sizes.split(",") if x]))
             print("measured %d nodes (setup %.0fs)" % (size, results[-1]["setup_s"]), flush=True)
     _table(results)
     text = json.dumps({"benchmark": "cluster_scale", "nproc": os.cpu_count(), "results": results}, indent=2, sort_keys=True)
