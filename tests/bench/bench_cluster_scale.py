@@ -16,7 +16,8 @@ Then, each module run as Ansible runs it (a subprocess, HTTPS to the lab API):
   mig_node_config no-op    - one node, its MIG config already applied (a per-node module);
 with --page-sizes (API server alone), one node list by K8sClient at each page size (requests, wall
 time, the client's peak memory, the bytes of the node list); and in this process the pure planning of N hosts (`_fleet_plan.plan_fleet` over N host plans),
-which is what preflight and every cluster module do first. Reported per run: API requests by kind
+which is what preflight and every cluster module do first: N one-GPU hosts with MIG off, and N
+eight-GPU hosts with the example inventory's MIG layout (its own mig_configs) under the mixed strategy. Reported per run: API requests by kind
 (from the lab's /lab/metrics), wall time, and the module process's peak memory (VmHWM).
 Expected shape: list calls constant in N, no per-node GET where a list suffices; writes only
 where something changes; memory growing with the node list only.
@@ -31,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from kubernetes import client, config
 
@@ -130,22 +131,38 @@ def install_operator(lab: Any, timeout: float) -> None:
         "nvidia.com", "v1", "clusterpolicies", "cluster-policy").get("status") or {}).get("state") == "ready", timeout)
 
 
-def plan_seconds(nodes: int, repeats: int = 3) -> float:
-    """Pure planning of N hosts: host plans from facts, the cluster view, plan_fleet."""
+# A MIG fleet as the example inventory's a100_inference group plans it: its own mig_configs, the
+# mixed layout on each of 8 GPUs per host, the 1g.5gb devices time-sliced (mixed strategy).
+MIG_CONFIGS = {"inference-mixed": [{"device-filter": ["0x20B010DE", "0x20B110DE"], "devices": "all", "mig-enabled": True,
+                                    "mig-devices": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}}]}
+
+
+def _plan_inputs(names: List[str], mig: bool) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]], Dict[str, Any]]:
+    """(node_plans, sharing configs, ClusterPolicy) of N one-GPU hosts (MIG off, time-sliced 4 ways) or,
+    with ``mig``, of N eight-GPU MIG hosts; each host's facts its own (a UUID per GPU), as gpu_facts reads them."""
+    gpus = 8 if mig else 1
+    plans = [{"node": n, "mig_config": "inference-mixed" if mig else "all-disabled",
+              "mig_configs": json.loads(json.dumps(MIG_CONFIGS)) if mig else {},
+              "gpu_facts": [{"index": g, "name": A100, "pci_device_id": "0x20B010DE", "uuid": "GPU-%d-%d" % (h, g),
+                             "mig": {"capable": True, "current": False, "pending": False, "instances": []}}
+                            for g in range(gpus)]} for h, n in enumerate(names)]
+    resource = "nvidia.com/mig-1g.5gb" if mig else "nvidia.com/gpu"
+    configs = [{"name": "ts", "resources": [{"name": resource, "replicas": 2 if mig else 4}], "nodes": names}]
+    return plans, configs, {"spec": {"mig": {"strategy": "mixed" if mig else "single"}}}
+
+
+def plan_seconds(nodes: int, repeats: int = 3, mig: bool = False) -> float:
+    """Pure planning of N hosts: host plans from facts, the cluster view, plan_fleet (best of ``repeats``)."""
     names = ["gpu-%04d" % i for i in range(nodes)]
-    facts = [{"index": 0, "name": A100, "pci_device_id": "0x20B010DE",
-              "mig": {"capable": True, "current": False, "pending": False, "instances": []}}]
-    config = parse_configs([{"name": "ts4", "resources": [{"name": "nvidia.com/gpu", "replicas": 4}], "nodes": names}])
-    labels = {"nvidia.com/gpu.count": "1", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB",
-              "nvidia.com/device-plugin.config": "ts4"}
+    plans, raw, policy = _plan_inputs(names, mig)
+    labels = {"nvidia.com/gpu.count": "8" if mig else "1", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB",
+              "nvidia.com/device-plugin.config": "ts"}
     best = None
     for _repeat in range(repeats):
         begin = time.perf_counter()
-        hosts = _fleet_plan.host_plans([{"node": n, "gpu_facts": facts, "mig_config": "all-disabled"}
-                                        for n in names], {})
-        view = _fleet_plan.ClusterView.read([{"metadata": {"name": n, "labels": dict(labels)}} for n in names],
-                                            {"spec": {"mig": {"strategy": "single"}}}, ["ts4"])
-        plan = _fleet_plan.plan_fleet(_fleet_plan.Intent(configs=config, hosts=hosts), view)
+        hosts = _fleet_plan.host_plans(plans, {})
+        view = _fleet_plan.ClusterView.read([{"metadata": {"name": n, "labels": dict(labels)}} for n in names], policy, ["ts"])
+        plan = _fleet_plan.plan_fleet(_fleet_plan.Intent(configs=parse_configs(raw), hosts=hosts), view)
         elapsed = time.perf_counter() - begin
         if plan.problems or len(plan.nodes) != nodes:
             raise SystemExit("planning %d hosts went wrong: %s" % (nodes, plan.problems[:3]))
@@ -193,7 +210,8 @@ def bench_full(nodes: int, workdir: str) -> Dict[str, Any]:
 
 def _row(nodes: int, kind: str, started: float, measurements: Dict[str, Any]) -> Dict[str, Any]:
     setup = round(time.monotonic() - started - sum(m["wall_s"] for m in measurements.values()), 1)
-    return dict(measurements, nodes=nodes, lab=kind, setup_s=setup, plan_s=round(plan_seconds(nodes), 4))
+    return dict(measurements, nodes=nodes, lab=kind, setup_s=setup, plan_s=round(plan_seconds(nodes), 4),
+                plan_mig_s=round(plan_seconds(nodes, mig=True), 4))
 
 
 def _template(workdir: str) -> Dict[str, Any]:
@@ -253,6 +271,7 @@ def _table(results: List[Dict[str, Any]]) -> None:
                 m = r[kind]
                 rows.append((r["nodes"], r["lab"], kind, m["requests"], m["lists"], m["gets"], m["writes"], m["wall_s"], m["maxrss_mb"]))
         rows.append((r["nodes"], "-", "plan_fleet (pure)", "-", "-", "-", "-", r["plan_s"], "-"))
+        rows.append((r["nodes"], "-", "plan_fleet (pure), 8 MIG GPUs per host", "-", "-", "-", "-", r["plan_mig_s"], "-"))
         for size, m in sorted((r.get("list_pages") or {}).items(), key=lambda item: int(item[0])):
             rows.append((r["nodes"], r["lab"], "node list, pages of %s (%s MB)" % (size, m["mb"]), m["server_requests"],
                          m["requests"], "-", "-", m["wall_s"], m["maxrss_mb"]))
