@@ -23,10 +23,11 @@ host's planned GPUs, or its ``gpu_facts`` and MIG selection, from which each GPU
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Hashable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import DEFAULT_MIG_CONFIG
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._changes import diff_entry as _changes_entry
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._memo import Memo, frozen
 from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._component_versions import (
     DevicePlugin,
     VersionError,
@@ -52,6 +53,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_parted i
     current_layout,
     desired_layout,
     desired_state,
+    instance_profile,
     parse_with_defaults,
     select_config,
 )
@@ -122,8 +124,46 @@ class HostPlan:
         if self.gpus:
             return list(self.gpus)
         if self.gpu_facts:
-            return plan_from_host(self.gpu_facts, self.mig_config, self.mig_configs, "node %r" % self.node)
+            return planned_from_facts(self.gpu_facts, self.mig_config, self.mig_configs, "node %r" % self.node)
         return None
+
+
+_ABSENT = object()
+# Host plans per (what a plan reads of the GPU facts, MIG selection): the hosts of a group plan alike.
+_PLANNED: Memo[List[Dict[str, Any]]] = Memo()
+
+
+def _planning_key(gpu: Mapping[str, Any]) -> Tuple[Any, ...]:
+    """What ``plan_from_host`` reads of one GPU's facts: index, name, PCI ids, MIG mode and instances."""
+    mig = gpu.get("mig") or {}
+    return (gpu.get("index", _ABSENT), gpu.get("name", _ABSENT), gpu.get("pci_device_id", _ABSENT),
+            gpu.get("pci_sub_device_id", _ABSENT), bool(mig.get("capable")), bool(mig.get("current")),
+            bool(mig.get("pending")), tuple(instance_profile(i) for i in mig.get("instances") or []))
+
+
+def _facts_of(key: Tuple[Any, ...]) -> Dict[str, Any]:
+    """The GPU facts a planning key stands for (planning runs on these, so it can read nothing else)."""
+    fields = dict((name, value) for name, value in zip(("index", "name", "pci_device_id", "pci_sub_device_id"), key)
+                  if value is not _ABSENT)
+    fields["mig"] = {"capable": key[4], "current": key[5], "pending": key[6],
+                     "instances": [{"profile": profile} for profile in key[7]]}
+    return fields
+
+
+def planned_from_facts(gpu_facts: Sequence[Mapping[str, Any]], mig_config: Optional[str],
+                       mig_configs: Optional[Mapping[str, Any]], where: str) -> List[Dict[str, Any]]:
+    """``plan_from_host``, once per distinct input: a fleet's hosts differ in their GPUs' UUIDs, bus ids
+    and serials, which no plan reads. A host whose plan fails is planned on its own (its problems name it)."""
+    try:
+        gpus = tuple(_planning_key(gpu) for gpu in gpu_facts)
+        key: Optional[Hashable] = (gpus, mig_config, frozen(dict(mig_configs or {})))
+        hash(key)
+    except (AttributeError, TypeError, ValueError):
+        return plan_from_host(gpu_facts, mig_config, mig_configs, where)
+    if key[2] is None:
+        key = None
+    planned = _PLANNED.get(key, lambda: plan_from_host([_facts_of(g) for g in gpus], mig_config, mig_configs, where))
+    return [dict(entry, mig=dict(entry["mig"])) if "mig" in entry else dict(entry) for entry in planned]
 
 
 def host_plan(node: str, entry: Any) -> HostPlan:

@@ -87,3 +87,35 @@ def test_unchanged_layout_results_are_not_shared_between_hosts():
     assert second.resources["nvidia.com/mig-1g.5gb"] == 4 and "x" not in second.labels
     again = _fleet_plan.plan_fleet(intent, view).expectations["gpu-0000"]
     assert again.resources["nvidia.com/mig-1g.5gb"] == 4 and "x" not in again.labels
+
+
+def test_hosts_that_differ_only_in_what_no_plan_reads_are_planned_once(monkeypatch):
+    """UUIDs, bus ids and memory differ on every host; the plan reads index, model, PCI ids and MIG state."""
+    intent, view = fleet(50)
+    for number, plan in enumerate(intent.hosts.values()):
+        for gpu in plan.gpu_facts:
+            gpu.update({"pci_bus_id": "0000:%02X:00.0" % number, "memory_total_mib": 40960 + number})
+    calls = []
+    counting(monkeypatch, _fleet_plan, "plan_from_host", calls)
+    plan = _fleet_plan.plan_fleet(intent, view)
+    assert not plan.problems and len(calls) <= 1
+
+
+def test_a_host_whose_mig_state_differs_gets_its_own_plan():
+    base = {"index": 0, "name": A100[0], "pci_device_id": A100[1], "mig": {"capable": True, "current": True, "pending": False,
+                                                                           "instances": [{"profile": "3g.20gb"}] * 2}}
+    other = copy.deepcopy(base)
+    other["mig"]["instances"] = [{"profile": "7g.40gb"}]
+    keep = {"keep": [{"device-filter": ["0x233010DE"], "devices": "all", "mig-enabled": False}]}  # touches no A100
+    plans = _fleet_plan.host_plans([{"node": n, "gpu_facts": [f], "mig_config": "keep", "mig_configs": keep}
+                                    for n, f in (("a", base), ("b", other), ("c", dict(base, uuid="GPU-c")))], {})
+    assert [p.planned_gpus()[0]["mig"] for p in plans.values()] == [{"3g.20gb": 2}, {"7g.40gb": 1}, {"3g.20gb": 2}]
+
+
+def test_a_failing_host_plan_names_each_host():
+    facts = [{"index": 0, "name": A100[0], "pci_device_id": A100[1], "mig": {"capable": True}}]
+    plans = _fleet_plan.host_plans([{"node": n, "gpu_facts": facts, "mig_config": "nope"} for n in ("x", "y")], {})
+    view = _fleet_plan.ClusterView.read([{"metadata": {"name": n, "labels": {}}} for n in ("x", "y")], None)
+    problems = _fleet_plan.plan_fleet(_fleet_plan.Intent(hosts=plans), view).problems
+    assert [p.split(":")[0] for p in problems] == ["node 'x'", "node 'y'"]
+    assert all("selected mig-config not present: nope" in p for p in problems)
