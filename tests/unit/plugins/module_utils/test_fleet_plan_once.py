@@ -119,3 +119,16 @@ def test_a_failing_host_plan_names_each_host():
     problems = _fleet_plan.plan_fleet(_fleet_plan.Intent(hosts=plans), view).problems
     assert [p.split(":")[0] for p in problems] == ["node 'x'", "node 'y'"]
     assert all("selected mig-config not present: nope" in p for p in problems)
+
+
+def test_hosts_of_one_shape_share_their_gpus_and_expectation(monkeypatch):
+    """50 hosts with the same planned GPUs, config and strategy: their GPUs and expectation are made once
+    per plan_fleet (each node still gets its own expectation, under its own name)."""
+    intent, view = fleet(50)
+    gpus_calls, expected_calls = [], []
+    counting(monkeypatch, _fleet_plan, "node_gpus_for", gpus_calls)
+    counting(monkeypatch, _fleet_plan, "expected_node", expected_calls)
+    plan = _fleet_plan.plan_fleet(intent, view)
+    assert len(gpus_calls) == 1 and len(expected_calls) == 1
+    assert sorted(e.node for e in plan.expectations.values()) == sorted(intent.hosts)
+    assert len({e.resources["nvidia.com/mig-1g.5gb"] for e in plan.expectations.values()}) == 1
