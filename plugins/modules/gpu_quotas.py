@@ -159,7 +159,7 @@ def run(mod: ClusterModule) -> None:
     teams, problems = parse_teams(p["teams"])
     if problems:
         mod.fail("invalid gpufleet_teams: %s" % "; ".join(problems), problems=problems)
-    nodes, devices = planned_nodes(mod)
+    nodes, devices, listed = planned_nodes(mod)
     mappings = device_class_mappings(list(fleet_kinds(devices).values()))
     mod.result.update(kueue_device_class_mappings=mappings,
                       kueue_config=with_mappings({"apiVersion": KUEUE_CONFIG_API, "kind": "Configuration"}, mappings))
@@ -178,7 +178,7 @@ def run(mod: ClusterModule) -> None:
     mod.result.update(flavors=[{"name": f.name, "product": f.product, "nodes": list(f.nodes), "capacity": dict(f.capacity)}
                                for f in plan.flavors], quotas=plan.quotas, summary=summary(before, plan.quotas))
     if p["state"] == "verified":
-        verify(mod, plan, teams, live)
+        verify(mod, plan, teams, live, listed)  # nothing written: the plan's node list is current
         return
     flavors = [resource_flavor(f) for f in plan.flavors]
     if p["state"] == "shrunk":  # flavors of the layout being left stay until the quotas on them are gone
@@ -207,9 +207,9 @@ def apply_all(mod: ClusterModule, owned_objs: Dict[str, Any], flavors: List[Dict
                 delete(mod, kind, key, obj)
 
 
-def verify(mod: ClusterModule, plan: Any, teams: List[Any], live: Dict[str, Any]) -> None:
-    """Live quotas against the plan, and against what the nodes advertise now."""
-    now = advertised_nodes(mod)
+def verify(mod: ClusterModule, plan: Any, teams: List[Any], live: Dict[str, Any], listed: List[Dict[str, Any]]) -> None:
+    """Live quotas against the plan, and against what the nodes advertise now (``listed``, this run's read)."""
+    now = advertised_nodes(mod, listed)
     flavors, _problems = flavors_of(now)
     by_node = {node: f.name for f in flavors for node in f.nodes}
     advertised = {n["node"]: (by_node[n["node"]], n["resources"]) for n in now if n["node"] in by_node}

@@ -282,7 +282,7 @@ wait:
 """
 
 import copy
-from typing import Any, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import CONFIG_ARGSPEC, NODE_PLANS_ARGSPEC
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_plan import (
@@ -309,6 +309,8 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing 
     render_configmap_data,
     with_rendered_strategies)
 
+Nodes = List[Dict[str, Any]]
+
 ARGUMENT_SPEC = dict(
     configs=dict(type="list", elements="dict", options=CONFIG_ARGSPEC, default=[]),
     node_configs=dict(type="dict", default={}),
@@ -328,10 +330,11 @@ ARGUMENT_SPEC = dict(
 
 
 def plan(mod: ClusterModule, configs: Mapping[str, SharingConfig], plans: Mapping[str, HostPlan],
-         rendered: Mapping[str, str], policy: Optional[Mapping[str, Any]], live_data: Mapping[str, str]) -> Tuple[ClusterView, FleetPlan]:
+         rendered: Mapping[str, str], policy: Optional[Mapping[str, Any]], live_data: Mapping[str, str]) -> Tuple[ClusterView, FleetPlan, Nodes]:
     """Read the nodes, plan the fleet, refuse with every problem at once."""
     p = mod.params
-    cluster = ClusterView.read(mod.k8s.list("Node"), policy, list(live_data))
+    nodes = mod.k8s.list("Node")
+    cluster = ClusterView.read(nodes, policy, list(live_data))
     with mod.failing_on("invalid node selection or version"):
         plugin = device_plugin_of(p, policy, mod.warn)
         fleet = plan_fleet(Intent(configs, p["default_config"], plans, scope=SCOPE_GOVERNED, plugin=plugin), cluster)
@@ -343,7 +346,7 @@ def plan(mod: ClusterModule, configs: Mapping[str, SharingConfig], plans: Mappin
     if problems:
         mod.fail("nothing changed: %s" % "; ".join(problems), problems=problems)
     mod.result["expected"] = {n: e.as_dict() for n, e in fleet.expectations.items()}
-    return cluster, fleet
+    return cluster, fleet, nodes
 
 
 def run(mod: ClusterModule) -> None:
@@ -373,7 +376,7 @@ def apply_plan(mod: ClusterModule) -> None:
         mod.result["msg"] = "no sharing configs given; nothing to do"
         return
     live_cm, ours, live_data = read_configmaps(mod, dp_config.get("name"))
-    cluster, fleet = plan(mod, configs, plans, rendered, policy if exists else None, live_data)
+    cluster, fleet, nodes = plan(mod, configs, plans, rendered, policy if exists else None, live_data)
     change = sharing_changes(fleet, cluster, dp_config, p["configmap_name"], None if live_cm is None else ours,
                              rendered, live_data, p["restart"])
     pods = restart_pods(mod, change.restart_nodes)
@@ -390,7 +393,7 @@ def apply_plan(mod: ClusterModule) -> None:
     write(mod, rendered if change.configmap_action != "unchanged" else None, policy["metadata"]["name"],
           change.cluster_policy_patch, change.labels_changed, pods)
     if p["wait"] and fleet.expectations and not mod.check_mode:
-        wait(mod, fleet)
+        wait(mod, fleet, None if mod.result["changed"] else nodes)  # nothing written: the plan's read is current
         wait_mps_daemons(mod, {n: e.config for n, e in fleet.expectations.items()}, configs, pods)
 
 
@@ -412,11 +415,12 @@ def write(mod: ClusterModule, data: Optional[Mapping[str, str]], policy_name: st
             mod.k8s.delete("Pod", pod, namespace=namespace)
 
 
-def wait(mod: ClusterModule, fleet: FleetPlan) -> None:
-    """Until every node in scope advertises its expectation; on timeout fail naming what is missing."""
+def wait(mod: ClusterModule, fleet: FleetPlan, read: Optional[Nodes]) -> None:
+    """Until every node in scope advertises its expectation (first judging ``read``, the plan's node
+    list, when the run wrote nothing); on timeout fail naming what is missing."""
     timeout = mod.params["wait_timeout"]
     info, missing = wait_until_advertised(mod.k8s, fleet.expectations, timeout, mod.params["wait_interval"],
-                                          lambda line: mod.log("gpu_sharing: " + line))
+                                          lambda line: mod.log("gpu_sharing: " + line), read)
     mod.result["wait"] = info
     if missing:
         lines = ["%s: %s" % (n, "; ".join(m)) for n, m in sorted(missing.items())]

@@ -1,6 +1,7 @@
 """Benchmark: the cluster side at 10 / 100 / 1,000 / 5,000 GPU nodes (issues 14 #3, 26 #3; no timed assertions).
 
-Usage: .venv/bin/python tests/bench/bench_cluster_scale.py [--nodes 10,100,1000,5000] [--full-up-to 100] [--json FILE]
+Usage: .venv/bin/python tests/bench/bench_cluster_scale.py [--nodes 10,100,1000,5000] [--full-up-to 100]
+       [--page-sizes 500,1000,5000] [--json FILE]
 
 Up to --full-up-to nodes, a fresh whole lab cluster in this process (no SSH hosts) with N one-GPU
 A100-40GB nodes (MIG off), the operator installed with the MIG manager on, and every node
@@ -13,8 +14,10 @@ Then, each module run as Ansible runs it (a subprocess, HTTPS to the lab API):
   gpu_verify, no pods      - check mode: node capacity / labels compared with the plan;
   gpu_verify, with pods    - one verification pod per node (whole lab only);
   mig_node_config no-op    - one node, its MIG config already applied (a per-node module);
-and in this process the pure planning of N hosts (`_fleet_plan.plan_fleet` over N host plans),
-which is what preflight and every cluster module do first. Reported per run: API requests by kind
+with --page-sizes (API server alone), one node list by K8sClient at each page size (requests, wall
+time, the client's peak memory, the bytes of the node list); and in this process the pure planning of N hosts (`_fleet_plan.plan_fleet` over N host plans),
+which is what preflight and every cluster module do first: N one-GPU hosts with MIG off, and N
+eight-GPU hosts with the example inventory's MIG layout (its own mig_configs) under the mixed strategy. Reported per run: API requests by kind
 (from the lab's /lab/metrics), wall time, and the module process's peak memory (VmHWM).
 Expected shape: list calls constant in N, no per-node GET where a list suffices; writes only
 where something changes; memory growing with the node list only.
@@ -29,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from kubernetes import client, config
 
@@ -60,6 +63,17 @@ _WRAPPER = ("import atexit, runpy, sys\n"
             "atexit.register(peak)\n"
             "sys.argv = sys.argv[1:]\n"
             "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n")
+# One node list at a given page size (K8sClient's setting), as a module process would make it.
+_LIST = ("import json, sys, time\n"
+         "from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient\n"
+         "k8s = K8sClient.connect({'kubeconfig': sys.argv[1]}, page_size=int(sys.argv[2]))\n"
+         "begin = time.monotonic()\n"
+         "nodes = k8s.list('Node')\n"
+         "wall = time.monotonic() - begin\n"
+         "with open('/proc/self/status') as status:\n"
+         "    kb = [line.split()[1] for line in status if line.startswith('VmHWM:')][0]\n"
+         "print(json.dumps({'nodes': len(nodes), 'wall_s': round(wall, 2), 'maxrss_mb': round(int(kb) / 1024.0, 1),\n"
+         "                  'requests': k8s.request_count, 'mb': round(len(json.dumps(nodes)) / 1e6, 1)}))\n")
 
 
 def run_module(name: str, args: Dict[str, Any], lab_dir: str, check_mode: bool = False) -> Dict[str, Any]:
@@ -94,6 +108,21 @@ def measured(lab: Any, name: str, args: Dict[str, Any], lab_dir: str, check_mode
             "writes": sum(v for k, v in requests.items() if k.split(" ")[0] in ("create", "update", "patch", "delete"))}
 
 
+def list_pages(lab: Any, sizes: List[int], repeats: int = 3) -> Dict[str, Any]:
+    """One node list per page size, each in its own process, ``repeats`` times in turn (the best wall
+    time and the highest peak memory of each); requests counted by the API server."""
+    rows: Dict[str, Any] = {}
+    for _repeat in range(repeats):
+        for size in sizes:
+            lab.api.metrics.reset()
+            proc = subprocess.run([sys.executable, "-c", _LIST, lab.kubeconfig, str(size)], capture_output=True,  # noqa: S603
+                                  text=True, env=dict(os.environ, PYTHONPATH=labtools.BUILD), timeout=1800, check=True)
+            row = dict(json.loads(proc.stdout), server_requests=lab.api.metrics.snapshot()["total"])
+            seen = rows.setdefault(str(size), row)
+            seen.update(wall_s=min(seen["wall_s"], row["wall_s"]), maxrss_mb=max(seen["maxrss_mb"], row["maxrss_mb"]))
+    return rows
+
+
 def install_operator(lab: Any, timeout: float) -> None:
     """Namespace + ClusterPolicy (MIG manager on), as the gpu_operator module leaves them; until ready."""
     api = config.new_client_from_config(config_file=lab.kubeconfig)
@@ -106,22 +135,38 @@ def install_operator(lab: Any, timeout: float) -> None:
         "nvidia.com", "v1", "clusterpolicies", "cluster-policy").get("status") or {}).get("state") == "ready", timeout)
 
 
-def plan_seconds(nodes: int, repeats: int = 3) -> float:
-    """Pure planning of N hosts: host plans from facts, the cluster view, plan_fleet."""
+# A MIG fleet as the example inventory's a100_inference group plans it: its own mig_configs, the
+# mixed layout on each of 8 GPUs per host, the 1g.5gb devices time-sliced (mixed strategy).
+MIG_CONFIGS = {"inference-mixed": [{"device-filter": ["0x20B010DE", "0x20B110DE"], "devices": "all", "mig-enabled": True,
+                                    "mig-devices": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}}]}
+
+
+def _plan_inputs(names: List[str], mig: bool) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]], Dict[str, Any]]:
+    """(node_plans, sharing configs, ClusterPolicy) of N one-GPU hosts (MIG off, time-sliced 4 ways) or,
+    with ``mig``, of N eight-GPU MIG hosts; each host's facts its own (a UUID per GPU), as gpu_facts reads them."""
+    gpus = 8 if mig else 1
+    plans = [{"node": n, "mig_config": "inference-mixed" if mig else "all-disabled",
+              "mig_configs": json.loads(json.dumps(MIG_CONFIGS)) if mig else {},
+              "gpu_facts": [{"index": g, "name": A100, "pci_device_id": "0x20B010DE", "uuid": "GPU-%d-%d" % (h, g),
+                             "mig": {"capable": True, "current": False, "pending": False, "instances": []}}
+                            for g in range(gpus)]} for h, n in enumerate(names)]
+    resource = "nvidia.com/mig-1g.5gb" if mig else "nvidia.com/gpu"
+    configs = [{"name": "ts", "resources": [{"name": resource, "replicas": 2 if mig else 4}], "nodes": names}]
+    return plans, configs, {"spec": {"mig": {"strategy": "mixed" if mig else "single"}}}
+
+
+def plan_seconds(nodes: int, repeats: int = 3, mig: bool = False) -> float:
+    """Pure planning of N hosts: host plans from facts, the cluster view, plan_fleet (best of ``repeats``)."""
     names = ["gpu-%04d" % i for i in range(nodes)]
-    facts = [{"index": 0, "name": A100, "pci_device_id": "0x20B010DE",
-              "mig": {"capable": True, "current": False, "pending": False, "instances": []}}]
-    config = parse_configs([{"name": "ts4", "resources": [{"name": "nvidia.com/gpu", "replicas": 4}], "nodes": names}])
-    labels = {"nvidia.com/gpu.count": "1", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB",
-              "nvidia.com/device-plugin.config": "ts4"}
+    plans, raw, policy = _plan_inputs(names, mig)
+    labels = {"nvidia.com/gpu.count": "8" if mig else "1", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB",
+              "nvidia.com/device-plugin.config": "ts"}
     best = None
     for _repeat in range(repeats):
         begin = time.perf_counter()
-        hosts = _fleet_plan.host_plans([{"node": n, "gpu_facts": facts, "mig_config": "all-disabled"}
-                                        for n in names], {})
-        view = _fleet_plan.ClusterView.read([{"metadata": {"name": n, "labels": dict(labels)}} for n in names],
-                                            {"spec": {"mig": {"strategy": "single"}}}, ["ts4"])
-        plan = _fleet_plan.plan_fleet(_fleet_plan.Intent(configs=config, hosts=hosts), view)
+        hosts = _fleet_plan.host_plans(plans, {})
+        view = _fleet_plan.ClusterView.read([{"metadata": {"name": n, "labels": dict(labels)}} for n in names], policy, ["ts"])
+        plan = _fleet_plan.plan_fleet(_fleet_plan.Intent(configs=parse_configs(raw), hosts=hosts), view)
         elapsed = time.perf_counter() - begin
         if plan.problems or len(plan.nodes) != nodes:
             raise SystemExit("planning %d hosts went wrong: %s" % (nodes, plan.problems[:3]))
@@ -169,7 +214,8 @@ def bench_full(nodes: int, workdir: str) -> Dict[str, Any]:
 
 def _row(nodes: int, kind: str, started: float, measurements: Dict[str, Any]) -> Dict[str, Any]:
     setup = round(time.monotonic() - started - sum(m["wall_s"] for m in measurements.values()), 1)
-    return dict(measurements, nodes=nodes, lab=kind, setup_s=setup, plan_s=round(plan_seconds(nodes), 4))
+    return dict(measurements, nodes=nodes, lab=kind, setup_s=setup, plan_s=round(plan_seconds(nodes), 4),
+                plan_mig_s=round(plan_seconds(nodes, mig=True), 4))
 
 
 def _template(workdir: str) -> Dict[str, Any]:
@@ -194,7 +240,7 @@ def _clean(obj: Dict[str, Any], name: Optional[str] = None) -> Dict[str, Any]:
     return dict({k: v for k, v in obj.items() if k != "metadata"}, metadata=meta)
 
 
-def bench_static(nodes: int, template: Dict[str, Any], workdir: str) -> Dict[str, Any]:
+def bench_static(nodes: int, template: Dict[str, Any], workdir: str, page_sizes: List[int]) -> Dict[str, Any]:
     """The API server alone, holding N nodes exactly as the converged template node (no controllers,
     no kubelets: what the modules read and write is the same; verification pods cannot run)."""
     lab_dir = os.path.join(workdir, "static%d" % nodes)
@@ -213,9 +259,10 @@ def bench_static(nodes: int, template: Dict[str, Any], workdir: str) -> Dict[str
             lab.store.create("v1/nodes", node, controller=True)
         config = {"name": "ts4", "resources": [{"name": "nvidia.com/gpu", "replicas": 4}], "nodes": names}
         measurements = _measure_all(lab, names, config, lab_dir, pods=False)
+        pages = list_pages(lab, page_sizes)
     finally:
         lab.stop()
-    return _row(nodes, "static", started, measurements)
+    return dict(_row(nodes, "static", started, measurements), **({"list_pages": pages} if pages else {}))
 
 
 def _table(results: List[Dict[str, Any]]) -> None:
@@ -228,6 +275,10 @@ def _table(results: List[Dict[str, Any]]) -> None:
                 m = r[kind]
                 rows.append((r["nodes"], r["lab"], kind, m["requests"], m["lists"], m["gets"], m["writes"], m["wall_s"], m["maxrss_mb"]))
         rows.append((r["nodes"], "-", "plan_fleet (pure)", "-", "-", "-", "-", r["plan_s"], "-"))
+        rows.append((r["nodes"], "-", "plan_fleet (pure), 8 MIG GPUs per host", "-", "-", "-", "-", r["plan_mig_s"], "-"))
+        for size, m in sorted((r.get("list_pages") or {}).items(), key=lambda item: int(item[0])):
+            rows.append((r["nodes"], r["lab"], "node list, pages of %s (%s MB)" % (size, m["mb"]), m["server_requests"],
+                         m["requests"], "-", "-", m["wall_s"], m["maxrss_mb"]))
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     for row in [header] + rows:
         print("  ".join(str(cell).rjust(width) for cell, width in zip(row, widths)))
@@ -238,6 +289,8 @@ def main() -> int:
     parser.add_argument("--nodes", default="10,100,1000,5000", help="comma-separated node counts")
     parser.add_argument("--full-up-to", type=int, default=100,
                         help="the whole lab (verification pods run) up to this many nodes; the API server alone above")
+    parser.add_argument("--page-sizes", default="", help="comma-separated page sizes: one node list at each "
+                        "(API server alone only)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     results = []
@@ -248,7 +301,7 @@ def main() -> int:
                 results.append(bench_full(size, workdir))
             else:
                 template = template or _template(workdir)
-                results.append(bench_static(size, template, workdir))
+                results.append(bench_static(size, template, workdir, [int(x) for x in args.page_sizes.split(",") if x]))
             print("measured %d nodes (setup %.0fs)" % (size, results[-1]["setup_s"]), flush=True)
     _table(results)
     text = json.dumps({"benchmark": "cluster_scale", "nproc": os.cpu_count(), "results": results}, indent=2, sort_keys=True)

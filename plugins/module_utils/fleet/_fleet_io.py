@@ -37,9 +37,12 @@ def read_cluster_configs(k8s: K8sClient, configmap: Optional[str], namespace: st
 
 
 def wait_until_advertised(k8s: K8sClient, expectations: Mapping[str, ExpectedNode], timeout: float, interval: float,
-                          log: Callable[[str], None]) -> Tuple[Dict[str, Any], Dict[str, List[str]]]:
+                          log: Callable[[str], None], read: Optional[List[Dict[str, Any]]] = None,
+                          ) -> Tuple[Dict[str, Any], Dict[str, List[str]]]:
     """Poll (one node list per poll) until every node advertises its expectation.
 
+    ``read``: the node list the caller planned from, when nothing was written since: the first poll
+    judges it instead of listing the nodes again (a no-op reads the list once); later polls list.
     Returns what was waited on (nodes, timeout, waited, progress: one line per change in what is
     missing) and, on timeout, node -> what is still missing (empty when every node matched).
     """
@@ -49,8 +52,10 @@ def wait_until_advertised(k8s: K8sClient, expectations: Mapping[str, ExpectedNod
     info: Dict[str, Any] = {"nodes": sorted(expectations), "timeout": timeout,
                             "waiting_for": "capacity, allocatable and GFD labels as planned (see expected)"}
 
+    first = [read] if read is not None else []
+
     def probe() -> Tuple[bool, Dict[str, List[str]]]:
-        live = {n["metadata"]["name"]: n for n in k8s.list("Node")}
+        live = {n["metadata"]["name"]: n for n in (first.pop() if first else k8s.list("Node"))}
         missing = {}
         for name, exp in expectations.items():
             failed = [c.message for c in compare_node(exp, live.get(name)) if not c.ok]

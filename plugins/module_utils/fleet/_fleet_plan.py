@@ -23,10 +23,11 @@ host's planned GPUs, or its ``gpu_facts`` and MIG selection, from which each GPU
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Hashable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import DEFAULT_MIG_CONFIG
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._changes import diff_entry as _changes_entry
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._memo import Memo, frozen
 from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._component_versions import (
     DevicePlugin,
     VersionError,
@@ -52,6 +53,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_parted i
     current_layout,
     desired_layout,
     desired_state,
+    instance_profile,
     parse_with_defaults,
     select_config,
 )
@@ -115,6 +117,14 @@ class HostPlan:
     sharing_config: Optional[Mapping[str, Any]] = None
     problems: Tuple[str, ...] = ()
 
+    def plan_key(self) -> Optional[Hashable]:
+        """Equal for hosts whose planned GPUs are equal (what ``planned_gpus`` reads); None: not comparable."""
+        if self.problems or not (self.gpus or self.gpu_facts):
+            return None
+        if self.gpus:
+            return frozen(list(self.gpus))
+        return _facts_key(self.gpu_facts, self.mig_config, self.mig_configs)
+
     def planned_gpus(self) -> Optional[List[Mapping[str, Any]]]:
         """``[{model, count, mig, product}]``; None when the host gives neither GPUs nor facts."""
         if self.problems:
@@ -122,8 +132,52 @@ class HostPlan:
         if self.gpus:
             return list(self.gpus)
         if self.gpu_facts:
-            return plan_from_host(self.gpu_facts, self.mig_config, self.mig_configs, "node %r" % self.node)
+            return planned_from_facts(self.gpu_facts, self.mig_config, self.mig_configs, "node %r" % self.node)
         return None
+
+
+_ABSENT = object()
+# Host plans per (what a plan reads of the GPU facts, MIG selection): the hosts of a group plan alike.
+_PLANNED: Memo[List[Dict[str, Any]]] = Memo()
+
+
+def _planning_key(gpu: Mapping[str, Any]) -> Tuple[Any, ...]:
+    """What ``plan_from_host`` reads of one GPU's facts: index, name, PCI ids, MIG mode and instances."""
+    mig = gpu.get("mig") or {}
+    return (gpu.get("index", _ABSENT), gpu.get("name", _ABSENT), gpu.get("pci_device_id", _ABSENT),
+            gpu.get("pci_sub_device_id", _ABSENT), bool(mig.get("capable")), bool(mig.get("current")),
+            bool(mig.get("pending")), tuple(instance_profile(i) for i in mig.get("instances") or []))
+
+
+def _facts_of(key: Tuple[Any, ...]) -> Dict[str, Any]:
+    """The GPU facts a planning key stands for (planning runs on these, so it can read nothing else)."""
+    fields = dict((name, value) for name, value in zip(("index", "name", "pci_device_id", "pci_sub_device_id"), key)
+                  if value is not _ABSENT)
+    fields["mig"] = {"capable": key[4], "current": key[5], "pending": key[6],
+                     "instances": [{"profile": profile} for profile in key[7]]}
+    return fields
+
+
+def planned_from_facts(gpu_facts: Sequence[Mapping[str, Any]], mig_config: Optional[str],
+                       mig_configs: Optional[Mapping[str, Any]], where: str) -> List[Dict[str, Any]]:
+    """``plan_from_host``, once per distinct input: a fleet's hosts differ in their GPUs' UUIDs, bus ids
+    and serials, which no plan reads. A host whose plan fails is planned on its own (its problems name it)."""
+    key = _facts_key(gpu_facts, mig_config, mig_configs)
+    if key is None:
+        return plan_from_host(gpu_facts, mig_config, mig_configs, where)
+    planned = _PLANNED.get(key, lambda: plan_from_host([_facts_of(g) for g in key[1]], mig_config, mig_configs, where))
+    return [dict(entry, mig=dict(entry["mig"])) if "mig" in entry else dict(entry) for entry in planned]
+
+
+def _facts_key(gpu_facts: Sequence[Mapping[str, Any]], mig_config: Optional[str],
+               mig_configs: Optional[Mapping[str, Any]]) -> Optional[Tuple[Any, ...]]:
+    """("facts", per GPU what a plan reads, the selection); None when some part cannot be a key."""
+    try:
+        key = ("facts", tuple(_planning_key(gpu) for gpu in gpu_facts), mig_config, frozen(dict(mig_configs or {})))
+        hash(key)
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return key if key[3] is not None else None
 
 
 def host_plan(node: str, entry: Any) -> HostPlan:
@@ -347,8 +401,36 @@ def _scope(intent: Intent, cluster: ClusterView, candidates: Set[str], assignmen
     return set(assignments) | unlabelled
 
 
+class _Shared:
+    """Within one ``plan_fleet``: the GPUs of hosts with equal planned GPUs, and the expectation of nodes with
+    equal GPUs, config and strategy, made once (a result that fails is made again per node: it names the node)."""
+
+    def __init__(self, intent: Intent, per_node: bool) -> None:
+        self.intent = intent
+        self.per_node = per_node
+        self.gpus: Dict[Hashable, Any] = {}
+        self.expected: Dict[Hashable, ExpectedNode] = {}
+
+    def node_gpus(self, name: str, host: Optional[HostPlan], labels: Mapping[str, str], strategy: str) -> Any:
+        key = host.plan_key() if host is not None else None
+        if key is None:
+            return node_gpus_for(name, host.planned_gpus() if host else None, labels, strategy)
+        if key not in self.gpus:
+            self.gpus[key] = node_gpus_for(name, host.planned_gpus() if host else None, labels, strategy)
+        return self.gpus[key]
+
+    def expectation(self, name: str, gpus: Any, strategy: str, cfg: Optional[SharingConfig], labelled: bool) -> ExpectedNode:
+        key = (gpus, strategy, cfg.name if cfg else None, labelled)
+        if key not in self.expected:
+            self.expected[key] = expected_node(name, gpus, strategy, cfg, labelled=labelled, plugin=self.intent.plugin,
+                                               per_node=self.per_node)
+        exp = self.expected[key]
+        return replace(exp, node=name, resources=dict(exp.resources), labels=dict(exp.labels),
+                       product_suffixes=dict(exp.product_suffixes), records=dict(exp.records))
+
+
 def _node_plan(name: str, intent: Intent, cluster: ClusterView, after: Mapping[str, str], default: Optional[str],
-               mig_strategy: Optional[str]) -> NodePlan:
+               mig_strategy: Optional[str], shared: _Shared) -> NodePlan:
     labels = cluster.nodes[name]
     config = effective_config_name(after, list(intent.configs), default)
     before = effective_config_name(labels, list(cluster.live_configs), cluster.default_config)
@@ -357,9 +439,7 @@ def _node_plan(name: str, intent: Intent, cluster: ClusterView, after: Mapping[s
     cfg = intent.configs.get(config) if config else None
     strategy = plugin_strategy(mig_strategy, cfg.mig_strategy if cfg else None)
     try:
-        gpus = node_gpus_for(name, host.planned_gpus() if host else None, labels, strategy)
-        exp = expected_node(name, gpus, strategy, cfg, labelled=labelled, plugin=intent.plugin,
-                            per_node=mig_strategy is None)
+        exp = shared.expectation(name, shared.node_gpus(name, host, labels, strategy), strategy, cfg, labelled)
     except SharingError as exc:
         return NodePlan(name, True, config, before, labelled, None, tuple(exc.problems))
     return NodePlan(name, True, config, before, labelled, exp)
@@ -376,11 +456,12 @@ def plan_fleet(intent: Intent, cluster: ClusterView) -> FleetPlan:
              for n, labels in cluster.nodes.items()}
     strategy = mig_strategy_of(intent, cluster)
     nodes: Dict[str, NodePlan] = {}
+    shared = _Shared(intent, per_node=strategy is None)
     for name in sorted(_scope(intent, cluster, candidates, assignments, after, default)):
         if name not in cluster.nodes:
             nodes[name] = NodePlan(name, False)
         else:
-            nodes[name] = _node_plan(name, intent, cluster, after[name], default, strategy)
+            nodes[name] = _node_plan(name, intent, cluster, after[name], default, strategy, shared)
     missing = tuple(sorted(n for n in intent.hosts if n not in cluster.nodes))
     return FleetPlan(strategy, default, assignments, nodes, missing)
 

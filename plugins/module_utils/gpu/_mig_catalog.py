@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._memo import Memo
+
 
 # Media engines a GPU instance may own, in this order: video decoders, JPEG decoders, optical-flow
 # accelerators (the "Hardware Units" column of NVIDIA's profile tables, docs/reference/specs.md §2.16).
@@ -410,6 +412,7 @@ def _product_key(name: str) -> str:
 
 _BY_PRODUCT: Dict[str, GpuModel] = dict((_product_key(n), m) for m in MODELS for n in m.product_names)
 _BY_KEY_LOWER: Dict[str, GpuModel] = dict((m.key.lower(), m) for m in MODELS)
+_FOUND: Memo[Optional[GpuModel]] = Memo()
 
 
 def normalize_pci_device_id(text: str) -> Optional[str]:
@@ -428,8 +431,14 @@ def find_model(identifier: str, pci_device_id: Optional[str] = None) -> Optional
     """The model for a short key, a product name as nvidia-smi prints it, or a PCI device id.
 
     When both a product name and a PCI device id are known, the PCI id wins (product names vary
-    by board and driver; the id does not). Returns None when nothing matches.
+    by board and driver; the id does not). Returns None when nothing matches. Looked up once per
+    name and id (a fleet names a few models on thousands of GPUs).
     """
+    plain = all(v is None or isinstance(v, str) for v in (identifier, pci_device_id))
+    return _FOUND.get((identifier, pci_device_id) if plain else None, lambda: _find_model(identifier, pci_device_id))
+
+
+def _find_model(identifier: str, pci_device_id: Optional[str]) -> Optional[GpuModel]:
     if pci_device_id:
         pci = normalize_pci_device_id(pci_device_id)
         if pci and pci in _BY_PCI_ID:

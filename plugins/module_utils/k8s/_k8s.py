@@ -89,6 +89,14 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._resources im
 FIELD_MANAGER = "gpufleet.sharing"
 
 RETRY_STATUSES = frozenset([500, 502, 503, 504])
+# Items per page of every list (the ``limit`` query parameter; the ``continue`` token is followed), so a
+# list of N objects costs ceil(N / LIST_PAGE_SIZE) requests: 10 for 5,000 nodes. 500 is the page of
+# the Kubernetes docs' chunking example and kubectl's --chunk-size default ("API Concepts", "Retrieving
+# large results sets in chunks", kubernetes.io/docs/reference/using-api/api-concepts/): the pages of
+# one list are one consistent snapshot, so a larger page saves only round trips and makes each
+# response larger for the API server to build (a node carries its labels, conditions and up to 50
+# images: kubelet --node-status-max-images). Measured: docs/benchmarks.md, "Fleet scale at 5,000 nodes".
+LIST_PAGE_SIZE = 500
 IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
@@ -219,8 +227,11 @@ class K8sClient:
     def __init__(self, dynamic_client: Any, request_timeout: float = 30.0, retries: int = 5,
                  conflict_retries: int = 5, backoff_base: float = 0.25,
                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
-                 dry_run: bool = False) -> None:
+                 dry_run: bool = False, page_size: int = LIST_PAGE_SIZE) -> None:
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            raise ValueError("page_size must be a positive integer, got %r" % (page_size,))
         self._dynamic = dynamic_client
+        self.page_size = page_size
         self.dry_run = bool(dry_run)
         self.dry_run_namespaces: Set[str] = set()
         self.request_timeout = request_timeout
@@ -329,13 +340,13 @@ class K8sClient:
             raise
 
     def list(self, kind: KindRef, namespace: Optional[str] = None, label_selector: Optional[str] = None,
-             field_selector: Optional[str] = None, page_size: int = 500) -> List[Dict[str, Any]]:
-        """All items (pages followed). namespace=None lists across namespaces."""
+             field_selector: Optional[str] = None) -> List[Dict[str, Any]]:
+        """All items, in pages of ``page_size`` (ceil(N / page_size) requests). namespace=None lists across namespaces."""
         rtype = resource_type_of(kind)
         items: List[Dict[str, Any]] = []
         token: Optional[str] = None
         while True:
-            query: List[Tuple[str, Any]] = [("limit", page_size)]
+            query: List[Tuple[str, Any]] = [("limit", self.page_size)]
             if label_selector:
                 query.append(("labelSelector", label_selector))
             if field_selector:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._errors import ProblemsError
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._memo import Memo, frozen
 from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import MODELS, GpuModel
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_planner import LayoutError, plan_layout
 
@@ -511,6 +512,7 @@ def merged_configs(extra: Optional[Mapping[str, Any]] = None, models: Optional[S
 # The default configs parsed once per process: they depend on the catalog only (a constant), and
 # planning a fleet would otherwise parse all of them again for every host.
 _PARSED_DEFAULTS: Dict[str, MigPartedConfig] = {}
+_PARSED_EXTRA: Memo[MigPartedConfig] = Memo()
 
 
 def parse_with_defaults(extra: Optional[Mapping[str, Any]], source: str = "mig_configs") -> MigPartedConfig:
@@ -526,6 +528,12 @@ def parse_with_defaults(extra: Optional[Mapping[str, Any]], source: str = "mig_c
         raise MigPartedError(["%s: must be a mapping of config name to a list of items, got %s" % (source, _kind(extra))])
     if not extra:
         return defaults
+    # once per document: the hosts of a group give the same mig_configs (a document that does not parse
+    # is parsed again for each host, so that each problem names its source)
+    return _PARSED_EXTRA.get(frozen(dict(extra)), lambda: _with_defaults(defaults, extra, source))
+
+
+def _with_defaults(defaults: MigPartedConfig, extra: Mapping[str, Any], source: str) -> MigPartedConfig:
     user = parse_config({"version": CONFIG_VERSION, "mig-configs": dict(extra)}, source)
     own = dict(user.configs)
     merged = [(name, own.pop(name, items)) for name, items in defaults.configs]

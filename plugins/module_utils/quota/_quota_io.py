@@ -30,9 +30,10 @@ SPEC_FIELDS = {"ResourceFlavor": ("nodeLabels", "nodeTaints", "tolerations"),
 QUANTITY_FIELDS = ("nominalQuota", "borrowingLimit", "lendingLimit")
 
 
-def planned_nodes(mod: Any) -> Tuple[List[Dict[str, Any]], Dict[str, List[PlannedDevice]]]:
+def planned_nodes(mod: Any) -> Tuple[List[Dict[str, Any]], Dict[str, List[PlannedDevice]], List[Dict[str, Any]]]:
     """Per node in the plan: what it will advertise, its labels (the plan's over the live ones), its taints;
-    a DRA node (option ``dra_nodes``) offers its planned devices instead. Also the DRA nodes' devices."""
+    a DRA node (option ``dra_nodes``) offers its planned devices instead. Also the DRA nodes' devices, and
+    the node list as read (what ``advertised_nodes`` judges when nothing was written since)."""
     read, fleet = planned_fleet(mod)
     dra = mod.params["dra_nodes"]
     devices, problems = plan_devices(fleet, read.plans, dra) if dra else ({}, [])
@@ -48,11 +49,12 @@ def planned_nodes(mod: Any) -> Tuple[List[Dict[str, Any]], Dict[str, List[Planne
             resources = capacity[name] if name in capacity else dict(node.expected.resources)
             result.append({"node": name, "resources": resources, "labels": labels,
                            "taints": (live[name].get("spec") or {}).get("taints") or []})
-    return result, devices
+    return result, devices, read.nodes
 
 
-def advertised_nodes(mod: Any) -> List[Dict[str, Any]]:
-    """The nodes as they are now: allocatable (a DRA node: its ResourceSlices' devices), labels, taints."""
+def advertised_nodes(mod: Any, nodes: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The nodes as listed (``nodes``: the plan's own read when nothing was written since; a no-op lists
+    them once): allocatable (a DRA node: its ResourceSlices' devices), labels, taints."""
     dra = set(mod.params["dra_nodes"])
     slices = mod.k8s.list("ResourceSlice") if dra else []
     return [{"node": n["metadata"]["name"], "labels": n["metadata"].get("labels") or {},
@@ -60,7 +62,7 @@ def advertised_nodes(mod: Any) -> List[Dict[str, Any]]:
              "resources": slice_resources(slices, n["metadata"]["name"]) if n["metadata"]["name"] in dra else
              {r: int(v) for r, v in ((n.get("status") or {}).get("allocatable") or {}).items()
               if r.startswith("nvidia.com/") and str(v).isdigit()}}
-            for n in mod.k8s.list("Node")]
+            for n in nodes]
 
 
 def read_owned(mod: Any) -> Dict[str, Dict[Tuple[str, str], Dict[str, Any]]]:

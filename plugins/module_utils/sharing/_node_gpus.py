@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._memo import Memo, frozen
 from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._component_versions import DevicePlugin, MIG_SUFFIX_RESOURCES
 from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import CatalogError, find_model, resolve_model
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_planner import LayoutError, plan_layout
@@ -83,14 +84,36 @@ class NodeGpus:
         }
 
 
+# Per catalog model, and per model and MIG layout: the same for every host (planned once per fleet).
+_MODEL_RESOURCES: Memo[FrozenSet[str]] = Memo()
+_LAYOUT_RESOURCES: Memo[Tuple[Optional[Dict[str, int]], str]] = Memo()
+
+
 def _model_mig_resources(model: Any) -> FrozenSet[str]:
     """Every mixed-strategy resource a catalog model can have (its GI profiles with C == G)."""
-    names = set()
-    for profile in getattr(model, "profiles", ()) or ():
-        pname = getattr(profile, "name", profile)
-        if isinstance(pname, str):
-            names.add(mig_resource_name(pname))
-    return frozenset(names)
+    def compute() -> FrozenSet[str]:
+        names = set()
+        for profile in getattr(model, "profiles", ()) or ():
+            pname = getattr(profile, "name", profile)
+            if isinstance(pname, str):
+                names.add(mig_resource_name(pname))
+        return frozenset(names)
+    key = getattr(model, "key", None)
+    return _MODEL_RESOURCES.get(key if isinstance(key, str) else None, compute)
+
+
+def _layout_resources(model: Any, layout: Dict[str, Any]) -> Tuple[Optional[Dict[str, int]], str]:
+    """(mixed-strategy resources, "") of a valid layout, (None, why) of an invalid one; planned once per
+    model and layout (the placement search is the costliest step of a host's plan)."""
+    def compute() -> Tuple[Optional[Dict[str, int]], str]:
+        try:
+            return plan_layout(model, layout).resources("mixed"), ""
+        except LayoutError as exc:
+            return None, "; ".join(getattr(exc, "problems", None) or [str(exc)])
+    plain = all(type(k) is str and type(v) is int for k, v in layout.items())  # pylint: disable=unidiomatic-typecheck
+    shape = tuple(sorted(layout.items())) if plain else frozen(layout)  # the usual {profile: count}: a cheap key
+    key = getattr(model, "key", None)
+    return _LAYOUT_RESOURCES.get((key, shape) if shape is not None and isinstance(key, str) else None, compute)
 
 
 def _mig_resources(model: Any, model_name: Any, layout: Mapping[str, int], where: str,
@@ -99,12 +122,11 @@ def _mig_resources(model: Any, model_name: Any, layout: Mapping[str, int], where
     if model is None:
         problems.append("%s: a MIG layout needs the GPU model" % where)
         return None
-    try:
-        return plan_layout(model, dict(layout)).resources("mixed")
-    except LayoutError as exc:
-        detail = "; ".join(getattr(exc, "problems", None) or [str(exc)])
+    resources, detail = _layout_resources(model, dict(layout))
+    if resources is None:
         problems.append("%s: MIG layout %s is invalid for %s: %s" % (where, dict(layout), model_name, detail))
         return None
+    return dict(resources)
 
 
 def node_gpus_from_plan(gpus: Sequence[Mapping[str, Any]], where: str = "node") -> NodeGpus:
