@@ -1,6 +1,6 @@
 """Benchmark: the cost of a real change - a MIG layout change rolled over N lab hosts (issue 26 #2).
 
-Usage: .venv/bin/python tests/bench/bench_mig_change.py [--sizes 5 50] [--json FILE]
+Usage: .venv/bin/python tests/bench/bench_mig_change.py [--sizes 5 50] [--json FILE] [--keep]
 
 For each fleet size N: a lab (virtual cluster + N SSH hosts with one A100-40GB each, in the lab
 inventory's a100_inference group, so its MIG selection, sharing config and serial batches
@@ -10,9 +10,10 @@ operands restored and restarted, the node verified (it advertises the plan, veri
 uncordoned, batch by batch. From the job events, per host and per step: the seconds each step's
 task took on that host (ansible-runner's ``duration``); per step the median and maximum over the
 hosts; per batch its wall time. A ping over the same hosts (after an untimed one) is the baseline
-of the run (the machine may be shared: compare ratios). The lab's floor for a step (what the
-simulated tools and the API server need) is given where the lab's timings set it
-(``gpulab.cluster.manager.Settings``). No timed assertions.
+of the run (the machine may be shared: compare ratios). After the change, the lab's floor for
+each step (what the simulated tools and the API server need for it, measured alone on one node:
+``step_floor.py``) is the "floor" column. Lab hosts on GPUFLEET_TEST_LAB_ADDRESS (default
+127.0.23.2); ``--keep`` keeps the job artifacts. No timed assertions.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ DEPLOY = ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm")
 OPERAND_APPS = ("nvidia-device-plugin-daemonset", "gpu-feature-discovery", "nvidia-dcgm-exporter", "nvidia-dcgm")
 RESTARTED_APPS = ("nvidia-device-plugin-daemonset", "gpu-feature-discovery")
 POLL = 0.02
+RESOURCE = "nvidia.com/mig-1g.5gb"
 
 
 class Lab:
@@ -53,6 +54,7 @@ class Lab:
         self.turn = 0
         self.previous: Dict[str, Any] = {}
         self.running: List[str] = []
+        self.before = ""
 
     @staticmethod
     def _configuration(kubeconfig: str) -> Any:
@@ -114,7 +116,11 @@ class Lab:
         self.node_patch({"metadata": {"labels": {"nvidia.com/gpu.deploy.%s" % k: PAUSED for k in DEPLOY}}})
         self.until(lambda: not self.pods(OPERAND_APPS))
 
+    def advertised(self) -> str:
+        return (self.core.read_node(self.node).status.allocatable or {}).get(RESOURCE, "0")
+
     def apply(self) -> None:
+        self.before = self.advertised()
         self.turn += 1
         layout = self.layouts[self.turn % len(self.layouts)]
         self.host("nvidia-mig-parted apply -f /dev/stdin -c %s" % layout, yaml.safe_dump(self.mig_configs))
@@ -133,6 +139,9 @@ class Lab:
         self.until(lambda: self.all_ready(RESTARTED_APPS, old))
 
     def verification_pod(self) -> None:
+        """The node advertises the new layout (the two layouts differ in their 1g.5gb count), then a
+        pod asking for one runs there to its end."""
+        self.until(lambda: self.advertised() != self.before)
         name = "floor-%d" % self.turn
         self.core.create_namespaced_pod("default", {
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
@@ -140,7 +149,7 @@ class Lab:
                      "tolerations": [{"operator": "Exists"}],
                      "containers": [{"name": "verify", "image": "nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04",
                                      "command": ["nvidia-smi", "-L"],
-                                     "resources": {"limits": {"nvidia.com/mig-1g.5gb": 1}}}]}})
+                                     "resources": {"limits": {RESOURCE: "1"}}}]}})
         self.until(lambda: self.core.read_namespaced_pod(name, "default").status.phase in ("Succeeded", "Failed"))
         self.core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
 
