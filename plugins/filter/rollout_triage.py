@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import node_name
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._read_plan import read_plan
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_read_plan import Prepared
-from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import UNPLANNED, steps, triage, with_backend
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import UNPLANNED, restart_selectors, steps, triage, with_backend
 
 DOCUMENTATION = r"""
 name: rollout_triage
@@ -37,6 +37,10 @@ description:
     moves between backends (a DRA node has no V(verify), its ResourceSlices prove it), V(verify), V(uncordon); V(files) for
     V(files_only); V(refuse) for a failed plan; none for a settled host), given C(cluster), C(pause) and
     C(verify) (booleans, default true).
+  - The filter C(rollout_restart_selectors) in the same file turns the registered answer of
+    M(gpufleet.sharing.gpu_operands) with O(gpufleet.sharing.gpu_operands#module:state=restored) into the
+    pod selectors of the restart step, V(app=nvidia-device-plugin-daemonset) and V(app=gpu-feature-discovery)
+    less those the restore waited for (paused during the apply, their pods started after it).
   - Given O(previous), the hosts it left V(unplanned) are sorted from their registered C(mig_run)
     (M(gpufleet.sharing.mig_config) run on the host in check mode).
 extends_documentation_fragment:
@@ -101,6 +105,11 @@ def rollout_steps(entry: Mapping[str, Any], cluster: bool = True, pause: bool = 
     return steps(entry or {}, bool(cluster), bool(pause), bool(verify))
 
 
+def rollout_restart_selectors(restored: Optional[Mapping[str, Any]]) -> List[str]:
+    return restart_selectors(list((restored or {}).get("waited_for") or []))
+
+
 class FilterModule:
     def filters(self) -> Dict[str, Any]:
-        return {"rollout_triage": rollout_triage, "rollout_steps": rollout_steps}
+        return {"rollout_triage": rollout_triage, "rollout_steps": rollout_steps,
+                "rollout_restart_selectors": rollout_restart_selectors}

@@ -84,7 +84,7 @@ options:
     type: int
     default: 300
   poll_interval:
-    description: Seconds between two checks.
+    description: Seconds between two checks (the longest pause; the first checks of a wait come sooner, after 0.25 s, 0.5 s, 1 s and so on).
     type: float
     default: 2
 """

@@ -276,7 +276,7 @@ options:
     type: int
     default: 900
   wait_interval:
-    description: Seconds between two readiness checks.
+    description: Seconds between two readiness checks (the longest pause; the first checks of a wait come sooner, after 0.25 s, 0.5 s, 1 s and so on).
     type: float
     default: 5
   helm_binary:

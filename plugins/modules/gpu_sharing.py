@@ -179,7 +179,9 @@ options:
     type: int
     default: 300
   wait_interval:
-    description: Seconds between two polls (one node list per poll).
+    description: >-
+      Seconds between two polls (one node list per poll) (the longest pause; the first checks of a wait come sooner,
+      after 0.25 s, 0.5 s, 1 s and so on).
     type: float
     default: 2.0
 notes:

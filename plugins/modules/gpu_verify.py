@@ -158,7 +158,9 @@ options:
     type: int
     default: 120
   poll_interval:
-    description: Seconds between two polls of the pods (one list call per poll); more than V(0).
+    description: >-
+      Seconds between two polls of the pods (one list call per poll) (the longest pause; the first checks of a wait come sooner,
+      after 0.25 s, 0.5 s, 1 s and so on); more than V(0).
     type: float
     default: 2.0
   wait_timeout:
@@ -169,7 +171,7 @@ options:
     type: int
     default: 0
   wait_interval:
-    description: Seconds between two polls of O(wait_timeout).
+    description: Seconds between two polls of O(wait_timeout) (the longest pause; the first checks of a wait come sooner, after 0.25 s, 0.5 s, 1 s and so on).
     type: float
     default: 2.0
   parallel:

@@ -79,6 +79,18 @@ def steps(entry: Mapping[str, Any], cluster: bool, pause: bool, verify: bool) ->
     return [step for step in CLUSTER_STEPS if step not in skipped]
 
 
+# The restart step: the pods that must start again to see the node's new MIG devices (by app label).
+RESTART_APPS = ("nvidia-device-plugin-daemonset", "gpu-feature-discovery")
+
+
+def restart_selectors(recreated: Sequence[str]) -> List[str]:
+    """The restart step's pod selectors: the device plugin and GPU Feature Discovery, except those in
+    ``recreated``, the apps whose pods the restore waited for (gpu_operands ``waited_for``): their
+    operand was paused, so their pods were gone during the apply and the ones running now started
+    after it, on the new devices. Deleting them again would only wait for the same start twice."""
+    return ["app=%s" % app for app in RESTART_APPS if app not in recreated]
+
+
 # What the failure handling of a node's batch could do to the node (issue 21, items 12 and 13).
 MARK_ANNOTATED = "annotated"  # cordoned, annotated "failed: <reason>"
 MARK_DELETED = "deleted"      # the Node object is gone: nothing to cordon or annotate

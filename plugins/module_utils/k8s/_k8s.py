@@ -198,6 +198,19 @@ def build_configuration(kubeconfig=None, context=None, host=None, api_key=None, 
     return configuration
 
 
+# The first pause of a wait (seconds); each next one doubles, up to the wait's interval.
+FIRST_POLL_DELAY = 0.25
+
+
+def poll_delay(polls: int, interval: float) -> float:
+    """Seconds before poll number ``polls + 1`` of a wait: 0.25, 0.5, 1, 2 ... capped at ``interval``.
+
+    Most waits of a change (a pod going, a label seen) end within a second or two; with a fixed
+    2 s interval each paid a second on average for nothing. A long wait still polls every
+    ``interval`` after a few polls (at most three more requests than before)."""
+    return min(interval, FIRST_POLL_DELAY * 2 ** min(max(0, polls - 1), 16))
+
+
 def client_from_module(module: Any, dry_run: bool = False, **client_options: Any) -> K8sClient:
     """K8sClient from the K8S_AUTH_ARGSPEC parameters of an AnsibleModule; fails the module cleanly.
 
@@ -583,12 +596,16 @@ class K8sClient:
                  progress: Optional[Callable[[str, float, Any], None]] = None) -> Any:
         """Poll ``probe() -> (done, detail)`` until done; returns the final detail.
 
+        ``interval`` is the longest pause between two polls; the first pauses are shorter
+        (``poll_delay``), so that a wait that ends soon is not held for a whole interval.
         ``progress(what, elapsed_seconds, detail)`` is called after every poll that is not done.
         The probe may raise (e.g. K8sError for a terminal failure) to stop waiting. Raises
         K8sTimeout (with the last detail) when ``timeout`` seconds pass."""
         start = self._clock()
+        polls = 0
         while True:
             done, detail = probe()
+            polls += 1
             elapsed = self._clock() - start
             if done:
                 return detail
@@ -596,4 +613,4 @@ class K8sClient:
                 progress(what, elapsed, detail)
             if elapsed >= timeout:
                 raise K8sTimeout(what, elapsed, detail)
-            self._sleep(max(0.0, min(interval, timeout - elapsed)))
+            self._sleep(max(0.0, min(poll_delay(polls, interval), timeout - elapsed)))

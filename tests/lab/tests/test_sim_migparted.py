@@ -316,3 +316,21 @@ def test_debug_flag_logs_to_stderr(node, config_file):
     rc, out, err = migparted.run(["-d", "apply", "-f", config_file, "-c", "all-1g.5gb"], node, env={})
     assert rc == 0 and out == "MIG configuration applied successfully\n"
     assert "DEBU[0000] Parsing config file..." in err
+
+
+def test_a_layout_change_between_two_mig_enabled_layouts_needs_no_mode_change_nor_reset(node):
+    """issue 26 (2): inference-mixed -> all-1g.5gb on an A100 (the bench's change) leaves the mode
+    alone, as nvidia-mig-parted v0.15.0 does: cmd/nvidia-mig-parted/apply/apply.go applies the mode
+    only when AssertMigMode fails, and cmd/nvidia-mig-parted/assert/mode.go compares the current
+    mode only; a reset follows only a mode change left pending (apply/mode.go). So no reset, no
+    reboot, even with the operator's client pods still holding the GPU (docs/reference/specs.md §7.6)."""
+    assert migparted.apply_config(node, CONFIG, "all-balanced")[0]
+    with gpustate.locked(node) as state:
+        state.gpu_client_pods = ["gpu-operator/nvidia-dcgm-exporter-x"]  # resets are refused from here on
+        seen = len(state.events)
+    ok, text = migparted.apply_config(node, CONFIG, "all-1g.5gb")
+    assert ok, text
+    state = gpustate.load(node)
+    assert [e["action"] for e in state.events[seen:] if e["action"] in ("mig-mode", "gpu-reset")] == []
+    assert all(gpu.mig_current and gpu.mig_pending and len(gpu.gpu_instances) == 7 for gpu in state.gpus)
+    assert state.reboots == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from ansible_collections.gpufleet.sharing.plugins.filter.rollout_triage import DOCUMENTATION, rollout_triage
+from ansible_collections.gpufleet.sharing.plugins.filter.rollout_triage import DOCUMENTATION, rollout_restart_selectors, rollout_triage
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._read_plan import read_plan
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_read_plan import plan_from_read
 
@@ -93,3 +93,10 @@ def test_a_node_moving_between_backends_is_not_settled():
     moved = rollout_triage(hostvars, ["a"], {}, use_read=False, previous=unplanned, moves=["a"])["a"]
     assert settled["backend"] == "dra" and not settled["move"] and settled["outcome"] == "unchanged"
     assert moved["move"] and moved["outcome"] == "mig_change" and moved["gpus"] == []
+
+
+def test_restart_selectors_filter():
+    """issue 26 (2): the filter reads gpu_operands' restored answer (its waited_for), or nothing."""
+    assert rollout_restart_selectors({"waited_for": ["nvidia-device-plugin-daemonset"]}) == ["app=gpu-feature-discovery"]
+    assert rollout_restart_selectors(None) == ["app=nvidia-device-plugin-daemonset", "app=gpu-feature-discovery"]
+    assert rollout_restart_selectors({"skipped": True}) == ["app=nvidia-device-plugin-daemonset", "app=gpu-feature-discovery"]

@@ -363,7 +363,39 @@ def test_wait_for_progress_and_success():
     seen = []
     assert client.wait_for("mig", lambda: next(states), timeout=60, interval=5,
                            progress=lambda what, elapsed, detail: seen.append((what, elapsed, detail))) == "success"
-    assert seen == [("mig", 0.0, "pending"), ("mig", 5.0, "pending")]
+    assert seen == [("mig", 0.0, "pending"), ("mig", 0.25, "pending")]
+
+
+def test_wait_for_polls_soon_then_every_interval():
+    """issue 26 (2): a wait that ends within a second no longer waits a whole interval: the polls
+    come 0.25 s, 0.5 s, 1 s ... apart, never more than ``interval``."""
+    clock = FakeClock()
+    client = K8sClient(FakeDynamic([]), sleep=clock.sleep, clock=clock)
+    polls = []
+
+    def probe():
+        polls.append(clock.now)
+        return len(polls) == 7, None
+    client.wait_for("pods", probe, timeout=60, interval=2)
+    assert polls == [0.0, 0.25, 0.75, 1.75, 3.75, 5.75, 7.75]
+
+
+def test_wait_for_short_interval_is_kept():
+    clock = FakeClock()
+    client = K8sClient(FakeDynamic([]), sleep=clock.sleep, clock=clock)
+    polls = []
+
+    def probe():
+        polls.append(clock.now)
+        return len(polls) == 4, None
+    client.wait_for("pods", probe, timeout=60, interval=0.1)
+    assert polls == pytest.approx([0.0, 0.1, 0.2, 0.3])
+
+
+@pytest.mark.parametrize("polls, interval, delay", [(1, 2.0, 0.25), (2, 2.0, 0.5), (3, 2.0, 1.0), (4, 2.0, 2.0),
+                                                   (9, 2.0, 2.0), (1, 0.1, 0.1), (3, 5.0, 1.0), (6, 5.0, 5.0)])
+def test_poll_delay(polls, interval, delay):
+    assert _k8s.poll_delay(polls, interval) == delay
 
 
 def test_wait_for_timeout_carries_last_detail():

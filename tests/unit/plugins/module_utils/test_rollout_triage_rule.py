@@ -5,7 +5,8 @@ from __future__ import annotations
 import itertools
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import (
-    MARK_ANNOTATED, MARK_DELETED, MARK_REFUSED, failure_message, steps, summary_rows, to_annotate_again, triage, with_backend)
+    MARK_ANNOTATED, MARK_DELETED, MARK_REFUSED, failure_message, restart_selectors, steps, summary_rows, to_annotate_again, triage,
+    with_backend)
 
 
 def old_rule(plan, annotated):
@@ -129,3 +130,14 @@ def test_a_dra_node_is_proven_by_its_slices_not_the_device_plugin_verify():
     assert steps(dra, cluster=False, pause=True, verify=True) == ["apply"]
     plain = {"outcome": "mig_change", "backend": "device-plugin", "move": False}
     assert "backend" not in steps(plain, cluster=True, pause=True, verify=True)
+
+
+def test_restart_selectors_skip_what_the_restore_brought_back():
+    """issue 26 (2): the device plugin and GFD pods the restore started after the apply (their
+    operand was paused, so their pods were gone while the layout changed) see the new devices: the
+    restart step does not delete them again. What the restore did not bring back is restarted."""
+    both = ["app=nvidia-device-plugin-daemonset", "app=gpu-feature-discovery"]
+    assert restart_selectors([]) == both
+    assert restart_selectors(["nvidia-dcgm-exporter", "nvidia-dcgm"]) == both
+    assert restart_selectors(["nvidia-device-plugin-daemonset", "nvidia-dcgm"]) == ["app=gpu-feature-discovery"]
+    assert restart_selectors(["nvidia-device-plugin-daemonset", "gpu-feature-discovery", "nvidia-dcgm-exporter"]) == []
