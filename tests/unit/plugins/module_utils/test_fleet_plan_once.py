@@ -9,7 +9,7 @@ import copy
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet import _fleet_plan
 from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu import _mig_catalog
-from ansible_collections.gpufleet.sharing.plugins.module_utils.mig import _mig_parted, _mig_planner
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig import _mig_parted
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing import _node_gpus
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import parse_configs
 

@@ -392,8 +392,8 @@ def test_wait_for_short_interval_is_kept():
     assert polls == pytest.approx([0.0, 0.1, 0.2, 0.3])
 
 
-@pytest.mark.parametrize("polls, interval, delay", [(1, 2.0, 0.25), (2, 2.0, 0.5), (3, 2.0, 1.0), (4, 2.0, 2.0),
-                                                   (9, 2.0, 2.0), (1, 0.1, 0.1), (3, 5.0, 1.0), (6, 5.0, 5.0)])
+@pytest.mark.parametrize("polls, interval, delay", [
+    (1, 2.0, 0.25), (2, 2.0, 0.5), (3, 2.0, 1.0), (4, 2.0, 2.0), (9, 2.0, 2.0), (1, 0.1, 0.1), (3, 5.0, 1.0), (6, 5.0, 5.0)])
 def test_poll_delay(polls, interval, delay):
     assert _k8s.poll_delay(polls, interval) == delay
 

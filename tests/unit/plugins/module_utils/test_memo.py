@@ -34,7 +34,7 @@ def test_a_result_is_computed_once_per_key_and_errors_are_not_kept():
         return run
     assert memo.get("k1", compute("a")) == "A" and memo.get("k1", compute("other")) == "A" and calls == ["a"]
     assert memo.get(None, compute("b")) == "B" and memo.get(None, compute("b")) == "B" and calls == ["a", "b", "b"]
-    for _ in range(2):
+    for _attempt in range(2):
         with pytest.raises(ValueError):
             memo.get("k2", compute("bad"))
     assert calls == ["a", "b", "b", "bad", "bad"]
