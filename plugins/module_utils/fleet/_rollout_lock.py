@@ -69,10 +69,10 @@ def decide(lease: Optional[Dict[str, Any]], state: str, holder: str, duration: i
         if not ours:
             return LeaseDecision("none", "not ours: held by %s" % held_by(lease), None)
         return LeaseDecision("delete", "released", None)
+    if state == "checked":
+        return _check(decide(lease, "acquired", holder, duration, now))
     if ours:
         return LeaseDecision("update", "renewed", _new_spec(holder, duration, now, transitions, spec.get("acquireTime")))
-    if state == "checked":
-        return _check(lease, current, now)
     if state == "renewed":
         return LeaseDecision("refuse", "not held by %s: %s" % (
             holder, "held by " + held_by(lease) if lease is not None and current else "nobody holds it"), None)
@@ -85,14 +85,13 @@ def decide(lease: Optional[Dict[str, Any]], state: str, holder: str, duration: i
     return LeaseDecision("update", taken, _new_spec(holder, duration, now, transitions + (1 if current else 0)))
 
 
-def _check(lease: Optional[Dict[str, Any]], current: Optional[str], now: float) -> LeaseDecision:
-    """A take's decision without its write: refused as a take would be, else free or expired."""
-    if lease is None or not current:
-        return LeaseDecision("none", FREE, None)
-    expiry = _expiry(lease.get("spec") or {})
-    if expiry is not None and expiry > now:
-        return LeaseDecision("refuse", "held by " + held_by(lease), None)
-    return LeaseDecision("none", "expired (the lease of %s had expired)" % held_by(lease), None)
+def _check(take: LeaseDecision) -> LeaseDecision:
+    """The take's decision without its write: refused as the take is, else free or expired (never a write)."""
+    if take.action == "refuse":
+        return take
+    if take.message.startswith("acquired ("):
+        return LeaseDecision("none", "expired" + take.message[len("acquired"):], None)
+    return LeaseDecision("none", FREE, None)
 
 
 def taken_as_checked(checked: str, taken: str) -> bool:

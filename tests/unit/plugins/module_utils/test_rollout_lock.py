@@ -90,3 +90,9 @@ def test_a_take_after_a_check_agrees_with_it_or_the_lock_changed_hands():
     assert taken_as_checked(decide(None, "checked", ME, 600, T0).message, decide(None, "acquired", ME, 600, T0).message)
     assert not taken_as_checked("free", take.message)  # someone held it in between, then it expired
     assert not taken_as_checked(check.message, "acquired")  # the expired Lease went away in between
+
+
+def test_check_is_the_take_without_its_write_even_for_its_own_holder():
+    """The check is derived from the take's decision, so the two cannot disagree; it never writes."""
+    ours = decide(_lease(ME, T0 - 100, T0 - 50), "checked", ME, 600, T0)
+    assert ours.action == "none" and ours.spec is None
