@@ -128,7 +128,7 @@ def run(mod: ClusterModule) -> None:
     if problems:
         mod.fail("the claim templates cannot be applied, nothing was written: %s" % "; ".join(problems), problems=problems)
     owned = read_owned(mod)
-    refused = refusals(mod, classes + templates)
+    refused = refusals(mod, classes + templates, owned)
     if refused:
         mod.fail("refused, nothing was written: %s" % "; ".join(refused), problems=refused)
     apply_all(mod, owned, classes + templates)

@@ -186,7 +186,7 @@ def run(mod: ClusterModule) -> None:
         flavors += [o for (_ns, name), o in sorted(owned_objs["ResourceFlavor"].items()) if name not in planned_names]
     queues = [cluster_queue(t, plan.quotas[t.name]) for t in teams]
     locals_ = [local_queue(t, ns) for t in teams for ns in t.namespaces]
-    refused = refusals(mod, flavors + queues + locals_)
+    refused = refusals(mod, flavors + queues + locals_, owned_objs)
     if refused:
         mod.fail("refused, nothing was written: %s" % "; ".join(refused), problems=refused)
     apply_all(mod, owned_objs, flavors, queues, locals_, prune=p["state"] == "present")

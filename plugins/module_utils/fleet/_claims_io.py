@@ -58,9 +58,13 @@ def _what(body: Mapping[str, Any]) -> str:
     return "%s %s%s" % (body["kind"], meta.get("namespace", "") and meta["namespace"] + "/", meta["name"])
 
 
-def refusals(mod: Any, bodies: Sequence[Dict[str, Any]]) -> List[str]:
-    """The planned objects that exist and are not ours; the namespaces that do not exist."""
+def refusals(mod: Any, bodies: Sequence[Dict[str, Any]], owned: Owned) -> List[str]:
+    """The planned objects that exist and are not ours; the namespaces that do not exist.
+
+    An object listed in ``owned`` (this run's read, by our label) is ours and its namespace exists:
+    only the others are read, so a converged run reads none."""
     problems = []
+    bodies = [b for b in bodies if ((b["metadata"].get("namespace") or ""), b["metadata"]["name"]) not in owned[b["kind"]]]
     missing = sorted({b["metadata"]["namespace"] for b in bodies if b["metadata"].get("namespace")
                       and mod.k8s.get("Namespace", b["metadata"]["namespace"]) is None})
     problems += ["namespace %s does not exist (create it first; the claim templates go there)" % ns for ns in missing]

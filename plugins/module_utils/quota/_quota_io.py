@@ -90,11 +90,17 @@ def _canonical(spec: Mapping[str, Any], kind: str) -> Dict[str, Any]:
     return picked
 
 
-def refusals(mod: Any, bodies: Sequence[Dict[str, Any]]) -> List[str]:
-    """The planned objects that exist and are not ours; the teams' namespaces that do not exist."""
+def refusals(mod: Any, bodies: Sequence[Dict[str, Any]],
+             owned_objs: Mapping[str, Mapping[Tuple[str, str], Any]]) -> List[str]:
+    """The planned objects that exist and are not ours; the teams' namespaces that do not exist.
+
+    An object listed among ``owned_objs`` (this run's read, by our label) is ours and its namespace
+    exists: only the others are read, so a converged run reads none."""
     problems = []
     for body in bodies:
         meta = body["metadata"]
+        if (meta.get("namespace") or "", meta["name"]) in owned_objs[body["kind"]]:
+            continue
         if body["kind"] == "LocalQueue" and mod.k8s.get("Namespace", meta["namespace"]) is None:
             problems.append("team %s: namespace %s does not exist (create it first; the team's LocalQueue goes there)"
                             % (meta["name"], meta["namespace"]))

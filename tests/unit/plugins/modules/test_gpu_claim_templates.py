@@ -99,3 +99,16 @@ def test_templates_the_plan_no_longer_names_are_deleted_only_when_ours(monkeypat
     assert fake.obj("DeviceClass", "gpu-nvidia-h100-80gb-hbm3.gpufleet.sharing") is not None  # still a planned kind
     assert fake.obj("ResourceClaimTemplate", "theirs", "vision") is not None
     assert fake.obj("ResourceClaimTemplate", "mig-1g-10gb", "vision") is not None
+
+
+def test_a_converged_run_does_not_read_its_own_objects_again(monkeypatch):
+    """Issue 26: the owned objects were listed by their label; each (and its namespace) was read again."""
+    fake = cluster()
+    first, failed = run(module, args(), fake, monkeypatch)
+    assert not failed and first["changed"], first
+    gets = []
+    original = fake.get
+    monkeypatch.setattr(fake, "get", lambda kind, name, namespace=None: gets.append((kind, name)) or original(kind, name, namespace))
+    again, failed = run(module, args(), fake, monkeypatch)
+    assert not failed and not again["changed"], again
+    assert gets == []
