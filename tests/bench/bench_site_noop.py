@@ -1,6 +1,7 @@
 """Benchmark: a no-op playbooks/site.yml over a lab fleet against an ansible.builtin.ping play.
 
 Usage: .venv/bin/python tests/bench/bench_site_noop.py [--sizes 5 50 200] [--config ansible.cfg] [--json FILE]
+                                                     [--repeats N] [--compare CHECKOUT]
 
 For each fleet size N (a lab with the virtual cluster and N SSH GPU hosts):
   1. converge once with site.yml (timed, reported, not part of the ratio);
@@ -11,6 +12,10 @@ and report the no-op run as a ratio to the ping baseline and as seconds per host
 scaling over N (should stay flat per host) is visible, with what one more host costs between two
 sizes (no-op and ping). Both runs use the same inventory, forks and
 SSH settings (ControlPersist, pipelining). No timed assertions: it prints a table and JSON.
+With --repeats N, the ping and the no-op are timed N times, interleaved, and the medians compared. With
+--compare CHECKOUT (another checkout of this repository with its own .build, e.g. a `git worktree` of
+an earlier commit), that checkout's no-op site.yml is timed on the same lab in the same rounds,
+interleaved with this one's, so that a before/after is measured under the same load.
 With --config, both runs use that ansible.cfg (ANSIBLE_CONFIG; e.g. docs/examples/ansible.cfg) instead of
 the bench's own forks=10.
 
@@ -74,7 +79,35 @@ def timed(argv, env):
     return time.perf_counter() - start, proc
 
 
-def measure(size, helm, workdir, config=None):
+def site_argv(repo, lab_dir, helm):
+    """site.yml of a checkout (its playbooks, lab inventory and .build) against the lab."""
+    return [os.path.join(BIN, 'ansible-playbook'),
+            '-i', os.path.join(lab_dir, 'inventory.yml'), '-i', os.path.join(repo, 'inventories', 'lab'),
+            '-e', 'gpufleet_kubeconfig=%s' % os.path.join(lab_dir, 'kubeconfig'),
+            '-e', 'gpu_operator_chart_ref=%s' % os.path.join(LAB, 'charts', 'gpu-operator-standin'),
+            '-e', 'gpu_operator_helm_binary=%s' % helm,
+            '-e', 'gpufleet_report_dir=%s' % os.path.join(lab_dir, 'reports'),
+            os.path.join(repo, 'playbooks', 'site.yml')]
+
+
+def timed_noop(argv, env, what):
+    """Seconds of a no-op run; a failure or a change is an error naming the hosts."""
+    seconds, proc = timed(argv, env)
+    if proc.returncode != 0:
+        raise RunFailed(what, proc)
+    changed = {host: counts for host, counts in recap(proc.stdout).items() if counts['changed']}
+    if changed:
+        raise RuntimeError('%s changed things on %s' % (what, sorted(changed)))
+    return seconds
+
+
+def median(values):
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def measure(size, helm, workdir, config=None, repeats=1, compare=None):
     lab_dir = os.path.join(workdir, 'lab-%d' % size)
     env = dict(os.environ, PYTHONPATH=LAB)
     argv = [sys.executable, '-m', 'gpulab', 'up', '--dir', lab_dir, '--cluster']
@@ -91,11 +124,7 @@ def measure(size, helm, workdir, config=None):
             ansible_env.pop('ANSIBLE_FORKS')
             ansible_env['ANSIBLE_CONFIG'] = os.path.abspath(config)
         inventories = ['-i', os.path.join(lab_dir, 'inventory.yml'), '-i', os.path.join(REPO, 'inventories', 'lab')]
-        extra = ['-e', 'gpufleet_kubeconfig=%s' % os.path.join(lab_dir, 'kubeconfig'),
-                 '-e', 'gpu_operator_chart_ref=%s' % os.path.join(LAB, 'charts', 'gpu-operator-standin'),
-                 '-e', 'gpu_operator_helm_binary=%s' % helm,
-                 '-e', 'gpufleet_report_dir=%s' % os.path.join(lab_dir, 'reports')]
-        site = [os.path.join(BIN, 'ansible-playbook')] + inventories + extra + [os.path.join(REPO, 'playbooks', 'site.yml')]
+        site = site_argv(REPO, lab_dir, helm)
         converge, proc = timed(site, ansible_env)
         if proc.returncode != 0:
             raise RunFailed('converge of %d hosts' % size, proc)
@@ -103,18 +132,25 @@ def measure(size, helm, workdir, config=None):
         # Untimed first: the SSH connections (ControlPersist) are open for the timed ping as they are
         # for the no-op run right after it, whatever the converge left.
         timed(ping_argv, ansible_env)
-        ping, proc = timed(ping_argv, ansible_env)
-        if proc.returncode != 0:
-            raise RunFailed('ping of %d hosts' % size, proc)
-        noop, proc = timed(site, ansible_env)
-        changed = sum(host['changed'] for host in recap(proc.stdout).values())
-        if proc.returncode != 0:
-            raise RunFailed('no-op run of %d hosts' % size, proc)
-        if changed:
-            raise RuntimeError('no-op run of %d hosts changed %d things: %s' % (size, changed, sorted(
-                host for host, counts in recap(proc.stdout).items() if counts['changed'])))
-        return {'hosts': size, 'lab_up_s': lab_up, 'converge_s': converge, 'ping_s': ping, 'noop_site_s': noop,
-                'ratio_noop_to_ping': noop / ping, 'noop_s_per_host': noop / size, 'changed_in_noop': changed}
+        compare_env = dict(ansible_env, ANSIBLE_COLLECTIONS_PATH=os.path.join(compare, '.build')) if compare else None
+        pings, noops, compared = [], [], []
+        for _ in range(repeats):
+            ping, proc = timed(ping_argv, ansible_env)
+            if proc.returncode != 0:
+                raise RunFailed('ping of %d hosts' % size, proc)
+            pings.append(ping)
+            noops.append(timed_noop(site, ansible_env, 'no-op run of %d hosts' % size))
+            if compare:
+                compared.append(timed_noop(site_argv(compare, lab_dir, helm), compare_env,
+                                           'no-op run of %d hosts by %s' % (size, compare)))
+        ping, noop = median(pings), median(noops)
+        row = {'hosts': size, 'lab_up_s': lab_up, 'converge_s': converge, 'ping_s': ping, 'noop_site_s': noop,
+               'ratio_noop_to_ping': noop / ping, 'noop_s_per_host': noop / size, 'changed_in_noop': 0,
+               'repeats': repeats, 'ping_runs_s': pings, 'noop_runs_s': noops}
+        if compare:
+            row.update(compare=compare, compare_noop_runs_s=compared, compare_noop_s=median(compared),
+                       compare_ratio_noop_to_ping=median(compared) / ping)
+        return row
     finally:
         subprocess.run([sys.executable, '-m', 'gpulab', 'down', '--dir', lab_dir], env=env, check=False,
                        capture_output=True)
@@ -125,13 +161,16 @@ def main():
     parser.add_argument('--sizes', type=int, nargs='+', default=[5, 50, 200])
     parser.add_argument('--config', help='an ansible.cfg for both runs (e.g. docs/examples/ansible.cfg)')
     parser.add_argument('--json', help='also write the results to this file')
+    parser.add_argument('--repeats', type=int, default=1, help='timed rounds (ping, no-op); medians are compared')
+    parser.add_argument('--compare', help="another checkout (with its .build) whose no-op is timed in the same rounds")
     options = parser.parse_args()
     helm = tools.ensure_helm(os.path.join(REPO, '.cache'))
     workdir = tempfile.mkdtemp(prefix='gpufleet-bench-')
     results = []
     try:
         for size in options.sizes:
-            results.append(measure(size, helm, workdir, options.config))
+            results.append(measure(size, helm, workdir, options.config, options.repeats,
+                                   os.path.abspath(options.compare) if options.compare else None))
             row = results[-1]
             print('measured %d hosts: ping %.1fs, no-op site.yml %.1fs' % (size, row['ping_s'], row['noop_site_s']),
                   flush=True)
@@ -143,6 +182,9 @@ def main():
         print('%6d %10.1f %10.1f %12.1f %12.1f %14.2f %16.2f' % (
             row['hosts'], row['lab_up_s'], row['converge_s'], row['ping_s'], row['noop_site_s'],
             row['ratio_noop_to_ping'], row['noop_s_per_host']))
+        if 'compare' in row:
+            print('%6s %s: no-op %.1fs, %.2fx the ping (this checkout: %.2fx)' % (
+                '', row['compare'], row['compare_noop_s'], row['compare_ratio_noop_to_ping'], row['ratio_noop_to_ping']))
     # Flat per host: what one more host costs (between consecutive sizes), no-op against ping.
     for small, large in zip(results, results[1:]):
         added = large['hosts'] - small['hosts']

@@ -1,0 +1,156 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.sharing contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Cluster modules run in the controller's worker process, when their task runs on the controller.
+
+A cluster module's task almost always runs on the controller (``hosts: localhost`` or
+``delegate_to: localhost``). Run as a module, each task starts a new Python process that imports
+the ``kubernetes`` client (about 0.6 s) after Ansible has built the module's payload (about 0.2 s),
+for requests that take a few hundredths of a second: most of what a run that changes nothing costs
+on the cluster side (docs/benchmarks.md, issue 26).
+
+``ClusterModuleAction`` is the action plugin of every cluster module (``plugins/action/<module>.py``).
+When the task's connection is the controller itself (``local``, no ``become``, no ``async``, the
+controller's own Python), it runs the module's ``main()`` in the worker process Ansible forked for
+the task, with the same arguments, the same ``_ansible_*`` settings, the same argument validation,
+``no_log`` masking, warnings and result decoding as a module process (Ansible's ``AnsibleModule``
+itself, its result taken through the hook ``_record_module_result`` that ansible-core provides for
+in-worker execution, then ``_parse_returned_data`` as for a module's output). The strategy loads the
+action plugin in the main process before it forks the task's workers
+(``ansible/plugins/strategy/linear.py``, ``action_loader.get(..., class_only=True)``), and loading it
+imports the module and the ``kubernetes`` client there: every later worker inherits them.
+
+Everywhere else (a task delegated to another host, ``become``, ``async``, another interpreter, an
+ansible-core without the hook) the module runs as a module, exactly as without this plugin. The
+worker is a forked process of its own for this task only, so the module's process-wide state (its
+arguments, the environment of the task's ``environment:``) ends with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import traceback
+from typing import Any, Dict, Iterator, List, Mapping, Optional
+
+from ansible.module_utils import basic
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+from ansible.vars.clean import remove_internal_keys
+
+try:
+    from ansible.module_utils.common.json import Direction, get_module_encoder
+    HAS_PROFILES = True
+except ImportError:  # ansible-core before 2.19: the module runs as a module
+    HAS_PROFILES = False
+
+# Imported here, so in the main process when the strategy loads the action plugin: the kubernetes
+# client with it, which every worker forked afterwards inherits.
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s import _k8s  # noqa: F401  pylint: disable=unused-import
+
+display = Display()
+
+PROFILE = "legacy"  # the serialization profile of a module without metadata (ansible/executor/module_common.py)
+COLLECTION_MODULES = "ansible_collections.gpufleet.sharing.plugins.modules."
+
+
+def in_process_blockers(connection: str, become: bool, async_val: int, interpreter: Optional[str],
+                        controller_python: str, hook_available: bool) -> List[str]:
+    """Why this task's module cannot run in the worker process (empty: it can)."""
+    reasons = []
+    if connection != "local":
+        reasons.append("the task runs on another host (connection %s)" % connection)
+    if become:
+        reasons.append("become is set")
+    if async_val:
+        reasons.append("async is set")
+    if interpreter and os.path.realpath(interpreter) != os.path.realpath(controller_python):
+        reasons.append("ansible_python_interpreter is %s, not the controller's %s" % (interpreter, controller_python))
+    if not hook_available:
+        reasons.append("this ansible-core has no in-worker module hook")
+    return reasons
+
+
+@contextlib.contextmanager
+def environment(values: Mapping[str, Any]) -> Iterator[None]:
+    """``os.environ`` with the task's ``environment:`` for the block (as a module process gets it)."""
+    saved = dict(os.environ)
+    os.environ.update({str(key): str(value) for key, value in values.items()})
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+class ClusterModuleAction(ActionBase):
+    """The action plugin of a cluster module: in the worker process on the controller, else as a module."""
+
+    _supports_check_mode = True
+    _supports_async = True
+
+    def run(self, tmp: Any = None, task_vars: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        # The interpreter of the host the task runs on (the delegated host's, as _configure_module reads it).
+        target_vars = (task_vars.get("ansible_delegated_vars") or {}).get(self._task.delegate_to, task_vars) \
+            if self._task.delegate_to else task_vars
+        interpreter = self._templar.template(target_vars["ansible_python_interpreter"]) \
+            if "ansible_python_interpreter" in target_vars else None
+        blockers = in_process_blockers(
+            self._connection.transport, bool(self._play_context.become), int(self._task.async_val or 0),
+            interpreter, sys.executable,
+            HAS_PROFILES and hasattr(basic.AnsibleModule, "_record_module_result"))
+        if blockers:
+            display.vvv("%s runs as a module: %s" % (self._task.action, "; ".join(blockers)))
+            wrap_async = bool(self._task.async_val) and not self._connection.has_native_async
+            result.update(self._execute_module(task_vars=task_vars, wrap_async=wrap_async))
+            if not wrap_async:
+                self._remove_tmp_path(self._connection._shell.tmpdir)
+            return result
+        display.vvv("%s runs in the controller's worker process" % self._task.action)
+        result.update(self.run_in_process(task_vars))
+        return result
+
+    def run_in_process(self, task_vars: Dict[str, Any]) -> Dict[str, Any]:
+        name = self._task.resolved_action or self._task.action
+        module = importlib.import_module(COLLECTION_MODULES + name.rsplit(".", 1)[-1])
+        args = dict(self._task.args)
+        self._update_module_args(name, args, task_vars)
+        scratch = tempfile.mkdtemp(prefix="gpufleet-module-")
+        args["_ansible_tmpdir"] = scratch
+        task_environment: Dict[str, Any] = {}
+        self._compute_environment_string(task_environment)
+        output: List[str] = []
+
+        def record(_module: Any, result: Dict[str, Any]) -> None:
+            output.append(json.dumps(result, cls=get_module_encoder(PROFILE, Direction.MODULE_TO_CONTROLLER)))
+
+        encoder = get_module_encoder(PROFILE, Direction.CONTROLLER_TO_MODULE)
+        hook = basic.AnsibleModule._record_module_result
+        basic._ANSIBLE_ARGS = json.dumps({"ANSIBLE_MODULE_ARGS": args}, cls=encoder).encode("utf-8")
+        basic._ANSIBLE_PROFILE = PROFILE
+        setattr(basic.AnsibleModule, "_record_module_result", record)
+        try:
+            with environment(task_environment):
+                module.main()
+        except SystemExit:
+            pass
+        except Exception as exc:  # pylint: disable=broad-exception-caught  # a module's crash, reported as a module process's would be
+            return {"failed": True, "changed": False, "msg": "%s failed: %s: %s" % (name, type(exc).__name__, exc),
+                    "exception": traceback.format_exc()}
+        finally:
+            setattr(basic.AnsibleModule, "_record_module_result", hook)
+            basic._ANSIBLE_ARGS = None
+            if not args.get("_ansible_keep_remote_files"):
+                shutil.rmtree(scratch, ignore_errors=True)
+        if not output:
+            return {"failed": True, "changed": False, "msg": "%s ended without a result" % name}
+        data = self._parse_returned_data({"stdout": output[-1], "stderr": "", "rc": 0}, PROFILE)
+        remove_internal_keys(data)
+        return data

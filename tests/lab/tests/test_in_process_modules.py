@@ -1,0 +1,129 @@
+"""Cluster modules run in the controller's worker process (plugins/plugin_utils/_in_process.py, issue 26).
+
+The same tasks run twice against the lab cluster through ansible-playbook: once with the controller's
+own Python (the action plugin runs the module in the worker process Ansible forked for the task) and
+once with ``ansible_python_interpreter`` set to a wrapper of that Python (the module runs as a module
+process, as without the plugin). Both must give the same results, failures and messages, honour check
+mode, ``environment:`` and ``no_log`` the same way, and say in -vvv which way each task ran.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from labtools import BUILD, REPO
+# The harness of the cluster module tests: the lab cluster (gpu-a, gpu-b) in this process.
+from test_cluster_modules_operator import lab  # noqa: F401 pylint: disable=unused-import
+
+IN_PROCESS = "runs in the controller's worker process"
+AS_MODULE = "runs as a module"
+SECRET = "planted-secret-6c1f0e2a"
+TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+
+
+def wrapper_python(tmp_path) -> str:
+    """The controller's Python behind another path: Ansible runs the module as a process with it."""
+    path = tmp_path / "other-python"
+    path.write_text("#!/bin/sh\nexec %s \"$@\"\n" % sys.executable)
+    path.chmod(0o755)
+    return str(path)
+
+
+def play(lab, tmp_path, name, tasks, interpreter=None, check=False, defaults=True):  # noqa: F811
+    """Run ``tasks`` on localhost (-c local) with -vvv; return (process, {register name: result})."""
+    out = tmp_path / ("%s-results" % name)
+    out.mkdir()
+    saved = [{"name": "Save %s" % task["register"], "ansible.builtin.copy": {
+        "content": "{{ %s | to_json }}" % task["register"], "dest": str(out / task["register"])},
+        "check_mode": False, "diff": False} for task in tasks if "register" in task]
+    playbook = tmp_path / ("%s.yml" % name)
+    playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False,
+                                     "module_defaults": {"group/gpufleet.sharing.k8s": {"kubeconfig": lab.kubeconfig}}
+                                     if defaults else {},
+                                     "tasks": tasks + saved}]))
+    argv = [os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-vvv", "-i", "localhost,", "-c", "local",
+            "-e", "ansible_python_interpreter=%s" % (interpreter or sys.executable), str(playbook)]
+    if check:
+        argv.insert(1, "--check")
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False,
+                          env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=BUILD, ANSIBLE_NOCOLOR="1"))
+    results = {entry.name: json.loads(entry.read_text()) for entry in out.iterdir()}
+    return proc, results
+
+
+def comparable(result):
+    """What a task's result says, without what differs between two runs by nature."""
+    return {key: value for key, value in result.items() if key not in ("invocation", "_ansible_no_log")}
+
+
+TAINT_TASKS = [
+    {"name": "Taint", "gpufleet.sharing.node_taints": {"nodes": [{"node": "gpu-a", "taints": [TAINT]}]},
+     "register": "tainted"},
+    {"name": "Taint again", "gpufleet.sharing.node_taints": {"nodes": [{"node": "gpu-a", "taints": [TAINT]}]},
+     "register": "again"},
+    {"name": "Bad input", "gpufleet.sharing.node_taints": {"nodes": [{"node": "gpu-a", "taints": [
+        dict(TAINT, effect="Sometimes")]}, {"node": "gpu-z", "taints": [TAINT]}]},
+     "register": "refused", "ignore_errors": True},
+    {"name": "Unknown option", "gpufleet.sharing.node_taints": {"nodes": [], "colour": "red"},
+     "register": "unknown", "ignore_errors": True},
+    {"name": "Untaint", "gpufleet.sharing.node_taints": {"nodes": [{"node": "gpu-a", "taints": []}]},
+     "register": "untainted"},
+]
+
+
+def test_a_cluster_module_gives_the_same_results_in_the_worker_and_as_a_module(lab, tmp_path):  # noqa: F811
+    seen = {}
+    for way, interpreter in (("in_process", None), ("as_module", wrapper_python(tmp_path))):
+        proc, results = play(lab, tmp_path, way, TAINT_TASKS, interpreter)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+        said = proc.stdout.count(IN_PROCESS), proc.stdout.count(AS_MODULE)
+        assert said == ((5, 0) if way == "in_process" else (0, 5)), said
+        assert results["tainted"]["changed"] and results["tainted"]["nodes"] == {"gpu-a": [TAINT]}
+        assert not results["again"]["changed"]
+        assert results["refused"]["failed"]
+        assert "node gpu-a: taint 1 (dedicated): invalid effect 'Sometimes'" in results["refused"]["msg"]
+        assert "node gpu-z: not found" in results["refused"]["msg"]
+        assert results["unknown"]["failed"] and "colour" in results["unknown"]["msg"]
+        assert results["untainted"]["changed"] and results["untainted"]["nodes"] == {"gpu-a": []}
+        assert not lab.store.get("v1/nodes", None, "gpu-a")["spec"].get("taints")
+        seen[way] = {name: comparable(result) for name, result in results.items()}
+    assert seen["in_process"] == seen["as_module"]
+
+
+def test_the_worker_run_keeps_check_mode_and_the_task_environment(lab, tmp_path):  # noqa: F811
+    before = lab.rv()
+    tasks = [{"name": "Taint in check mode", "gpufleet.sharing.node_taints": {
+        "nodes": [{"node": "gpu-b", "taints": [TAINT]}]}, "register": "planned"}]
+    proc, results = play(lab, tmp_path, "check", tasks, check=True)
+    assert proc.returncode == 0 and IN_PROCESS in proc.stdout, proc.stdout[-3000:]
+    assert results["planned"]["changed"] and lab.rv() == before  # planned, not written
+    # The kubeconfig from the task's environment (K8S_AUTH_KUBECONFIG), as a module process gets it.
+    env_tasks = [{"name": "Lock read with the kubeconfig from the environment",
+                  "gpufleet.sharing.rollout_lock": {"state": "checked", "holder": "test"},
+                  "environment": {"K8S_AUTH_KUBECONFIG": lab.kubeconfig}, "register": "checked"}]
+    proc, results = play(lab, tmp_path, "environment", env_tasks, defaults=False)
+    assert proc.returncode == 0 and IN_PROCESS in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert results["checked"]["message"] == "free", results["checked"]
+    assert "K8S_AUTH_KUBECONFIG" not in os.environ or os.environ["K8S_AUTH_KUBECONFIG"] != lab.kubeconfig
+
+
+@pytest.mark.parametrize("way", ["in_process", "as_module"])
+def test_a_no_log_option_stays_out_of_the_output_either_way(lab, tmp_path, way):  # noqa: F811
+    interpreter = wrapper_python(tmp_path) if way == "as_module" else None
+    tasks = [{"name": "A token the lab refuses", "gpufleet.sharing.rollout_lock": {
+        "state": "checked", "holder": "test", "api_key": SECRET, "host": "https://127.0.0.1:9", "request_timeout": 2},
+        "register": "refused", "ignore_errors": True}]
+    proc, results = play(lab, tmp_path, "secret-" + way, tasks, interpreter, defaults=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert results["refused"]["failed"]
+    # The module got the token (and said so, masked), then failed to connect.
+    assert '"api_key": "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"' in proc.stdout
+    everything = proc.stdout + proc.stderr + json.dumps(results)
+    for form in (SECRET, base64.b64encode(SECRET.encode()).decode()):
+        assert form not in everything
