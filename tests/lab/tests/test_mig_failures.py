@@ -86,7 +86,8 @@ class Lab:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     lab_dir = str(tmp_path_factory.mktemp("miglab"))
-    info = hosts.up(lab_dir, [hosts.parse_host_spec(s) for s in SPECS])
+    info = hosts.up(lab_dir, [hosts.parse_host_spec(s) for s in SPECS],
+                    first_address=os.environ.get("GPUFLEET_TEST_LAB_ADDRESS", "127.0.0.2"))
     try:
         yield Lab(lab_dir, info)
     finally:
@@ -177,6 +178,22 @@ def test_mig_parted_apply_failure_changes_nothing(lab, tmp_path):
         "failed (rc=1)",
         "error running apply-start hook: exit status 1",
     )
+    assert lab.snapshot() == before
+
+
+def test_gpu_client_names_that_are_no_systemd_units_are_refused_first(lab, tmp_path):
+    """mig_gpu_clients reach systemctl's argv: '--now' was read as an option (and dropped), so kubelet alone
+    was stopped and the layout applied; now the role refuses the name before anything changes."""
+    before = lab.snapshot()
+    result = lab.play(tmp_path, {"mig_config": "all-balanced", "mig_gpu_clients": ["kubelet", "--now", "a b"]},
+                      limit="mig-a100")
+    output = _assert_failed(
+        result,
+        "mig_gpu_clients[1] '--now' is not a systemd unit name",
+        "mig_gpu_clients[2] 'a b' is not a systemd unit name",
+        "nothing was changed",
+    )
+    assert "Read which GPU client services are running" not in output.split("fatal: [mig-a100]")[0]
     assert lab.snapshot() == before
 
 
