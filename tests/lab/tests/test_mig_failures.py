@@ -253,3 +253,31 @@ def test_pending_mode_needs_a_reboot_only_when_allowed(lab, tmp_path):
     # Leave the host as the other cases expect it: MIG off.
     restored = lab.play(tmp_path, {"mig_config": "all-disabled", "mig_gpu_clients": []}, limit="mig-a100")
     assert restored.returncode == 0, _flat(restored.stdout)[-3000:]
+
+
+def test_a_mode_change_pending_away_from_the_wanted_mode_is_undone_without_a_reset(lab, tmp_path):
+    """GPU 0 has the requested layout in MIG mode, with a change to MIG off pending. nvidia-mig-parted v0.15.0
+    asserts the current mode only (the lab's too) and leaves that change pending; a reset or a reboot would turn
+    MIG off. The role sets the mode again (nvidia-smi -mig 1), which undoes it: no reset, no reboot, and the
+    next run has nothing to do."""
+    state_file = lab.state_files["mig-a100"]
+    applied = lab.play(tmp_path, {"mig_config": "all-balanced", "mig_gpu_clients": []}, limit="mig-a100")
+    assert applied.returncode == 0, _flat(applied.stdout)[-3000:]
+    with gpustate.locked(state_file) as state:
+        state.gpu(0).mig_pending = False
+        reboots, seen = state.reboots, len(state.events)
+    try:
+        result = lab.play(tmp_path, {"mig_config": "all-balanced", "mig_gpu_clients": []}, limit="mig-a100")
+        output = _flat(result.stdout + result.stderr)
+        assert result.returncode == 0, output[-4000:]
+        state = gpustate.load(state_file)
+        gpu = state.gpu(0)
+        assert (gpu.mig_current, gpu.mig_pending, len(gpu.gpu_instances)) == (True, True, 4)
+        assert state.reboots == reboots
+        assert [e["action"] for e in state.events[seen:] if e["action"] in ("gpu-reset", "reboot")] == []
+        again = lab.play(tmp_path, {"mig_config": "all-balanced", "mig_gpu_clients": []}, limit="mig-a100")
+        assert re.search(r"mig-a100\s*:.*changed=0", _flat(again.stdout)), _flat(again.stdout)[-3000:]
+    finally:
+        restored = lab.play(tmp_path, {"mig_config": "all-disabled", "mig_gpu_clients": []}, limit="mig-a100")
+        assert restored.returncode == 0, _flat(restored.stdout)[-3000:]
+
