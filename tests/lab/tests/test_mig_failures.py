@@ -280,4 +280,3 @@ def test_a_mode_change_pending_away_from_the_wanted_mode_is_undone_without_a_res
     finally:
         restored = lab.play(tmp_path, {"mig_config": "all-disabled", "mig_gpu_clients": []}, limit="mig-a100")
         assert restored.returncode == 0, _flat(restored.stdout)[-3000:]
-
