@@ -24,6 +24,11 @@ description:
   - Does not reboot. When a MIG mode change stays pending (GPU reset not possible or not allowed)
     the module reports RV(reset_required) / RV(reboot_required) and leaves that GPU's instances
     alone; the P(gpufleet.sharing.mig#role) role decides whether to reboot.
+  - A change pending away from the requested mode on a GPU already in it (MIG on as requested, a change
+    to MIG off pending) is undone by setting the requested mode again with C(nvidia-smi -i <gpu> -mig),
+    also after C(nvidia-mig-parted), which judges the current mode only (v0.15.0) and leaves it pending;
+    a reset or a reboot would make it effective. When it is still pending afterwards the task fails
+    naming the GPU; it is never reported as RV(reset_required).
 author:
   - gpufleet maintainers (@gpufleet)
 options:
@@ -306,6 +311,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_apply im
     plan_diff,
     plan_host,
     plan_result,
+    stray_pending_problems,
     wanted_files,
 )
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_given_plan import GivenPlanError, given_plan, plan_to_dict, reusable
@@ -404,7 +410,7 @@ def apply(mod: GpuFleetModule, host: MigHost, plan: HostPlan, config: MigPartedC
     pending = pending_gpus(after, changed_gpus, pending)
     result.update(after=after, commands=host.commands, pending_gpus=pending, reset_required=bool(pending),
                   reboot_required=reboot_required)
-    mismatched = layout_mismatches(plan, after, changed_gpus, pending)
+    mismatched = stray_pending_problems(plan, after) + layout_mismatches(plan, after, changed_gpus, pending)
     if mismatched:
         mod.fail("MIG layout not as requested after applying: %s" % "; ".join(mismatched), **result)
     if mod.diff_mode:

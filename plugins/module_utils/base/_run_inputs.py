@@ -79,15 +79,65 @@ def node_name_problem(name: str, value: Any) -> Optional[str]:
            "at most 253 characters)" % (name, value if not isinstance(value, str) else value[:80])
 
 
+# systemd.unit(5) "Description": the characters of a unit name, the unit types, the length with the
+# suffix; a name without a known type suffix is a service to systemctl (it appends ".service").
+UNIT_TYPES = ("service", "socket", "device", "mount", "automount", "swap", "target", "path", "timer", "slice", "scope")
+UNIT_NAME_MAX = 255
+_UNIT_CHAR = re.compile(r"[A-Za-z0-9:_.\\@-]")
+
+
+def _unit_name_reason(unit: str) -> Optional[str]:
+    """Why ``unit`` cannot be started or stopped by name (a reason), None when it can."""
+    if not unit:
+        return "it is empty"
+    bad = next((char for char in unit if not _UNIT_CHAR.fullmatch(char)), None)
+    if bad is not None:
+        return "%r is not allowed (ASCII letters, digits, ':', '-', '_', '.', '\\' and '@' only)" % bad
+    if unit.startswith("-"):
+        return "it starts with '-' (systemctl would read it as an option)"
+    stem, dot, kind = unit.rpartition(".")
+    suffix = "." + kind if dot and kind in UNIT_TYPES else ".service"
+    prefix = stem if suffix != ".service" or (dot and kind == "service") else unit
+    if len(prefix) + len(suffix) > UNIT_NAME_MAX:
+        return "it is longer than %d characters with its suffix %s" % (UNIT_NAME_MAX, suffix)
+    if not prefix:
+        return "there is nothing before '%s'" % suffix
+    if prefix.count("@") > 1:
+        return "it has more than one '@'"
+    template, at, instance = prefix.partition("@")
+    if at and not template:
+        return "there is nothing before '@'"
+    if at and not instance:
+        return "it is a template without an instance (%s@<instance>%s)" % (template, suffix)
+    return None
+
+
+def unit_names_problems(name: str, value: Any) -> List[str]:
+    """The entries of ``value`` (a list) that are no systemd unit name systemctl can start and stop, each
+    named ``<name>[<index>]`` with the reason: they go into systemctl's argv."""
+    if not isinstance(value, (list, tuple)):
+        return ["%s must be a list of systemd unit names, got %r" % (name, value if not isinstance(value, str) else value[:80])]
+    problems = []
+    for index, unit in enumerate(value):
+        reason = _unit_name_reason(unit) if isinstance(unit, str) else "it is not a string (%s)" % type(unit).__name__
+        if reason:
+            shown = unit[:80] if isinstance(unit, str) else unit
+            problems.append("%s[%d] %r is not a systemd unit name: %s" % (name, index, shown, reason))
+    return problems
+
+
 def run_variable_problems(values: Mapping[str, Any]) -> List[str]:
-    """The playbook variables that reach a module late in a run (the lock, the probe, the node name)."""
+    """The playbook variables that reach a module or a command late in a run (the lock, the probe, the node
+    name, the mig role's GPU client services)."""
     problems = probe_problems(values, "verify_")
     if values.get("gpufleet_rollout_lock_duration") is not None:
         problems += lock_problems(values["gpufleet_rollout_lock_duration"], name="gpufleet_rollout_lock_duration")
     if values.get("gpufleet_node_name") is not None:
         problems += [p for p in [node_name_problem("gpufleet_node_name", values["gpufleet_node_name"])] if p]
+    if values.get("mig_gpu_clients") is not None:
+        problems += unit_names_problems("mig_gpu_clients", values["mig_gpu_clients"])
     return problems
 
 
-__all__ = ["HOLDER_MAX", "INT32_MAX", "LEASE_MAX", "PROBE_SECONDS_MAX", "bounded", "lock_problems",
-           "node_name_problem", "probe_problems", "run_variable_problems"]
+__all__ = ["HOLDER_MAX", "INT32_MAX", "LEASE_MAX", "PROBE_SECONDS_MAX", "UNIT_NAME_MAX", "UNIT_TYPES", "bounded",
+           "lock_problems", "node_name_problem", "probe_problems", "run_variable_problems", "unit_names_problems"]

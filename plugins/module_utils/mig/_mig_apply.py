@@ -296,6 +296,31 @@ def pending_gpus(after: Sequence[Layout], changed_gpus: Sequence[int], pending: 
     return sorted(set(pending) | still)
 
 
+def stray_pending_changes(plan: HostPlan) -> List[GpuChange]:
+    """Changed GPUs already in the planned MIG mode with a change away from it pending. nvidia-mig-parted
+    v0.15.0 asserts the current mode only (cmd/nvidia-mig-parted/assert/mode.go) and leaves such a change as it
+    is, and a GPU reset or a reboot would make it effective; setting the planned mode again undoes it."""
+    return [change for change in plan.changes
+            if change.before["mig_enabled"] == change.after["mig_enabled"] != change.before["mig_pending"]]
+
+
+def stray_pending_problems(plan: HostPlan, after: Sequence[Layout]) -> List[str]:
+    """One line per GPU of ``stray_pending_changes(plan)`` on which that change is still pending in ``after``."""
+    now = dict((layout["index"], layout) for layout in after)
+    problems = []
+    for change in stray_pending_changes(plan):
+        layout, wanted = now.get(change.index), bool(change.after["mig_enabled"])
+        if layout is not None and layout["mig_enabled"] == wanted and layout["mig_pending"] != wanted:
+            problems.append("GPU %d: MIG is %s as planned, but a change to MIG %s is still pending after nvidia-smi %s "
+                            "(a GPU reset or a reboot would turn MIG %s)" % (
+                                change.index, _on(wanted), _on(not wanted), " ".join(mode_command(change)), _on(not wanted)))
+    return problems
+
+
+def _on(enabled: bool) -> str:
+    return "on" if enabled else "off"
+
+
 def layout_mismatches(plan: HostPlan, after: Sequence[Layout], changed_gpus: Sequence[int],
                       pending: Sequence[int]) -> List[str]:
     """One line per changed GPU (not left pending) whose mode or layout is not the planned one."""

@@ -27,6 +27,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_apply im
     mode_command,
     reset_command,
     reset_failed_gpus,
+    stray_pending_changes,
 )
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_parted import CONFIG_VERSION, current_layout, render_yaml
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._module import GpuFleetModule
@@ -153,10 +154,10 @@ class MigHost:
         check, apply = mig_parted_commands(self.mig_parted_config(document), plan.config_name,
                                            params["hooks_file"], params["gpu_reset"])
         rc, out, err = self.run.run([mig_parted] + check)
+        if rc != 0:
+            rc, out, err = self.write(apply, binary=mig_parted, fail=False)
         if rc == 0:
-            return [], False
-        rc, out, err = self.write(apply, binary=mig_parted, fail=False)
-        if rc == 0:
+            self.undo_stray_pending(plan)
             return [], False
         pending = reset_failed_gpus(plan, self.gather())
         if pending and params["gpu_reset"]:
@@ -165,6 +166,13 @@ class MigHost:
             return pending, True
         self.fail_midway("nvidia-mig-parted %s failed (rc=%d): %s" % (" ".join(apply), rc, (err.strip() or out.strip())),
                          rc=rc, stdout=out, stderr=err)
+
+    def undo_stray_pending(self, plan: HostPlan) -> None:
+        """mig-parted judges the current MIG mode only: on a GPU already in the planned mode it leaves a change
+        away from it pending (a reset or reboot would make it effective). Setting the planned mode again
+        (nvidia-smi -mig) undoes it; the caller's read after the apply checks that it did."""
+        for change in stray_pending_changes(plan):
+            self.write(mode_command(change))
 
     def mig_parted_config(self, document: Dict[str, Any]) -> str:
         """The config file mig-parted reads: the user's file as is, else the rendered document."""

@@ -250,6 +250,9 @@ def systemctl_main(argv: Sequence[str], state_path: str, env: Optional[Mapping[s
             value_only = True
         elif arg == "--now":
             now = True
+        elif arg == "--":  # getopt_long(3), as systemd's src/systemctl/systemctl.c parses argv: the options end
+            positional.extend(args)
+            break
         elif arg in ("--no-block", "-q", "--quiet", "--no-pager", "--system", "--no-ask-password", "--full", "-l",
                      "--no-legend", "-f", "--force"):
             continue

@@ -86,7 +86,8 @@ class Lab:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     lab_dir = str(tmp_path_factory.mktemp("miglab"))
-    info = hosts.up(lab_dir, [hosts.parse_host_spec(s) for s in SPECS])
+    info = hosts.up(lab_dir, [hosts.parse_host_spec(s) for s in SPECS],
+                    first_address=os.environ.get("GPUFLEET_TEST_LAB_ADDRESS", "127.0.0.2"))
     try:
         yield Lab(lab_dir, info)
     finally:
@@ -180,6 +181,22 @@ def test_mig_parted_apply_failure_changes_nothing(lab, tmp_path):
     assert lab.snapshot() == before
 
 
+def test_gpu_client_names_that_are_no_systemd_units_are_refused_first(lab, tmp_path):
+    """mig_gpu_clients reach systemctl's argv: '--now' was read as an option (and dropped), so kubelet alone
+    was stopped and the layout applied; now the role refuses the name before anything changes."""
+    before = lab.snapshot()
+    result = lab.play(tmp_path, {"mig_config": "all-balanced", "mig_gpu_clients": ["kubelet", "--now", "a b"]},
+                      limit="mig-a100")
+    output = _assert_failed(
+        result,
+        "mig_gpu_clients[1] '--now' is not a systemd unit name",
+        "mig_gpu_clients[2] 'a b' is not a systemd unit name",
+        "nothing was changed",
+    )
+    assert "Read which GPU client services are running" not in output.split("fatal: [mig-a100]")[0]
+    assert lab.snapshot() == before
+
+
 def test_unreachable_host_stops_the_rollout(lab, tmp_path):
     unreachable = tmp_path / "unreachable.yml"
     unreachable.write_text(yaml.safe_dump({"all": {"children": {"lab_gpu_hosts": {"hosts": {"mig-gone": {
@@ -236,3 +253,30 @@ def test_pending_mode_needs_a_reboot_only_when_allowed(lab, tmp_path):
     # Leave the host as the other cases expect it: MIG off.
     restored = lab.play(tmp_path, {"mig_config": "all-disabled", "mig_gpu_clients": []}, limit="mig-a100")
     assert restored.returncode == 0, _flat(restored.stdout)[-3000:]
+
+
+def test_a_mode_change_pending_away_from_the_wanted_mode_is_undone_without_a_reset(lab, tmp_path):
+    """GPU 0 has the requested layout in MIG mode, with a change to MIG off pending. nvidia-mig-parted v0.15.0
+    asserts the current mode only (the lab's too) and leaves that change pending; a reset or a reboot would turn
+    MIG off. The role sets the mode again (nvidia-smi -mig 1), which undoes it: no reset, no reboot, and the
+    next run has nothing to do."""
+    state_file = lab.state_files["mig-a100"]
+    applied = lab.play(tmp_path, {"mig_config": "all-balanced", "mig_gpu_clients": []}, limit="mig-a100")
+    assert applied.returncode == 0, _flat(applied.stdout)[-3000:]
+    with gpustate.locked(state_file) as state:
+        state.gpu(0).mig_pending = False
+        reboots, seen = state.reboots, len(state.events)
+    try:
+        result = lab.play(tmp_path, {"mig_config": "all-balanced", "mig_gpu_clients": []}, limit="mig-a100")
+        output = _flat(result.stdout + result.stderr)
+        assert result.returncode == 0, output[-4000:]
+        state = gpustate.load(state_file)
+        gpu = state.gpu(0)
+        assert (gpu.mig_current, gpu.mig_pending, len(gpu.gpu_instances)) == (True, True, 4)
+        assert state.reboots == reboots
+        assert [e["action"] for e in state.events[seen:] if e["action"] in ("gpu-reset", "reboot")] == []
+        again = lab.play(tmp_path, {"mig_config": "all-balanced", "mig_gpu_clients": []}, limit="mig-a100")
+        assert re.search(r"mig-a100\s*:.*changed=0", _flat(again.stdout)), _flat(again.stdout)[-3000:]
+    finally:
+        restored = lab.play(tmp_path, {"mig_config": "all-disabled", "mig_gpu_clients": []}, limit="mig-a100")
+        assert restored.returncode == 0, _flat(restored.stdout)[-3000:]

@@ -334,3 +334,44 @@ def test_a_layout_change_between_two_mig_enabled_layouts_needs_no_mode_change_no
     assert [e["action"] for e in state.events[seen:] if e["action"] in ("mig-mode", "gpu-reset")] == []
     assert all(gpu.mig_current and gpu.mig_pending and len(gpu.gpu_instances) == 7 for gpu in state.gpus)
     assert state.reboots == 0
+
+
+def _stray_pending(node, layout):
+    """GPU 0 in MIG mode with ``layout`` applied and a change to MIG off pending (as a `nvidia-smi -i 0 -mig 0`
+    that a client kept from taking effect leaves it)."""
+    assert migparted.apply_config(node, CONFIG, layout)[0]
+    with gpustate.locked(node) as state:
+        state.gpus[0].mig_pending = False
+    state = gpustate.load(node)
+    assert (state.gpus[0].mig_current, state.gpus[0].mig_pending) == (True, False)
+    return state
+
+
+def test_assert_and_apply_compare_the_current_mode_only(node, config_file):
+    """nvidia-mig-parted v0.15.0 asserts the CURRENT mode only (cmd/nvidia-mig-parted/assert/mode.go:
+    GetMigMode, pkg/mig/mode/nvml.go, returns NVML's current mode), and apply changes modes only when that
+    assertion fails (cmd/nvidia-mig-parted/apply/apply.go): a GPU already in the wanted mode keeps a pending
+    change away from it, no mode is set, nothing is reset, and both commands succeed."""
+    seen = len(_stray_pending(node, "all-balanced").events)
+    assert migparted.run(["assert", "-f", config_file, "-c", "all-balanced"], node, env={}) == (
+        0, "Selected MIG configuration currently applied\n", "")
+    assert migparted.run(["apply", "-f", config_file, "-c", "all-balanced"], node, env={})[0] == 0
+    state = gpustate.load(node)
+    assert [e["action"] for e in state.events[seen:] if e["actor"] == "nvidia-mig-parted"] == []
+    assert (state.gpus[0].mig_current, state.gpus[0].mig_pending, len(state.gpus[0].gpu_instances)) == (True, False, 4)
+
+
+def test_a_mode_change_sets_the_mode_of_every_selected_gpu(node):
+    """When the assertion fails for one GPU, apply/mode.go (ApplyMigMode) walks every selected GPU: clears the
+    MIG config of those not disabled and sets the wanted mode on each, so GPU 0's pending change is undone
+    (its mode is set to enabled again) and its instances are created again; no reset flips it."""
+    _stray_pending(node, "all-balanced")
+    with gpustate.locked(node) as state:
+        state.gpus[1].mig_current = state.gpus[1].mig_pending = False
+        state.gpus[1].gpu_instances = []
+    ok, text = migparted.apply_config(node, CONFIG, "all-balanced")
+    assert ok, text
+    state = gpustate.load(node)
+    assert [(g.mig_current, g.mig_pending, len(g.gpu_instances)) for g in state.gpus] == [(True, True, 4)] * 2
+    modes = [e["detail"]["gpu"] for e in state.events if e["actor"] == "nvidia-mig-parted" and e["action"] == "mig-mode"]
+    assert modes[-2:] == [0, 1]

@@ -157,6 +157,18 @@ def test_systemctl_start_stop_is_active(make_host, capsys):
     assert [e["detail"]["unit"] for e in events if e["actor"] == "systemctl"] == ["nvidia-dcgm", "nvsm", "nvidia-dcgm"]
 
 
+def test_systemctl_double_dash_ends_the_options(make_host, capsys):
+    """systemctl parses its argv with getopt_long(3) (systemd src/systemctl/systemctl.c): `--` ends the
+    options, so what follows is a unit even when it starts with '-', and options before it still count."""
+    path = make_host([("A30", 1)])
+    assert _ctl(capsys, path, "is-active", "--", "nvidia-dcgm", "kubelet") == (0, "active\nactive\n", "")
+    assert _ctl(capsys, path, "is-active", "--", "-H") == (3, "inactive\n", "")
+    assert _ctl(capsys, path, "stop", "--no-block", "--", "nvsm") == (0, "", "")
+    assert _ctl(capsys, path, "stop", "--", "--now") == (5, "", "Failed to stop --now.service: Unit --now.service not found.\n")
+    assert _ctl(capsys, path, "start", "--", "nvsm")[0] == 0
+    assert gpustate.load(path).services["nvsm"] == "active"
+
+
 def test_systemctl_enable_show_cat_with_unit_files(make_host, capsys, tmp_path):
     path = make_host([("A30", 1)])
     units = tmp_path / "units"

@@ -94,3 +94,26 @@ all:
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert 'items 0 and 1 both select GPU(s) 0 of A100-40GB with different layouts' in output
+
+
+def test_preflight_refuses_gpu_client_names_that_are_no_systemd_units(tmp_path):
+    """mig_gpu_clients reach systemctl's argv (is-active, stop, start): an option or a path is refused first."""
+    (tmp_path / 'hosts.yml').write_text('''
+all:
+  children:
+    gpu_hosts:
+      hosts:
+        h100-a:
+          gpufleet_gpu_model: H100-80GB
+          mig_gpu_clients: [kubelet, "--now", "-H", "a b", "../x", ""]
+        h100-b:
+          gpufleet_gpu_model: H100-80GB
+          mig_gpu_clients: [kubelet, nvidia-dcgm.service, gpu-agent@0]
+''')
+    proc = run_playbook('preflight.yml', str(tmp_path / 'hosts.yml'))
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert 'Preflight found 5 problem(s); nothing was changed' in output
+    for index, unit in ((1, '--now'), (2, '-H'), (3, 'a b'), (4, '../x'), (5, '')):
+        assert "h100-a: mig_gpu_clients[%d] '%s' is not a systemd unit name" % (index, unit) in output, unit
+    assert 'h100-b: mig_gpu_clients' not in output

@@ -71,10 +71,11 @@ class Log:
 
 
 def _set_modes(state: HostState, desired: Mapping[int, Desired], skip_reset: bool, log: Log) -> None:
+    """Called when the mode assertion failed for a GPU: like ApplyMigMode (nvidia-mig-parted v0.15.0,
+    cmd/nvidia-mig-parted/apply/mode.go) every selected GPU is cleared and gets the wanted mode set, also one
+    already in it (which undoes a change pending away from it)."""
     for index, want in desired.items():
         gpu = state.gpu(index)
-        if mode_applied(gpu, want):
-            continue
         log.debug(f"Updating MIG mode of GPU {index} to {'enabled' if want.mig_enabled else 'disabled'}")
         try:
             clear(gpu)  # mig-parted clears instances before a mode change (docs/reference/specs.md §6.2)

@@ -42,7 +42,10 @@ def current_devices(gpu: Gpu) -> Dict[str, int]:
 
 
 def mode_applied(gpu: Gpu, want: Desired) -> bool:
-    return gpu.mig_current == want.mig_enabled and gpu.mig_pending == want.mig_enabled
+    """The CURRENT mode is the wanted one; a pending change is not looked at. nvidia-mig-parted v0.15.0,
+    cmd/nvidia-mig-parted/assert/mode.go (AssertMigMode) compares GetMigMode, which is NVML's current mode
+    (pkg/mig/mode/nvml.go); apply/apply.go sets modes only when that assertion fails."""
+    return gpu.mig_current == want.mig_enabled
 
 
 def devices_applied(gpu: Gpu, want: Desired) -> bool:

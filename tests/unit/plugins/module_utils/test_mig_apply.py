@@ -166,3 +166,26 @@ def test_a_config_that_matches_no_gpu_of_the_host_is_refused():
         ma.plan_host(config, "h100-only", [gpu(0)])
     assert "config h100-only matches no GPU of this host" in str(info.value) and "0x20B010DE" in str(info.value)
     assert ma.plan_host(config, "h100-only", [gpu(0, capable=False)]).gpus == ()  # no MIG-capable GPU: nothing to say
+
+
+def test_a_mode_change_pending_away_from_the_planned_mode():
+    """nvidia-mig-parted v0.15.0 asserts the current mode only (assert/mode.go) and leaves a change pending on a GPU
+    already in the wanted mode; a reset or reboot would make it effective. The plan names those GPUs (their mode is
+    set again with nvidia-smi, which undoes it) and, after that, any on which it is still pending."""
+    config = mp.parse_named_configs(mp.default_configs())
+    layout = ["3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb"]
+    stray = gpu(0, current=True, pending=False, instances=layout)
+    toward = gpu(1, current=False, pending=True)  # pending toward the planned mode: a reset makes it effective
+    done = gpu(2, current=True, instances=layout)
+    plan = ma.plan_host(config, "all-balanced", [stray, toward, done])
+    assert [c.index for c in plan.changes] == [0, 1]
+    assert [c.index for c in ma.stray_pending_changes(plan)] == [0]
+    assert ma.stray_pending_changes(ma.plan_host(config, "all-disabled", [gpu(0, current=True, pending=False)])) == []
+    assert [c.index for c in ma.stray_pending_changes(ma.plan_host(config, "all-disabled", [
+        gpu(0, current=False, pending=True), gpu(1, current=False)]))] == [0]
+    after = list(plan.after)
+    assert ma.stray_pending_problems(plan, after) == []
+    still = [dict(after[0], mig_pending=False)] + after[1:]
+    assert ma.stray_pending_problems(plan, still) == [
+        "GPU 0: MIG is on as planned, but a change to MIG off is still pending after nvidia-smi -i 0 -mig 1 "
+        "(a GPU reset or a reboot would turn MIG off)"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._run_inputs import (
-    LEASE_MAX, bounded, lock_problems, node_name_problem, probe_problems, run_variable_problems)
+    LEASE_MAX, bounded, lock_problems, node_name_problem, probe_problems, run_variable_problems, unit_names_problems)
 
 
 @pytest.mark.parametrize("value", ["nan", float("nan"), "inf", float("-inf"), True, "x", None, [1]])
@@ -51,3 +51,36 @@ def test_run_variables():
                                       "gpufleet_node_name": "a;b"})
     names = ["verify_probe_min_share", "gpufleet_rollout_lock_duration", "gpufleet_node_name"]
     assert [p.split(" ")[0] for p in problems] == names
+
+
+@pytest.mark.parametrize("unit", ["kubelet", "nvidia-dcgm", "dcgm-exporter.service", "nvsm.socket", "gpu-agent@0.service",
+                                  "a:b_c.d\\x2d", "x" * 247, "x" * 247 + ".target"])
+def test_unit_names(unit):
+    assert unit_names_problems("mig_gpu_clients", [unit]) == []
+
+
+@pytest.mark.parametrize("unit,reason", [
+    ("--now", "starts with '-'"), ("-H", "starts with '-'"), ("a b", "' ' is not allowed"),
+    ("../x", "'/' is not allowed"), ("", "empty"), ("kubelet;reboot", "';' is not allowed"),
+    ("nvidia*", "'*' is not allowed"), ("gpu-agent@.service", "template without an instance"),
+    ("@x.service", "nothing before '@'"), ("a@b@c", "more than one '@'"), (".service", "nothing before '.service'"),
+    ("x" * 248, "longer than 255"), ("k\u00e9let", "'\u00e9' is not allowed"), ("a\nb", "'\\n' is not allowed"),
+])
+def test_unit_names_refused(unit, reason):
+    problems = unit_names_problems("mig_gpu_clients", ["kubelet", unit])
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("mig_gpu_clients[1] %r is not a systemd unit name" % unit[:80]), problems
+    assert reason in problems[0], problems
+
+
+def test_unit_names_list_and_entries():
+    assert unit_names_problems("mig_gpu_clients", []) == []
+    assert unit_names_problems("mig_gpu_clients", "kubelet") == [
+        "mig_gpu_clients must be a list of systemd unit names, got 'kubelet'"]
+    assert unit_names_problems("mig_gpu_clients", [5])[0].startswith("mig_gpu_clients[0] 5 is not a systemd unit name")
+    assert len(unit_names_problems("mig_gpu_clients", ["--now", "-H", "ok"])) == 2
+
+
+def test_run_variables_check_the_gpu_clients():
+    assert run_variable_problems({"mig_gpu_clients": ["kubelet", "nvsm"]}) == []
+    assert run_variable_problems({"mig_gpu_clients": ["kubelet", "--now"]})[0].startswith("mig_gpu_clients[1] '--now'")

@@ -357,6 +357,26 @@ def test_mig_parted_assert_success_skips_apply(run_module):
     assert host.mutations == []
 
 
+def test_mig_parted_leaves_a_change_pending_away_from_the_wanted_mode_which_is_undone(run_module):
+    """nvidia-mig-parted v0.15.0 asserts the current mode only: on a GPU in MIG mode with a change to MIG off
+    pending its assert succeeds and it changes nothing (the lab's migparted/plan.py does the same). The module
+    sets the mode again with nvidia-smi, which undoes the pending change without a reset, and reports no
+    pending GPU (a reset or reboot would have turned MIG off)."""
+    host = FakeHost(["A100"], mig_parted=True)
+    host.parted_assert_rc = 0
+    host.gpus[0].update(current=True, pending=False)
+    host.reset_supported = False  # no reset helps here: only undoing the change does
+    ok, result = run_module(host, include_defaults=True, selected="all-enabled")
+    assert ok, result
+    assert result["changed"] and result["changed_gpus"] == [0]
+    assert (result["pending_gpus"], result["reset_required"], result["reboot_required"]) == ([], False, False)
+    assert host.mutations == ["-i 0 -mig 1"]
+    assert (result["pending_gpus"], result["reset_required"], result["reboot_required"]) == ([], False, False)
+    assert (host.gpus[0]["current"], host.gpus[0]["pending"]) == (True, True)
+    ok, result = run_module(host, include_defaults=True, selected="all-enabled")
+    assert ok and not result["changed"] and host.mutations == ["-i 0 -mig 1"]
+
+
 def test_config_file_yaml_and_json(run_module, tmp_path):
     host = FakeHost(["H100"])
     path = tmp_path / "config.yaml"
