@@ -134,7 +134,7 @@ def measure(size, helm, workdir, config=None, repeats=1, compare=None):
         timed(ping_argv, ansible_env)
         compare_env = dict(ansible_env, ANSIBLE_COLLECTIONS_PATH=os.path.join(compare, '.build')) if compare else None
         pings, noops, compared = [], [], []
-        for _ in range(repeats):
+        for _round in range(repeats):
             ping, proc = timed(ping_argv, ansible_env)
             if proc.returncode != 0:
                 raise RunFailed('ping of %d hosts' % size, proc)
