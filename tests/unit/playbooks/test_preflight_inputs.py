@@ -18,6 +18,15 @@ def run_playbook(name, inventory, *extra):
                           capture_output=True, text=True, env=env, timeout=300, check=False)
 
 
+def refused_output(tmp_path, playbook, gpu_hosts, *extra):
+    """Run ``playbook`` with an inventory whose gpu_hosts are ``gpu_hosts`` (YAML, indented for ``hosts:``);
+    it must fail: return what it printed."""
+    (tmp_path / 'hosts.yml').write_text('all:\n  children:\n    gpu_hosts:\n      hosts:\n' + gpu_hosts)
+    proc = run_playbook(playbook, str(tmp_path / 'hosts.yml'), *extra)
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    return proc.stdout + proc.stderr
+
+
 INVENTORY = '''
 all:
   children:
@@ -58,18 +67,9 @@ def test_preflight_lists_the_inputs_that_used_to_fail_late(tmp_path):
 
 
 def test_verify_refuses_what_site_preflight_refuses(tmp_path):
-    (tmp_path / 'hosts.yml').write_text('''
-all:
-  children:
-    gpu_hosts:
-      hosts:
-        h100-a:
+    output = refused_output(tmp_path, 'verify.yml', '''        h100-a:
           gpufleet_gpu_model: H100-80GB
-''')
-    proc = run_playbook('verify.yml', str(tmp_path / 'hosts.yml'), '-e', 'gpufleet_verify_pods=ALWAYS',
-                        '-e', 'verify_probe_min_share=nan')
-    output = proc.stdout + proc.stderr
-    assert proc.returncode != 0
+''', '-e', 'gpufleet_verify_pods=ALWAYS', '-e', 'verify_probe_min_share=nan')
     assert "gpufleet_verify_pods must be 'always', 'changed' or 'never', got 'ALWAYS'" in output
     assert 'verify_probe_min_share must be' in output
     assert "Read each host's GPUs" not in output  # refused before anything else ran
@@ -77,12 +77,7 @@ all:
 
 def test_preflight_refuses_items_selecting_one_gpu_with_different_layouts(tmp_path):
     """Issue 21 (11): the preflight plans with mig_plan's code, which now refuses overlapping selectors."""
-    (tmp_path / 'hosts.yml').write_text('''
-all:
-  children:
-    gpu_hosts:
-      hosts:
-        a100-a:
+    output = refused_output(tmp_path, 'preflight.yml', '''        a100-a:
           gpufleet_gpu_model: A100-40GB
           mig_config: clash
           mig_configs:
@@ -90,29 +85,18 @@ all:
               - {devices: all, mig-enabled: true, mig-devices: {"1g.5gb": 7}}
               - {devices: [0], mig-enabled: true, mig-devices: {"3g.20gb": 2}}
 ''')
-    proc = run_playbook('preflight.yml', str(tmp_path / 'hosts.yml'))
-    output = proc.stdout + proc.stderr
-    assert proc.returncode != 0
     assert 'items 0 and 1 both select GPU(s) 0 of A100-40GB with different layouts' in output
 
 
 def test_preflight_refuses_gpu_client_names_that_are_no_systemd_units(tmp_path):
     """mig_gpu_clients reach systemctl's argv (is-active, stop, start): an option or a path is refused first."""
-    (tmp_path / 'hosts.yml').write_text('''
-all:
-  children:
-    gpu_hosts:
-      hosts:
-        h100-a:
+    output = refused_output(tmp_path, 'preflight.yml', '''        h100-a:
           gpufleet_gpu_model: H100-80GB
           mig_gpu_clients: [kubelet, "--now", "-H", "a b", "../x", ""]
         h100-b:
           gpufleet_gpu_model: H100-80GB
           mig_gpu_clients: [kubelet, nvidia-dcgm.service, gpu-agent@0]
 ''')
-    proc = run_playbook('preflight.yml', str(tmp_path / 'hosts.yml'))
-    output = proc.stdout + proc.stderr
-    assert proc.returncode != 0
     assert 'Preflight found 5 problem(s); nothing was changed' in output
     for index, unit in ((1, '--now'), (2, '-H'), (3, 'a b'), (4, '../x'), (5, '')):
         assert "h100-a: mig_gpu_clients[%d] '%s' is not a systemd unit name" % (index, unit) in output, unit
