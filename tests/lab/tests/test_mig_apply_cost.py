@@ -51,7 +51,7 @@ def apply_step(runs: List[Tuple[str, int]]) -> List[str]:
     """The tasks of the apply step, one entry per module run on the host."""
     names = [name for name, _count in runs]
     first, last = names.index(APPLY_STEP[0]), names.index(APPLY_STEP[1])
-    return [name for name, count in runs[first:last] for _ in range(count)]
+    return [name for name, count in runs[first:last] for _run in range(count)]
 
 
 def test_a_gpu_change_makes_five_module_runs_on_the_host_in_the_apply_step(lab, tmp_path):
