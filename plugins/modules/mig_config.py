@@ -104,6 +104,34 @@ options:
         from what it is now, never changed from a stale plan.
       - A value that is not such a plan fails the task before anything changes.
     type: dict
+  cdi_refresh:
+    description:
+      - After a run that changed GPUs, regenerate the host's management CDI spec the way NVIDIA's MIG manager
+        does when CDI is enabled - C(nvidia-ctk system create-device-nodes --control-devices), then
+        C(nvidia-ctk cdi generate --mode=management --vendor=management.nvidia.com --class=gpu
+        --output=/var/run/cdi/management.nvidia.com-gpu.yaml). The spec lists the device nodes (the MIG
+        instances' included) that existed when it was generated, so after a change it names the old ones.
+      - Decided before anything changes, only when GPUs change (or O(cdi_refresh_due)). V(true) fails the task
+        when O(nvidia_ctk_binary) does not exist, naming it; V(auto) then skips the refresh with a warning;
+        V(false) never does it.
+      - The commands run after the GPUs and the files, and only when no MIG mode change is left pending
+        (RV(reset_required)); then the refresh is deferred to the run that completes the change
+        (RV(cdi_refresh_due)). A failing command fails the task with its output. In check mode nothing runs
+        and RV(cdi_commands) says what would.
+    type: str
+    choices: [auto, "true", "false"]
+    default: "false"
+  nvidia_ctk_binary:
+    description: Path of C(nvidia-ctk) on the host (NVIDIA Container Toolkit), for O(cdi_refresh).
+    type: path
+    default: /usr/bin/nvidia-ctk
+  cdi_refresh_due:
+    description:
+      - An earlier run changed the GPUs and left a MIG mode change pending (its RV(cdi_refresh_due)), and the
+        host was rebooted since; this run regenerates the management CDI spec as O(cdi_refresh) says even when it
+        changes no GPU itself. The P(gpufleet.sharing.mig#role) role sets it on its apply after a reboot.
+    type: bool
+    default: false
 notes:
   - Profiles are GPU-instance profiles such as V(1g.10gb), V(3g.40gb) or V(1g.10gb+me); every GPU
     instance gets its default compute instance.
@@ -152,6 +180,13 @@ EXAMPLES = r"""
     config_file: /etc/nvidia-mig-manager/config.yaml
     selected: all-1g.10gb
   register: mig
+
+- name: Apply, then regenerate the management CDI spec as NVIDIA's MIG manager does (when nvidia-ctk exists)
+  gpufleet.sharing.mig_config:
+    include_defaults: true
+    selected: all-1g.10gb
+    cdi_refresh: auto
+    nvidia_ctk_binary: /usr/bin/nvidia-ctk
 
 - name: Preview the change (nothing is touched)
   gpufleet.sharing.mig_config:
@@ -292,6 +327,28 @@ plan_reused:
   description: The given O(plan) was applied as it is (the GPUs were still in the state it was made from).
   returned: always
   type: bool
+cdi_refreshed:
+  description: The management CDI spec was regenerated after the change (in check mode, would be); see O(cdi_refresh).
+  returned: always
+  type: bool
+cdi_commands:
+  description:
+    - The nvidia-ctk commands that regenerated the management CDI spec (in check mode, that would), in order;
+      also at the end of RV(commands) when they ran.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - nvidia-ctk system create-device-nodes --control-devices
+    - >-
+      nvidia-ctk cdi generate --mode=management --vendor=management.nvidia.com --class=gpu
+      --output=/var/run/cdi/management.nvidia.com-gpu.yaml
+cdi_refresh_due:
+  description:
+    - The management CDI spec is to be regenerated but a MIG mode change is left pending (RV(reset_required)).
+      Give it as O(cdi_refresh_due) to the run after the reboot or reset.
+  returned: always
+  type: bool
 """
 
 from typing import Any, Dict, List, Tuple
@@ -300,9 +357,13 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._host import 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_apply import (
     DIR_MODE,
     FILE_MODE,
+    CdiDecision,
     FileState,
     HostPlan,
     busy_problems,
+    cdi_command_lines,
+    cdi_refresh_commands,
+    cdi_refresh_decision,
     document_with_defaults,
     file_state,
     gpus_side,
@@ -337,6 +398,9 @@ ARGUMENT_SPEC = dict(
     config_dest=dict(type="path"),
     selected_config_override=dict(type="path"),
     plan=dict(type="dict"),
+    cdi_refresh=dict(type="str", default="false", choices=["auto", "true", "false"]),
+    nvidia_ctk_binary=dict(type="path", default="/usr/bin/nvidia-ctk"),
+    cdi_refresh_due=dict(type="bool", default=False),
 )
 
 
@@ -361,6 +425,7 @@ def run(mod: GpuFleetModule) -> None:
     result.update(plan=plan_to_dict(plan, config_yaml), plan_reused=reused)
     if mod.diff_mode:
         result["diff"] = plan_diff(plan, result["changed_gpus"], files)
+    cdi = cdi_before(mod, host, result["changed_gpus"])
     if result["changed"]:
         busy = busy_problems(gpus, result["changed_gpus"])
         if busy and not params["allow_busy"]:
@@ -370,6 +435,7 @@ def run(mod: GpuFleetModule) -> None:
             apply(mod, host, plan, config, result)
         if not mod.check_mode:
             write_files(mod, files)
+    cdi_after(mod, host, cdi, result)
     mod.result.update(result)
 
 
@@ -415,6 +481,35 @@ def apply(mod: GpuFleetModule, host: MigHost, plan: HostPlan, config: MigPartedC
         mod.fail("MIG layout not as requested after applying: %s" % "; ".join(mismatched), **result)
     if mod.diff_mode:
         result["diff"][0]["after"] = gpus_side(after, changed_gpus)
+
+
+def cdi_before(mod: GpuFleetModule, host: MigHost, changed_gpus: List[int]) -> CdiDecision:
+    """Before anything changes: whether the management CDI spec is regenerated after this run (a required
+    nvidia-ctk that is missing fails here; a missing one in auto mode is a warning)."""
+    params = mod.params
+    if params["cdi_refresh"] == "false" or not (changed_gpus or params["cdi_refresh_due"]):
+        return CdiDecision(False)
+    ctk = params["nvidia_ctk_binary"]
+    decision = cdi_refresh_decision(params["cdi_refresh"], ctk, host.exists(ctk))
+    if decision.error:
+        mod.fail(decision.error)
+    if decision.warning:
+        mod.warn(decision.warning)
+    return decision
+
+
+def cdi_after(mod: GpuFleetModule, host: MigHost, cdi: CdiDecision, result: Dict[str, Any]) -> None:
+    """After the change and its files, nothing left pending: nvidia-ctk's two commands (in check mode, what would
+    run). A change left pending defers it to the run that completes it (RV(cdi_refresh_due))."""
+    due = cdi.refresh and result["reset_required"]
+    result.update(cdi_refreshed=False, cdi_commands=[], cdi_refresh_due=due)
+    if not cdi.refresh or due:
+        return
+    commands = cdi_refresh_commands(mod.params["nvidia_ctk_binary"])
+    if not mod.check_mode:
+        host.refresh_cdi(commands)
+        result["commands"] = host.commands
+    result.update(changed=True, cdi_refreshed=True, cdi_commands=cdi_command_lines(commands))
 
 
 def write_files(mod: GpuFleetModule, files: List[FileState]) -> None:

@@ -5,7 +5,8 @@
 
 The whole-host plan (every GPU validated against its own model before anything changes), the
 nvidia-smi commands per GPU, the document with the default configs, the files to write, the
-result and diff, and the check of the GPUs after applying. ``_mig_host`` runs the commands and
+result and diff, the check of the GPUs after applying, and the nvidia-ctk commands that regenerate
+the management CDI spec after a change. ``_mig_host`` runs the commands and
 writes the files; the module glues the two.
 """
 
@@ -38,6 +39,7 @@ OVERRIDE_TEMPLATE = (
     "Environment=\"MIG_PARTED_SELECTED_CONFIG=%s\"\n"
 )
 DOCUMENT_KEYS = ("version", "mig-configs")
+MANAGEMENT_CDI_SPEC = "/var/run/cdi/management.nvidia.com-gpu.yaml"
 
 Layout = Dict[str, Any]  # current_layout(): index, uuid, name, mig_capable/enabled/pending, mig_devices, mig_profiles
 
@@ -342,3 +344,45 @@ def reset_failed_gpus(plan: HostPlan, gpus_now: Sequence[Mapping[str, Any]]) -> 
     changed = set(change.index for change in plan.changes)
     return [current_layout(gpu)["index"] for gpu in gpus_now
             if int(gpu["index"]) in changed and gpu["mig"]["current"] != gpu["mig"]["pending"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# The management CDI spec after a change (docs/reference/specs.md §7.7)
+
+
+@dataclass(frozen=True)
+class CdiDecision:
+    """Whether to regenerate after the change, and what to say (warning) or refuse (error) before it."""
+
+    refresh: bool
+    warning: Optional[str] = None
+    error: Optional[str] = None
+
+
+def cdi_refresh_commands(ctk: str) -> List[List[str]]:
+    """What NVIDIA's MIG manager runs after a change when CDI is enabled: the control device nodes, then the
+    management spec (it lists the device nodes, MIG capabilities included, that exist when it is generated)."""
+    return [[ctk, "system", "create-device-nodes", "--control-devices"],
+            [ctk, "cdi", "generate", "--mode=management", "--vendor=management.nvidia.com", "--class=gpu",
+             "--output=" + MANAGEMENT_CDI_SPEC]]
+
+
+def cdi_command_lines(commands: Sequence[Sequence[str]]) -> List[str]:
+    """As the module's ``commands`` logs them: the binary's name and the arguments."""
+    return [" ".join([argv[0].rsplit("/", 1)[-1]] + list(argv[1:])) for argv in commands]
+
+
+def cdi_refresh_decision(mode: str, ctk: str, exists: bool) -> CdiDecision:
+    """cdi_refresh (auto, true, false) for a run that changes GPUs, given whether ``ctk`` exists on the host."""
+    if mode == "false":
+        return CdiDecision(False)
+    if exists:
+        return CdiDecision(True)
+    if mode == "true":
+        return CdiDecision(False, error=(
+            "cdi_refresh=true but %s (nvidia_ctk_binary) does not exist: the management CDI spec could not be "
+            "regenerated after the MIG change, so nothing was changed. Install the NVIDIA Container Toolkit, point "
+            "nvidia_ctk_binary at nvidia-ctk, or set cdi_refresh to auto or false." % ctk))
+    return CdiDecision(False, warning=(
+        "%s not found: the management CDI spec is not regenerated after the MIG change (cdi_refresh=auto). "
+        "A host that uses CDI needs `nvidia-ctk cdi generate --mode=management` run there." % ctk))

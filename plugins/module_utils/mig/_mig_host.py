@@ -119,6 +119,11 @@ class MigHost:
         except ParseError as exc:
             self.mod.fail("could not parse nvidia-smi output: %s" % exc)
 
+    @staticmethod
+    def exists(path: str) -> bool:
+        """Whether ``path`` exists on the host (as ansible.builtin.stat's ``exists``)."""
+        return os.path.exists(path)
+
     def mode_of(self, index: int) -> Tuple[bool, bool]:
         return parse_mode_query(self.read(["-i", str(index), *MODE_QUERY_ARGV]))
 
@@ -131,6 +136,11 @@ class MigHost:
             self.fail_midway("%s %s failed (rc=%d): %s" % (os.path.basename(binary), " ".join(argv), rc,
                                                            (err.strip() or out.strip())), rc=rc, stdout=out, stderr=err)
         return rc, out, err
+
+    def refresh_cdi(self, commands: Sequence[Sequence[str]]) -> None:
+        """nvidia-ctk's commands (``cdi_refresh_commands``), logged as mutating; a failure fails the task."""
+        for argv in commands:
+            self.write(argv[1:], binary=argv[0])
 
     def fail_midway(self, msg: str, **extra: Any) -> NoReturn:
         """A command failed after changes began: report what ran and what the GPUs look like now."""

@@ -155,7 +155,10 @@ def test_mig_role_refuses_a_required_nvidia_ctk_that_is_missing_and_changes_noth
         "mig_config": "all-1g.18gb", "mig_cdi_refresh": True, "mig_nvidia_ctk_binary": "/nonexistent/nvidia-ctk"})
     output = _flat(result.stdout + result.stderr)
     assert result.returncode != 0, output[-3000:]
-    assert "mig_cdi_refresh=true but /nonexistent/nvidia-ctk (mig_nvidia_ctk_binary) does not exist on op-h200" in output
+    # Refused by mig_config in the role's plan step (mig_cdi_refresh is its cdi_refresh), before the pause.
+    assert "fatal: [op-h200]" in output
+    assert "cdi_refresh=true but /nonexistent/nvidia-ctk (nvidia_ctk_binary) does not exist" in output
+    assert "so nothing was changed" in output
     assert open(lab.state_files[OTHER], "rb").read() == state_before
     assert lab.deploy_labels(OTHER) == labels_before
 
@@ -169,7 +172,7 @@ def test_mig_role_skips_the_cdi_spec_with_a_note_when_nvidia_ctk_is_missing(lab,
         "mig_config": "all-1g.18gb", "mig_nvidia_ctk_binary": "/nonexistent/nvidia-ctk"})
     output = _flat(result.stdout + result.stderr)
     assert result.returncode == 0, output[-4000:]
-    assert "/nonexistent/nvidia-ctk not found on op-h200: the management CDI spec is not regenerated" in output
+    assert "[WARNING]: /nonexistent/nvidia-ctk not found: the management CDI spec is not regenerated" in output
     assert len(current_devices(lab, OTHER)) == 7
     assert ctk.read_spec(lab.state_files[OTHER]) == spec_before
     # The role alone (a cluster configured) pauses, restores and restarts the validator too.

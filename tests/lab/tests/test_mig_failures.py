@@ -20,6 +20,7 @@ import yaml
 
 
 from gpulab import gpustate, hosts, workload
+from gpulab.hosts import ctk
 
 LAB_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO_ROOT = os.path.dirname(os.path.dirname(LAB_ROOT))
@@ -58,7 +59,7 @@ class Lab:
         return result
 
     def play(self, tmp_path, role_vars: dict, limit: Optional[str] = None, extra_inventory: Optional[str] = None,
-             any_errors_fatal: bool = False, check: bool = False) -> subprocess.CompletedProcess:
+             any_errors_fatal: bool = False, check: bool = False, verbosity: int = 0) -> subprocess.CompletedProcess:
         playbook = tmp_path / "play.yml"
         playbook.write_text(textwrap.dedent("""\
             - name: MIG role under test
@@ -77,6 +78,8 @@ class Lab:
             argv += ["--limit", limit]
         if check:
             argv += ["--check", "--diff"]
+        if verbosity:
+            argv.append("-" + "v" * verbosity)
         env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=_collections_path(), ANSIBLE_NOCOLOR="1",
                    ANSIBLE_FORCE_COLOR="0", ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_CALLBACK_RESULT_FORMAT="yaml",
                    ANSIBLE_DISPLAY_FAILED_STDERR="1")
@@ -240,6 +243,7 @@ def test_pending_mode_needs_a_reboot_only_when_allowed(lab, tmp_path):
     finally:
         workload.stop(state_file, pid)
     workload.start(state_file, 0, "inference.py", 1024)  # still attached when the role runs again
+    seen = len(gpustate.load(state_file).events)
     rebooted = lab.play(tmp_path, {"mig_config": "all-7g.40gb", "mig_allow_busy": True,
                                    "mig_gpu_clients": ["kubelet", "gpufleet-not-installed"],
                                    "mig_reboot_allowed": True, "mig_reboot_timeout": 120}, limit="mig-a100")
@@ -250,6 +254,11 @@ def test_pending_mode_needs_a_reboot_only_when_allowed(lab, tmp_path):
     assert state.services["kubelet"] == "active"  # stopped for the change, started again after the reboot
     gpu = state.gpu(0)
     assert gpu.mig_current and gpu.mig_pending and [gi.profile for gi in gpu.gpu_instances] == ["7g.40gb"]
+    # The management CDI spec is regenerated once, by the apply after the reboot (the first one left the change
+    # pending and the refresh due): it lists the instances that exist now.
+    assert [e["action"] for e in state.events[seen:] if e["action"] in ("reboot", "create-device-nodes", "cdi-generate")] == [
+        "reboot", "create-device-nodes", "cdi-generate"]
+    assert ctk.spec_device_nodes(ctk.read_spec(state_file)) == ctk.device_nodes(state)
     # Leave the host as the other cases expect it: MIG off.
     restored = lab.play(tmp_path, {"mig_config": "all-disabled", "mig_gpu_clients": []}, limit="mig-a100")
     assert restored.returncode == 0, _flat(restored.stdout)[-3000:]

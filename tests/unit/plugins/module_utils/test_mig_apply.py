@@ -189,3 +189,36 @@ def test_a_mode_change_pending_away_from_the_planned_mode():
     assert ma.stray_pending_problems(plan, still) == [
         "GPU 0: MIG is on as planned, but a change to MIG off is still pending after nvidia-smi -i 0 -mig 1 "
         "(a GPU reset or a reboot would turn MIG off)"]
+
+
+# ------------------------------------------------------------------ management CDI spec (issue 26, item 2)
+
+
+def test_cdi_refresh_commands_are_the_mig_managers_two():
+    assert ma.cdi_refresh_commands("/opt/ctk") == [
+        ["/opt/ctk", "system", "create-device-nodes", "--control-devices"],
+        ["/opt/ctk", "cdi", "generate", "--mode=management", "--vendor=management.nvidia.com", "--class=gpu",
+         "--output=/var/run/cdi/management.nvidia.com-gpu.yaml"]]
+
+
+@pytest.mark.parametrize("mode, exists, refresh, warns, fails", [
+    ("false", True, False, False, False),
+    ("false", False, False, False, False),
+    ("auto", True, True, False, False),
+    ("auto", False, False, True, False),
+    ("true", True, True, False, False),
+    ("true", False, False, False, True),
+])
+def test_cdi_refresh_decision(mode, exists, refresh, warns, fails):
+    decision = ma.cdi_refresh_decision(mode, "/opt/ctk", exists)
+    assert decision.refresh is refresh
+    assert bool(decision.warning) is warns and bool(decision.error) is fails
+    if fails:
+        assert decision.error.startswith("cdi_refresh=true but /opt/ctk (nvidia_ctk_binary) does not exist")
+    if warns:
+        assert decision.warning.startswith("/opt/ctk not found: the management CDI spec is not regenerated")
+
+
+def test_cdi_command_lines_name_the_binary_as_the_commands_log_does():
+    assert ma.cdi_command_lines(ma.cdi_refresh_commands("/opt/bin/nvidia-ctk"))[0] == (
+        "nvidia-ctk system create-device-nodes --control-devices")

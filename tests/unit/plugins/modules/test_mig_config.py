@@ -436,9 +436,11 @@ def test_module_documentation_renders_with_ansible_doc():
     doc = json.loads(as_json.stdout)["gpufleet.sharing.mig_config"]
     spec = set(doc["doc"]["options"])
     assert spec == {"config", "config_file", "selected", "include_defaults", "allow_busy", "backend", "gpu_reset",
-                    "hooks_file", "config_dest", "selected_config_override", "plan"}
+                    "hooks_file", "config_dest", "selected_config_override", "plan", "cdi_refresh", "nvidia_ctk_binary",
+                    "cdi_refresh_due"}
     assert set(doc["doc"]["attributes"]) == {"check_mode", "diff_mode", "platform"}
-    assert {"before", "after", "reset_required", "reboot_required", "changed_gpus"} <= set(doc["return"])
+    assert {"before", "after", "reset_required", "reboot_required", "changed_gpus", "cdi_refreshed", "cdi_commands",
+            "cdi_refresh_due"} <= set(doc["return"])
 
 
 def test_mig_parted_reset_failure_is_a_required_reboot(run_module):
