@@ -21,7 +21,8 @@ action plugin in the main process before it forks the task's workers
 imports the module and the ``kubernetes`` client there: every later worker inherits them.
 
 Everywhere else (a task delegated to another host, ``become``, ``async``, another interpreter, an
-ansible-core without the hook) the module runs as a module, exactly as without this plugin. The
+ansible-core without the hook, or the variable ``gpufleet_in_process`` false) the module runs as a
+module, exactly as without this plugin. The
 worker is a forked process of its own for this task only, so the module's process-wide state (its
 arguments, the environment of the task's ``environment:``) ends with it.
 """
@@ -39,6 +40,7 @@ import traceback
 from typing import Any, Dict, Iterator, List, Mapping, Optional
 
 from ansible.module_utils import basic
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible.vars.clean import remove_internal_keys
@@ -60,9 +62,9 @@ COLLECTION_MODULES = "ansible_collections.gpufleet.sharing.plugins.modules."
 
 
 def in_process_blockers(connection: str, become: bool, async_val: int, interpreter: Optional[str],
-                        controller_python: str, hook_available: bool) -> List[str]:
+                        controller_python: str, hook_available: bool, enabled: bool = True) -> List[str]:
     """Why this task's module cannot run in the worker process (empty: it can)."""
-    reasons = []
+    reasons = [] if enabled else ["gpufleet_in_process is false"]
     if connection != "local":
         reasons.append("the task runs on another host (connection %s)" % connection)
     if become:
@@ -105,7 +107,8 @@ class ClusterModuleAction(ActionBase):
         blockers = in_process_blockers(
             self._connection.transport, bool(self._play_context.become), int(self._task.async_val or 0),
             interpreter, sys.executable,
-            HAS_PROFILES and hasattr(basic.AnsibleModule, "_record_module_result"))
+            HAS_PROFILES and hasattr(basic.AnsibleModule, "_record_module_result"),
+            boolean(self._templar.template(task_vars.get("gpufleet_in_process", True)), strict=False))
         if blockers:
             display.vvv("%s runs as a module: %s" % (self._task.action, "; ".join(blockers)))
             wrap_async = bool(self._task.async_val) and not self._connection.has_native_async

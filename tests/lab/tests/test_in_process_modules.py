@@ -96,6 +96,15 @@ def test_a_cluster_module_gives_the_same_results_in_the_worker_and_as_a_module(l
     assert seen["in_process"] == seen["as_module"]
 
 
+def test_gpufleet_in_process_false_runs_the_modules_as_modules(lab, tmp_path):  # noqa: F811
+    tasks = [{"name": "Lock read", "gpufleet.sharing.rollout_lock": {"state": "checked", "holder": "test"},
+              "vars": {"gpufleet_in_process": False}, "register": "checked"}]
+    proc, results = play(lab, tmp_path, "switched-off", tasks)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "runs as a module: gpufleet_in_process is false" in proc.stdout and IN_PROCESS not in proc.stdout
+    assert results["checked"]["message"] == "free", results["checked"]
+
+
 def test_the_worker_run_keeps_check_mode_and_the_task_environment(lab, tmp_path):  # noqa: F811
     before = lab.rv()
     tasks = [{"name": "Taint in check mode", "gpufleet.sharing.node_taints": {

@@ -23,13 +23,14 @@ def test_a_local_task_with_the_controllers_python_runs_in_the_worker():
     (("local", False, 0, "/usr/bin/python-other", PYTHON, True),
      "ansible_python_interpreter is /usr/bin/python-other, not the controller's %s" % PYTHON),
     (("local", False, 0, None, PYTHON, False), "this ansible-core has no in-worker module hook"),
+    (("local", False, 0, None, PYTHON, True, False), "gpufleet_in_process is false"),
 ])
 def test_each_reason_to_run_as_a_module_is_named(arguments, reason):
     assert in_process_blockers(*arguments) == [reason]
 
 
 def test_every_reason_is_named_at_once():
-    assert len(in_process_blockers("ssh", True, 5, "/opt/python", PYTHON, False)) == 5
+    assert len(in_process_blockers("ssh", True, 5, "/opt/python", PYTHON, False, False)) == 6
 
 
 def test_the_same_interpreter_by_another_link_is_the_controllers(tmp_path):
