@@ -149,7 +149,9 @@ def test_the_roles_find_the_dra_hosts_from_gpufleet_gpu_backend(lab):
         with open(os.path.join(tmp, name), "w", encoding="utf-8") as handle:
             handle.write(text)
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=BUILD, ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run(["ansible-playbook", "-i", os.path.join(tmp, "inventory.json"), os.path.join(tmp, "play.yml")],
+    # The venv's ansible-playbook (beside this Python), not whichever one PATH finds first.
+    playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+    proc = subprocess.run([playbook, "-i", os.path.join(tmp, "inventory.json"), os.path.join(tmp, "play.yml")],
                           capture_output=True, text=True, env=env, timeout=600, check=False)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     with open(os.path.join(tmp, "roles.json"), encoding="utf-8") as handle:
