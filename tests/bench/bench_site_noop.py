@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -101,12 +102,6 @@ def timed_noop(argv, env, what):
     return seconds
 
 
-def median(values):
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
 def measure(size, helm, workdir, config=None, repeats=1, compare=None):
     lab_dir = os.path.join(workdir, 'lab-%d' % size)
     env = dict(os.environ, PYTHONPATH=LAB)
@@ -143,13 +138,13 @@ def measure(size, helm, workdir, config=None, repeats=1, compare=None):
             if compare:
                 compared.append(timed_noop(site_argv(compare, lab_dir, helm), compare_env,
                                            'no-op run of %d hosts by %s' % (size, compare)))
-        ping, noop = median(pings), median(noops)
+        ping, noop = statistics.median(pings), statistics.median(noops)
         row = {'hosts': size, 'lab_up_s': lab_up, 'converge_s': converge, 'ping_s': ping, 'noop_site_s': noop,
                'ratio_noop_to_ping': noop / ping, 'noop_s_per_host': noop / size, 'changed_in_noop': 0,
                'repeats': repeats, 'ping_runs_s': pings, 'noop_runs_s': noops}
         if compare:
-            row.update(compare=compare, compare_noop_runs_s=compared, compare_noop_s=median(compared),
-                       compare_ratio_noop_to_ping=median(compared) / ping)
+            row.update(compare=compare, compare_noop_runs_s=compared, compare_noop_s=statistics.median(compared),
+                       compare_ratio_noop_to_ping=statistics.median(compared) / ping)
         return row
     finally:
         subprocess.run([sys.executable, '-m', 'gpulab', 'down', '--dir', lab_dir], env=env, check=False,
