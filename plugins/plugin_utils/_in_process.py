@@ -42,6 +42,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional
 from ansible.module_utils import basic
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
+from ansible.plugins.action.normal import ActionModule as NormalAction
 from ansible.utils.display import Display
 from ansible.vars.clean import remove_internal_keys
 
@@ -90,14 +91,11 @@ def environment(values: Mapping[str, Any]) -> Iterator[None]:
         os.environ.update(saved)
 
 
-class ClusterModuleAction(ActionBase):
-    """The action plugin of a cluster module: in the worker process on the controller, else as a module."""
-
-    _supports_check_mode = True
-    _supports_async = True
+class ClusterModuleAction(NormalAction):
+    """The action plugin of a cluster module: in the worker process on the controller, else as a module
+    (ansible-core's ``normal`` action, the one a module without an action plugin gets)."""
 
     def run(self, tmp: Any = None, task_vars: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-        result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         # The interpreter of the host the task runs on (the delegated host's, as _configure_module reads it).
         target_vars = (task_vars.get("ansible_delegated_vars") or {}).get(self._task.delegate_to, task_vars) \
@@ -111,12 +109,9 @@ class ClusterModuleAction(ActionBase):
             boolean(self._templar.template(task_vars.get("gpufleet_in_process", True)), strict=False))
         if blockers:
             display.vvv("%s runs as a module: %s" % (self._task.action, "; ".join(blockers)))
-            wrap_async = bool(self._task.async_val) and not self._connection.has_native_async
-            result.update(self._execute_module(task_vars=task_vars, wrap_async=wrap_async))
-            if not wrap_async:
-                self._remove_tmp_path(self._connection._shell.tmpdir)
-            return result
+            return super().run(tmp, task_vars)
         display.vvv("%s runs in the controller's worker process" % self._task.action)
+        result = ActionBase.run(self, tmp, task_vars)  # the checks every action makes, not normal's module run
         result.update(self.run_in_process(task_vars))
         return result
 
