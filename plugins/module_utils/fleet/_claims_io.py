@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._apply import replacement
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._apply import object_key, replacement, unlisted
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._dra_plan import plan_devices
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_read import planned_fleet
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError
@@ -35,8 +35,7 @@ def read_owned(mod: Any) -> Owned:
     """kind -> (namespace, name) -> every owned DeviceClass and ResourceClaimTemplate."""
     selector = label_selector({OWNER_KEY: OWNER_VALUE})
     try:
-        return {kind: {((o["metadata"].get("namespace") or ""), o["metadata"]["name"]): o
-                       for o in mod.k8s.list(kind, label_selector=selector)} for kind in KINDS}
+        return {kind: {object_key(o): o for o in mod.k8s.list(kind, label_selector=selector)} for kind in KINDS}
     except K8sError as exc:
         if exc.status != 404:
             raise
@@ -64,7 +63,7 @@ def refusals(mod: Any, bodies: Sequence[Dict[str, Any]], owned: Owned) -> List[s
     An object listed in ``owned`` (this run's read, by our label) is ours and its namespace exists:
     only the others are read, so a converged run reads none."""
     problems = []
-    bodies = [b for b in bodies if ((b["metadata"].get("namespace") or ""), b["metadata"]["name"]) not in owned[b["kind"]]]
+    bodies = unlisted(bodies, owned)
     missing = sorted({b["metadata"]["namespace"] for b in bodies if b["metadata"].get("namespace")
                       and mod.k8s.get("Namespace", b["metadata"]["namespace"]) is None})
     problems += ["namespace %s does not exist (create it first; the claim templates go there)" % ns for ns in missing]

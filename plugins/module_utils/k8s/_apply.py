@@ -9,7 +9,7 @@ Pure: ``_k8s.K8sClient.apply`` reads and writes."""
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 
 class ApplyResult:
@@ -101,3 +101,15 @@ def replacement(live: Dict[str, Any], spec: Dict[str, Any], labels: Dict[str, st
             merged.setdefault("spec", {}).pop(key, None)
         merged["spec"].update(copy.deepcopy(spec))
     return merged
+
+
+def object_key(obj: Mapping[str, Any]) -> Tuple[str, str]:
+    """(namespace or "", name): how a list of one kind is keyed."""
+    meta = obj["metadata"]
+    return (meta.get("namespace") or ""), meta["name"]
+
+
+def unlisted(bodies: Sequence[Dict[str, Any]], listed: Mapping[str, Mapping[Tuple[str, str], Any]]) -> List[Dict[str, Any]]:
+    """The planned ``bodies`` missing from ``listed`` (kind -> ``object_key`` -> object, this run's list of the
+    objects we own): only those can collide with an object that is not ours or need their namespace checked."""
+    return [body for body in bodies if object_key(body) not in listed[body["kind"]]]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._apply import replacement
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._apply import object_key, replacement, unlisted
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._dra_plan import plan_devices
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_claims import PlannedDevice, kind_capacity
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._dra_verify import slice_resources
@@ -69,8 +69,7 @@ def read_owned(mod: Any) -> Dict[str, Dict[Tuple[str, str], Dict[str, Any]]]:
     """kind -> (namespace, name) -> every owned Kueue object."""
     selector = label_selector(dict(OWNER))
     try:
-        return {kind: {((o["metadata"].get("namespace") or ""), o["metadata"]["name"]): o
-                       for o in mod.k8s.list(rt, label_selector=selector)} for kind, rt in TYPES.items()}
+        return {kind: {object_key(o): o for o in mod.k8s.list(rt, label_selector=selector)} for kind, rt in TYPES.items()}
     except K8sError as exc:
         if exc.status != 404:
             raise
@@ -97,15 +96,12 @@ def refusals(mod: Any, bodies: Sequence[Dict[str, Any]],
     An object listed among ``owned_objs`` (this run's read, by our label) is ours and its namespace
     exists: only the others are read, so a converged run reads none."""
     problems = []
-    for body in bodies:
+    for body in unlisted(bodies, owned_objs):
         meta = body["metadata"]
-        if (meta.get("namespace") or "", meta["name"]) in owned_objs[body["kind"]]:
-            continue
         if body["kind"] == "LocalQueue" and mod.k8s.get("Namespace", meta["namespace"]) is None:
             problems.append("team %s: namespace %s does not exist (create it first; the team's LocalQueue goes there)"
                             % (meta["name"], meta["namespace"]))
             continue
-        meta = body["metadata"]
         live = mod.k8s.get(TYPES[body["kind"]], meta["name"], meta.get("namespace"))
         if live is not None and not owned(live):
             problems.append("%s %s%s exists and is not managed by gpufleet.sharing (label %s); it is left alone: "

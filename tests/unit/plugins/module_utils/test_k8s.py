@@ -12,6 +12,7 @@ import json
 import pytest
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s import _k8s
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._apply import object_key, unlisted
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s import _resources
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError, K8sTimeout
@@ -589,3 +590,13 @@ def test_connect_sets_dry_run(tmp_path):
         "current-context: ctx\n")
     assert K8sClient.connect({"kubeconfig": str(kubeconfig)}, dry_run=True).dry_run is True
     assert K8sClient.connect({"kubeconfig": str(kubeconfig)}).dry_run is False
+
+
+def test_unlisted_keeps_the_planned_objects_missing_from_the_list_by_namespace_and_name():
+    listed = {"LocalQueue": {("team-a", "q"): {}}, "ClusterQueue": {("", "q"): {}}}
+    bodies = [{"kind": "LocalQueue", "metadata": {"name": "q", "namespace": "team-a"}},
+              {"kind": "LocalQueue", "metadata": {"name": "q", "namespace": "team-b"}},
+              {"kind": "ClusterQueue", "metadata": {"name": "q"}},
+              {"kind": "ClusterQueue", "metadata": {"name": "other", "namespace": None}}]
+    assert unlisted(bodies, listed) == [bodies[1], bodies[3]]
+    assert object_key(bodies[3]) == ("", "other")
