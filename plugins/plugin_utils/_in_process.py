@@ -55,8 +55,11 @@ except ImportError:  # ansible-core before 2.19: the module runs as a module
 # Imported here, so in the main process when the strategy loads the action plugin: the kubernetes
 # client with it, which every worker forked afterwards inherits.
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s import _k8s  # noqa: F401  pylint: disable=unused-import
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._preload import load_filters
 
 display = Display()
+
+load_filters()  # the collection's filters too (_preload.py)
 
 PROFILE = "legacy"  # the serialization profile of a module without metadata (ansible/executor/module_common.py)
 COLLECTION_MODULES = "ansible_collections.gpufleet.sharing.plugins.modules."
@@ -79,6 +82,11 @@ def in_process_blockers(connection: str, become: bool, async_val: int, interpret
     return reasons
 
 
+def module_of(action_plugin: str) -> str:
+    """The Python module of the cluster module an action plugin of this collection runs."""
+    return COLLECTION_MODULES + action_plugin.rsplit(".", 1)[-1]
+
+
 @contextlib.contextmanager
 def environment(values: Mapping[str, Any]) -> Iterator[None]:
     """``os.environ`` with the task's ``environment:`` for the block (as a module process gets it)."""
@@ -94,6 +102,12 @@ def environment(values: Mapping[str, Any]) -> Iterator[None]:
 class ClusterModuleAction(NormalAction):
     """The action plugin of a cluster module: in the worker process on the controller, else as a module
     (ansible-core's ``normal`` action, the one a module without an action plugin gets)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Import the module of a cluster module's action plugin (``plugins/action/<module>.py``) when the
+        plugin is loaded: in the main process, so that no worker compiles the module and its pure code again."""
+        super().__init_subclass__(**kwargs)
+        importlib.import_module(module_of(cls.__module__))
 
     def run(self, tmp: Any = None, task_vars: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         task_vars = task_vars or {}
@@ -117,7 +131,7 @@ class ClusterModuleAction(NormalAction):
 
     def run_in_process(self, task_vars: Dict[str, Any]) -> Dict[str, Any]:
         name = self._task.resolved_action or self._task.action
-        module = importlib.import_module(COLLECTION_MODULES + name.rsplit(".", 1)[-1])
+        module = importlib.import_module(COLLECTION_MODULES + name.rsplit(".", 1)[-1])  # already loaded with this plugin
         args = dict(self._task.args)
         self._update_module_args(name, args, task_vars)
         scratch = tempfile.mkdtemp(prefix="gpufleet-module-")

@@ -35,7 +35,7 @@ def wrapper_python(tmp_path) -> str:
     return str(path)
 
 
-def play(lab, tmp_path, name, tasks, interpreter=None, check=False, defaults=True):  # noqa: F811
+def play(lab, tmp_path, name, tasks, interpreter=None, check=False, defaults=True, python_flags=()):  # noqa: F811
     """Run ``tasks`` on localhost (-c local) with -vvv; return (process, {register name: result})."""
     out = tmp_path / ("%s-results" % name)
     out.mkdir()
@@ -47,10 +47,10 @@ def play(lab, tmp_path, name, tasks, interpreter=None, check=False, defaults=Tru
                                      "module_defaults": {"group/gpufleet.sharing.k8s": {"kubeconfig": lab.kubeconfig}}
                                      if defaults else {},
                                      "tasks": tasks + saved}]))
-    argv = [os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-vvv", "-i", "localhost,", "-c", "local",
+    argv = [sys.executable, *python_flags, os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-vvv", "-i", "localhost,", "-c", "local",
             "-e", "ansible_python_interpreter=%s" % (interpreter or sys.executable), str(playbook)]
     if check:
-        argv.insert(1, "--check")
+        argv.append("--check")
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False,
                           env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=BUILD, ANSIBLE_NOCOLOR="1"))
     results = {entry.name: json.loads(entry.read_text()) for entry in out.iterdir()}
@@ -136,3 +136,28 @@ def test_a_no_log_option_stays_out_of_the_output_either_way(lab, tmp_path, way):
     everything = proc.stdout + proc.stderr + json.dumps(results)
     for form in (SECRET, base64.b64encode(SECRET.encode()).decode()):
         assert form not in everything
+
+
+def test_a_run_loads_the_collections_code_once_in_the_main_process(lab, tmp_path):  # noqa: F811
+    """Ansible forks a worker per task and host; a worker that looks up one of our filters imports every
+    filter file of the collection, compiled from source, and an in-process module imported its code in
+    its worker (plugin_utils/_preload.py). Loaded with the first gpufleet action plugin, in the main
+    process, each module of the collection is imported once per run, whatever the number of tasks."""
+    filters = [{"name": "Filter %d" % n, "ansible.builtin.debug": {
+        "msg": "{{ ['nvidia-dcgm.service'] | gpufleet.sharing.unit_name_problems('mig_gpu_clients') }}"}}
+        for n in range(3)]
+    tasks = ([{"name": "A host module first (no nvidia-smi here)",
+               "gpufleet.sharing.gpu_facts": {"nvidia_smi_path": "/bin/true"}, "register": "read"}]
+             + filters
+             + [dict(task, name="%s (%d)" % (task["name"], n)) for n in range(2) for task in TAINT_TASKS[:2]])
+    proc, results = play(lab, tmp_path, "imports", tasks, python_flags=("-X", "importtime"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert not results["read"].get("failed"), results["read"]
+    imported = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
+    ours = [name for name in imported if name.startswith("ansible_collections.gpufleet.sharing.")]
+    again = sorted({name for name in ours if ours.count(name) > 1})
+    assert not again, "imported by more than one process of the run: %s" % again
+    # What the workers used was imported (-X importtime names what import statements import: the code
+    # of the filter and of the module, not the files Ansible and the action plugin load through importlib).
+    assert "ansible_collections.gpufleet.sharing.plugins.module_utils.base._run_inputs" in ours
+    assert "ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._taints" in ours

@@ -1,0 +1,39 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.sharing contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The collection's Jinja filters, loaded once in the controller's main process.
+
+Ansible templates a task in the worker process it forks for that task and host. To find a filter of a
+collection, ansible-core's ``Jinja2Loader`` (``ansible/plugins/loader.py``, 2.19) imports *every*
+file of the collection's ``plugins/filter`` (a file may define several filters, and a later one may
+override an earlier one), and the collection loader compiles each from its source
+(``_AnsibleCollectionPkgLoaderBase.get_code``: no bytecode cache). A worker is new for every task and
+host, so every task that used one of our filters compiled all of them and the pure code they import
+again: on the demo lab, 40% of the controller's work in a run that changes nothing (issue 26).
+
+A module already in ``sys.modules`` is not loaded again (``PluginLoader._load_module_source``), and a
+forked worker inherits the main process's modules. The strategy loads a task's action plugin in the
+main process before it forks the task's workers (``action_loader.get(..., class_only=True)`` in
+``ansible/plugins/strategy/linear.py``), so every action plugin of this collection calls
+``load_filters()`` when it is imported: from the first task of a gpufleet module on, no worker loads
+a filter of ours again. Before that task, or with a strategy that does not load action plugins in the
+main process, the filters load in the workers, as without this module.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import List
+
+FILTERS = "ansible_collections.gpufleet.sharing.plugins.filter"
+
+
+def load_filters() -> List[str]:
+    """Import every filter file of the collection (once per process); the names of its modules."""
+    package = importlib.import_module(FILTERS)
+    names = sorted(FILTERS + "." + name for _finder, name, is_package in pkgutil.iter_modules(package.__path__)
+                   if not is_package)
+    for name in names:
+        importlib.import_module(name)
+    return names
