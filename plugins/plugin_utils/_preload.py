@@ -14,7 +14,7 @@ again: on the demo lab, 40% of the controller's work in a run that changes nothi
 A module already in ``sys.modules`` is not loaded again (``PluginLoader._load_module_source``), and a
 forked worker inherits the main process's modules. The strategy loads a task's action plugin in the
 main process before it forks the task's workers (``action_loader.get(..., class_only=True)`` in
-``ansible/plugins/strategy/linear.py``), so every action plugin of this collection calls
+``ansible/plugins/strategy/linear.py`` and ``free.py``), so every action plugin of this collection calls
 ``load_filters()`` when it is imported: from the first task of a gpufleet module on, no worker loads
 a filter of ours again. Before that task, or with a strategy that does not load action plugins in the
 main process, the filters load in the workers, as without this module.
