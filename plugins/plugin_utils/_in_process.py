@@ -82,9 +82,10 @@ def in_process_blockers(connection: str, become: bool, async_val: int, interpret
     return reasons
 
 
-def module_of(action_plugin: str) -> str:
-    """The Python module of the cluster module an action plugin of this collection runs."""
-    return COLLECTION_MODULES + action_plugin.rsplit(".", 1)[-1]
+def module_of(action: str) -> str:
+    """The Python module of the cluster module that an action of this collection runs, from its last
+    dotted part: the task's action (``gpufleet.sharing.node_taints``) or its action plugin's module."""
+    return COLLECTION_MODULES + action.rsplit(".", 1)[-1]
 
 
 @contextlib.contextmanager
@@ -131,7 +132,7 @@ class ClusterModuleAction(NormalAction):
 
     def run_in_process(self, task_vars: Dict[str, Any]) -> Dict[str, Any]:
         name = self._task.resolved_action or self._task.action
-        module = importlib.import_module(COLLECTION_MODULES + name.rsplit(".", 1)[-1])  # already loaded with this plugin
+        module = importlib.import_module(module_of(name))  # already loaded with this plugin
         args = dict(self._task.args)
         self._update_module_args(name, args, task_vars)
         scratch = tempfile.mkdtemp(prefix="gpufleet-module-")
