@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Mapping, Sequence
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import node_name
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import hostvars_once, node_name
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_preflight import BACKENDS, backend_of, backend_problem
 
 DOCUMENTATION = r"""
@@ -41,6 +41,7 @@ _value:
 """
 
 
+@hostvars_once
 def backend_nodes(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> Dict[str, List[str]]:
     found: Dict[str, List[str]] = {backend: [] for backend in BACKENDS}
     for host in hosts:
@@ -52,6 +53,7 @@ def backend_nodes(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> Dict[str
     return found
 
 
+@hostvars_once
 def backend_hosts(hostvars: Mapping[str, Any], hosts: Sequence[str], nodes: Sequence[str]) -> List[str]:
     """The hosts (in the order given) whose node is one of ``nodes``."""
     return [host for host in hosts if node_name(host, hostvars[host]) in set(nodes or [])]

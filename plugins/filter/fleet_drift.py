@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import node_name
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import hostvars_once, node_name
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._read_plan import read_plan
 from ansible_collections.gpufleet.sharing.plugins.module_utils.drift._drift import advertised_rows, host_rows, merge_rows
 from ansible_collections.gpufleet.sharing.plugins.module_utils.drift._drift_cluster import cluster_rows, summary
@@ -68,6 +68,7 @@ _value:
 """
 
 
+@hostvars_once
 def fleet_drift(hostvars: Mapping[str, Any], hosts: Sequence[str], operator: Optional[Mapping[str, Any]] = None,
                 chart_version: str = "", sharing: Optional[Mapping[str, Any]] = None,
                 verify: Optional[Mapping[str, Any]] = None, info: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:

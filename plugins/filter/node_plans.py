@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Sequence
 
-from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import node_name
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import hostvars_once, node_name
 
 DOCUMENTATION = r"""
 name: node_plans
@@ -62,6 +62,7 @@ def host_entry(host: str, host_vars: Mapping[str, Any]) -> Dict[str, Any]:
     return entry
 
 
+@hostvars_once
 def node_plans(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> List[Dict[str, Any]]:
     entries = [host_entry(host, hostvars[host]) for host in hosts]
     return [entry for entry in entries if len(entry) > 1]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import node_name
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import hostvars_once, node_name
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._mig_selection import mig_selection_problems, unread_index_notes
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._taints import taint_report
 from ansible_collections.gpufleet.sharing.plugins.module_utils.run._preflight import gpu_models, host_problems, shared_node_problems
@@ -74,6 +74,7 @@ def _mig_problems(values: Mapping[str, Any]) -> List[str]:
     return mig_selection_problems(gpu_models(declared, gpus), selection, gpus=[] if declared is not None else gpus)
 
 
+@hostvars_once
 def preflight_problems(hostvars: Mapping[str, Any], hosts: Sequence[str], tolerations: Optional[Sequence[Any]] = None,
                        checked: Optional[Sequence[str]] = None) -> List[str]:
     problems = shared_node_problems([(host, node_name(host, hostvars[host])) for host in hosts])
@@ -88,6 +89,7 @@ def preflight_problems(hostvars: Mapping[str, Any], hosts: Sequence[str], tolera
     return problems + unchecked
 
 
+@hostvars_once
 def preflight_notes(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> List[str]:
     """What preflight could not check, per host (not a problem): the GPU indexes a selection names on a host
     whose model is declared, so not read."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import node_name
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import hostvars_once, node_name
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import failure_message, summary_rows, to_annotate_again
 
 DOCUMENTATION = r"""
@@ -63,6 +63,7 @@ def _recorded(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> Dict[str, Di
     return {host: dict((key, hostvars[host][name]) for name, key in FIELDS if name in hostvars[host]) for host in hosts}
 
 
+@hostvars_once
 def rollout_summary(hostvars: Mapping[str, Any], hosts: Sequence[str], triage: Optional[Mapping[str, Any]] = None,
                     remarked: Optional[Sequence[Mapping[str, Any]]] = None) -> List[Dict[str, Any]]:
     again = {}
@@ -73,6 +74,7 @@ def rollout_summary(hostvars: Mapping[str, Any], hosts: Sequence[str], triage: O
     return summary_rows(hosts, _recorded(hostvars, hosts), triage or {}, again)
 
 
+@hostvars_once
 def rollout_annotate_again(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> List[Dict[str, str]]:
     return to_annotate_again(hosts, _recorded(hostvars, hosts), {host: node_name(host, hostvars[host]) for host in hosts})
 

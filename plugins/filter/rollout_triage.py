@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import node_name
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import hostvars_once, node_name
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._read_plan import read_plan
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_read_plan import Prepared
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import UNPLANNED, restart_selectors, steps, triage, with_backend
@@ -77,6 +77,7 @@ _value:
 """
 
 
+@hostvars_once
 def rollout_triage(hostvars: Mapping[str, Any], hosts: Sequence[str], annotated_nodes: Optional[Mapping[str, Any]] = None,
                    use_read: bool = True, previous: Optional[Mapping[str, Any]] = None,
                    moves: Sequence[str] = ()) -> Dict[str, Dict[str, Any]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Sequence
 
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import hostvars_once
 from ansible_collections.gpufleet.sharing.plugins.module_utils.run._preflight import variable_problems as _host_variable_problems
 
 DOCUMENTATION = r"""
@@ -49,6 +50,7 @@ _value:
 """
 
 
+@hostvars_once
 def variable_problems(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> List[str]:
     return ["%s: %s" % (host, problem) for host in hosts for problem in _host_variable_problems(hostvars[host])]
 

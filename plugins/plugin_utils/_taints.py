@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Sequence
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._taints import GPU_TOLERATION, taint_problems, tolerations_for, untolerated
-from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import node_name
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import hostvars_once, node_name
 
 
+@hostvars_once
 def node_taints(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> List[Dict[str, Any]]:
     """Every host, those without gpufleet_node_taints with no taint: removing the variable must remove the
     taints the collection set (issue 21: they used to stay while the operator's tolerations went)."""
@@ -27,6 +28,7 @@ def _declared(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> List[Mapping
             for t in entry["taints"] if isinstance(t, Mapping) and t.get("key") and t.get("effect")]
 
 
+@hostvars_once
 def taint_tolerations(hostvars: Mapping[str, Any], hosts: Sequence[str], base: Any = None,
                       gpu_default: bool = False) -> List[Dict[str, Any]]:
     """``base`` (else the operator's nvidia.com/gpu toleration when ``gpu_default``, else nothing) plus a
@@ -35,6 +37,7 @@ def taint_tolerations(hostvars: Mapping[str, Any], hosts: Sequence[str], base: A
     return tolerations_for(_declared(hostvars, hosts), start)
 
 
+@hostvars_once
 def taint_report(hostvars: Mapping[str, Any], hosts: Sequence[str], tolerations: Sequence[Mapping[str, Any]]) -> List[str]:
     """Preflight: every invalid declared taint, and every taint that ``tolerations`` (the operands') do not tolerate."""
     problems: List[str] = []

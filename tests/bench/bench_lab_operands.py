@@ -8,7 +8,10 @@ SSH hosts: a Store with N one-GPU H100 nodes, the controllers with the lab's def
 ClusterPolicy as the chart creates it; timed until the ClusterPolicy is ready (every operand pod
 running). Reported: seconds, operand pods, controller passes, and the pod objects the store copied
 out for reads (the lab's cost that grows with the fleet), with the ratio to the smallest size
-(linear: the ratio of the node counts). No timed assertions.
+(linear: the ratio of the node counts). Then the idle cost: with every operand running and nothing
+left to do, the share of one core the lab spends over ``--idle`` seconds (its controllers' resync
+passes; the process's CPU time, the main thread sleeping) and the pod objects copied per second.
+This is the background load every benchmark on a lab of that size runs beside. No timed assertions.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from gpulab.cluster.server import add_nodes  # noqa: E402
 from gpulab.cluster.store import Store  # noqa: E402
 
 
-def measure(nodes: int, workdir: str, timeout: float) -> dict:
+def measure(nodes: int, workdir: str, timeout: float, idle: float = 5.0) -> dict:
     store = Store()
     hosts = []
     for index in range(nodes):
@@ -61,8 +64,15 @@ def measure(nodes: int, workdir: str, timeout: float) -> dict:
             time.sleep(0.2)
         seconds = time.perf_counter() - started
         pods = len(items("v1/pods", "gpu-operator"))
-        return {"nodes": nodes, "ready": state == "ready", "seconds": seconds, "operand_pods": pods,
-                "passes": controllers.passes, "pod_copies": copied["pods"], "load1": os.getloadavg()[0]}
+        row = {"nodes": nodes, "ready": state == "ready", "seconds": seconds, "operand_pods": pods,
+               "passes": controllers.passes, "pod_copies": copied["pods"], "load1": os.getloadavg()[0]}
+        time.sleep(2.0)  # the last pods' status writes settle
+        cpu, wall, copies, passes = time.process_time(), time.perf_counter(), copied["pods"], controllers.passes
+        time.sleep(idle)
+        wall = time.perf_counter() - wall
+        row.update(idle_core_share=(time.process_time() - cpu) / wall, idle_passes_per_s=(controllers.passes - passes) / wall,
+                   idle_pod_copies_per_s=(copied["pods"] - copies) / wall)
+        return row
     finally:
         controllers.stop()
 
@@ -71,22 +81,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="50,100,200")
     parser.add_argument("--timeout", type=float, default=900.0, help="give up on one size after this many seconds")
+    parser.add_argument("--idle", type=float, default=5.0, help="seconds of the idle measurement after ready")
     parser.add_argument("--json")
     options = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory(prefix="gpufleet-bench-operands-") as workdir:
         for nodes in [int(n) for n in options.nodes.split(",")]:
-            results.append(measure(nodes, workdir, options.timeout))
+            results.append(measure(nodes, workdir, options.timeout, options.idle))
             print("measured %d nodes: %.1fs" % (nodes, results[-1]["seconds"]), flush=True)
     first = results[0]
-    header = ("nodes", "ready", "seconds", "pods", "passes", "pod copies", "x seconds", "x nodes", "load")
-    print("\n%6s %6s %9s %6s %7s %12s %12s %12s %6s" % header)
+    header = ("nodes", "ready", "seconds", "pods", "passes", "pod copies", "x seconds", "x nodes", "load",
+              "idle core", "idle passes/s", "idle pod copies/s")
+    print("\n%6s %6s %9s %6s %7s %12s %12s %12s %6s %10s %14s %18s" % header)
     for row in results:
         row["ratio_seconds"] = row["seconds"] / first["seconds"]
         row["ratio_nodes"] = row["nodes"] / first["nodes"]
-        print("%6d %6s %9.1f %6d %7d %12d %12.2f %12.2f %6.1f" % (
+        print("%6d %6s %9.1f %6d %7d %12d %12.2f %12.2f %6.1f %10.2f %14.2f %18.0f" % (
             row["nodes"], row["ready"], row["seconds"], row["operand_pods"], row["passes"], row["pod_copies"],
-            row["ratio_seconds"], row["ratio_nodes"], row["load1"]))
+            row["ratio_seconds"], row["ratio_nodes"], row["load1"], row["idle_core_share"], row["idle_passes_per_s"],
+            row["idle_pod_copies_per_s"]))
     print(json.dumps({"benchmark": "lab_operands", "nproc": os.cpu_count(), "results": results}))
     if options.json:
         with open(options.json, "w") as handle:

@@ -19,6 +19,11 @@ interleaved with this one's, so that a before/after is measured under the same l
 With --config, both runs use that ansible.cfg (ANSIBLE_CONFIG; e.g. docs/examples/ansible.cfg) instead of
 the bench's own forks=10.
 
+Each timed run also records where the machine's CPU went, in core-seconds (benchcpu.py): the whole
+machine, the run's own process tree, the lab's cluster server, and the rest (the lab's SSH hosts and
+their simulated tools). The wall-time ratio and the machine's CPU ratio are both reported: on a
+machine whose cores the lab shares with the run, the second says how much more work the no-op is.
+
 The 6-host fleet is the demo's (A100 MIG + time-sliced slices, H100 whole GPUs, H200 MPS). Larger
 fleets use H100 and H200 hosts only, so that the first converge does not spend its time on MIG
 rollouts (those are measured by the fleet scenario and tests/bench/bench_mig_noop.py).
@@ -43,6 +48,7 @@ sys.path.insert(0, HERE)
 from gpulab import tools  # noqa: E402
 from gpulab.cluster import access  # noqa: E402
 from benchlib import RunFailed, recap  # noqa: E402
+from benchcpu import CpuMeter, lab_server_pid  # noqa: E402
 
 DEMO_FLEET = [
     'a100-inf-0=A100-40GB:1@a100_inference,gpu_hosts',
@@ -74,10 +80,15 @@ def fleet(size):
     return hosts
 
 
-def timed(argv, env):
+def timed(argv, env, meter=None, cpu=None):
+    """Seconds of a run; with a CpuMeter, its CPU split is appended to the list ``cpu``."""
+    before = meter.start() if meter else None
     start = time.perf_counter()
     proc = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, check=False)
-    return time.perf_counter() - start, proc
+    seconds = time.perf_counter() - start
+    if meter:
+        cpu.append(meter.since(before))
+    return seconds, proc
 
 
 def site_argv(repo, lab_dir, helm):
@@ -91,15 +102,20 @@ def site_argv(repo, lab_dir, helm):
             os.path.join(repo, 'playbooks', 'site.yml')]
 
 
-def timed_noop(argv, env, what):
+def timed_noop(argv, env, what, meter=None, cpu=None):
     """Seconds of a no-op run; a failure or a change is an error naming the hosts."""
-    seconds, proc = timed(argv, env)
+    seconds, proc = timed(argv, env, meter, cpu)
     if proc.returncode != 0:
         raise RunFailed(what, proc)
     changed = {host: counts for host, counts in recap(proc.stdout).items() if counts['changed']}
     if changed:
         raise RuntimeError('%s changed things on %s' % (what, sorted(changed)))
     return seconds
+
+
+def median_split(runs):
+    """The median of each CPU figure over the runs (core-seconds)."""
+    return dict((key, statistics.median(run[key] for run in runs)) for key in runs[0])
 
 
 def measure(size, helm, workdir, config=None, repeats=1, compare=None):
@@ -129,22 +145,29 @@ def measure(size, helm, workdir, config=None, repeats=1, compare=None):
         timed(ping_argv, ansible_env)
         compare_env = dict(ansible_env, ANSIBLE_COLLECTIONS_PATH=os.path.join(compare, '.build')) if compare else None
         pings, noops, compared = [], [], []
+        meter = CpuMeter(lab_server_pid(lab_dir))
+        cpu = {'ping': [], 'noop': [], 'compare': []}
         for _round in range(repeats):
-            ping, proc = timed(ping_argv, ansible_env)
+            ping, proc = timed(ping_argv, ansible_env, meter, cpu['ping'])
             if proc.returncode != 0:
                 raise RunFailed('ping of %d hosts' % size, proc)
             pings.append(ping)
-            noops.append(timed_noop(site, ansible_env, 'no-op run of %d hosts' % size))
+            noops.append(timed_noop(site, ansible_env, 'no-op run of %d hosts' % size, meter, cpu['noop']))
             if compare:
                 compared.append(timed_noop(site_argv(compare, lab_dir, helm), compare_env,
-                                           'no-op run of %d hosts by %s' % (size, compare)))
+                                           'no-op run of %d hosts by %s' % (size, compare), meter, cpu['compare']))
         ping, noop = statistics.median(pings), statistics.median(noops)
         row = {'hosts': size, 'lab_up_s': lab_up, 'converge_s': converge, 'ping_s': ping, 'noop_site_s': noop,
                'ratio_noop_to_ping': noop / ping, 'noop_s_per_host': noop / size, 'changed_in_noop': 0,
-               'repeats': repeats, 'ping_runs_s': pings, 'noop_runs_s': noops}
+               'repeats': repeats, 'ping_runs_s': pings, 'noop_runs_s': noops,
+               'ping_cpu': median_split(cpu['ping']), 'noop_cpu': median_split(cpu['noop']),
+               'ping_cpu_runs': cpu['ping'], 'noop_cpu_runs': cpu['noop']}
+        row['ratio_noop_to_ping_cpu'] = row['noop_cpu']['machine'] / row['ping_cpu']['machine']
         if compare:
             row.update(compare=compare, compare_noop_runs_s=compared, compare_noop_s=statistics.median(compared),
-                       compare_ratio_noop_to_ping=statistics.median(compared) / ping)
+                       compare_ratio_noop_to_ping=statistics.median(compared) / ping,
+                       compare_noop_cpu=median_split(cpu['compare']), compare_noop_cpu_runs=cpu['compare'])
+            row['compare_ratio_noop_to_ping_cpu'] = row['compare_noop_cpu']['machine'] / row['ping_cpu']['machine']
         return row
     finally:
         subprocess.run([sys.executable, '-m', 'gpulab', 'down', '--dir', lab_dir], env=env, check=False,
@@ -180,6 +203,17 @@ def main():
         if 'compare' in row:
             print('%6s %s: no-op %.1fs, %.2fx the ping (this checkout: %.2fx)' % (
                 '', row['compare'], row['compare_noop_s'], row['compare_ratio_noop_to_ping'], row['ratio_noop_to_ping']))
+    print('\nCPU, core-seconds (medians): the machine, the run itself, the lab server, the rest (lab hosts)')
+    print('%6s %-8s %10s %12s %12s %16s %12s' % ('hosts', 'run', 'machine', 'controller', 'lab server', 'hosts and rest',
+                                                 'x ping cpu'))
+    for row in results:
+        runs = [('ping', row['ping_cpu']), ('no-op', row['noop_cpu'])]
+        if 'compare' in row:
+            runs.append(('compare', row['compare_noop_cpu']))
+        for name, split in runs:
+            print('%6d %-8s %10.1f %12.1f %12.1f %16.1f %12.2f' % (
+                row['hosts'], name, split['machine'], split['controller'], split['lab_server'], split['hosts_and_rest'],
+                split['machine'] / row['ping_cpu']['machine']))
     # Flat per host: what one more host costs (between consecutive sizes), no-op against ping.
     for small, large in zip(results, results[1:]):
         added = large['hosts'] - small['hosts']

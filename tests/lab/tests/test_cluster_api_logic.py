@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+import copy
 
 import pytest
 
 from gpulab.cluster import faults, patch, protobuf, selectors
 from gpulab.cluster.errors import ApiError
+from gpulab.cluster.objects import clone
 from gpulab.cluster.store import Store
 from gpulab.cluster import schema
 
@@ -348,3 +350,27 @@ def test_apply_conflicts_with_other_managers_and_force_takes_over():
     with pytest.raises(ApiError) as info:
         store.patch("v1/configmaps", "default", "c", {"data": {}}, "apply")
     assert info.value.code == 400  # apply needs a field manager
+
+
+def test_store_reads_are_deep_copies_equal_to_what_deepcopy_returns():
+    """The store's copy (objects.clone) equals copy.deepcopy on the store's JSON-like objects, and a
+    caller changing what it read changes nothing in the store or in another reader's copy."""
+    tree = {"a": [1, 2.5, {"b": None, "c": [True, "x"]}], "d": {"e": {"f": []}}, "t": (1, [2])}
+    copied = clone(tree)
+    assert copied == copy.deepcopy(tree)
+    copied["a"][2]["c"].append("y")
+    copied["t"][1].append(3)  # not JSON: handed to copy.deepcopy, still a copy
+    assert tree == {"a": [1, 2.5, {"b": None, "c": [True, "x"]}], "d": {"e": {"f": []}}, "t": (1, [2])}
+
+    store = Store()
+    store.create("v1/namespaces", {"metadata": {"name": "team"}})
+    store.create("v1/configmaps", {"metadata": {"name": "cm", "namespace": "team", "labels": {"k": "v"}},
+                                   "data": {"x": "1"}})
+    first = store.items("v1/configmaps", "team")
+    first[0]["data"]["x"] = "changed"
+    first[0]["metadata"]["labels"]["k"] = "changed"
+    listed = store.list("v1/configmaps", "team")["items"]
+    got = store.get("v1/configmaps", "team", "cm")
+    assert [item["data"] for item in listed] == [{"x": "1"}] and got["metadata"]["labels"] == {"k": "v"}
+    got["data"]["x"] = "again"
+    assert store.get("v1/configmaps", "team", "cm")["data"] == {"x": "1"}

@@ -3,11 +3,32 @@ resource types (built-in and from CRDs), watch events and RFC 3339 timestamps.""
 
 from __future__ import annotations
 
+import copy
 import datetime as _dt
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 Obj = Dict[str, Any]
+
+_ATOMIC = (str, int, float, bool, type(None))
+
+
+def clone(value: Any) -> Any:
+    """A deep copy of a JSON-like value (dicts, lists, strings, numbers, booleans, None): equal to
+    what ``copy.deepcopy`` returns, about three times faster. The store's objects are trees (never
+    shared or cyclic), so no memo is needed; any other type is handed to ``copy.deepcopy``.
+
+    Every read of the store copies (callers may change what they get), so this is the lab's
+    hottest function: at 50 nodes the controllers' resync passes spent most of their time in
+    ``copy.deepcopy`` of the pod list (docs/benchmarks.md, "The lab's idle cost")."""
+    kind = type(value)
+    if kind is dict:
+        return {key: clone(item) for key, item in value.items()}
+    if kind is list:
+        return [clone(item) for item in value]
+    if kind in _ATOMIC:
+        return value
+    return copy.deepcopy(value)
 
 
 # ---------------------------------------------------------------- resource types
@@ -128,5 +149,5 @@ def parse_rfc3339(text: str) -> float:
         tzinfo=_dt.timezone.utc).timestamp()
 
 
-__all__ = ["Obj", "ResourceType", "WatchEvent", "builtin_resource_types", "now_rfc3339",
+__all__ = ["Obj", "ResourceType", "WatchEvent", "builtin_resource_types", "clone", "now_rfc3339",
            "parse_rfc3339", "pod_ready"]

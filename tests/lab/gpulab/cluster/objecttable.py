@@ -10,7 +10,6 @@ fresh resourceVersion, the watch event to the history and the subscribers, then 
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 from collections import deque
@@ -18,7 +17,7 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Tuple
 
 from gpulab.cluster import selectors as _sel
 from gpulab.cluster.errors import ApiError, bad_request, not_found, resource_not_found
-from gpulab.cluster.objects import Obj, ResourceType, WatchEvent
+from gpulab.cluster.objects import Obj, ResourceType, WatchEvent, clone
 
 LOG = logging.getLogger("gpulab.cluster.store")
 
@@ -134,19 +133,19 @@ class ObjectTable:
         self.rv += 1
         if new is None:
             assert old is not None
-            gone = copy.deepcopy(old)
+            gone = clone(old)
             gone["metadata"]["resourceVersion"] = str(self.rv)
             meta = old["metadata"]
             self._data[rt.key].pop(self.key_of(rt, meta.get("namespace"), meta["name"]), None)
             self._notify(WatchEvent("DELETED", rt.key, gone, old, self.rv))
             self._after_commit(rt, gone, True)
-            return copy.deepcopy(gone)
+            return clone(gone)
         new["metadata"]["resourceVersion"] = str(self.rv)
         meta = new["metadata"]
         self._data[rt.key][self.key_of(rt, meta.get("namespace"), meta["name"])] = new
-        self._notify(WatchEvent(event_type, rt.key, copy.deepcopy(new), old, self.rv))
+        self._notify(WatchEvent(event_type, rt.key, clone(new), old, self.rv))
         self._after_commit(rt, new, False)
-        return copy.deepcopy(new)
+        return clone(new)
 
     # ------------------------------------------------------------------- watch
 
@@ -171,7 +170,7 @@ class ObjectTable:
                             event.object["metadata"].get("namespace") != namespace)
 
             if not resource_version or resource_version == "0":
-                replay = [WatchEvent("ADDED", rt.key, copy.deepcopy(obj), None,
+                replay = [WatchEvent("ADDED", rt.key, clone(obj), None,
                                      int(obj["metadata"]["resourceVersion"]))
                           for obj in self.select(rt, namespace, (), ())]
             else:

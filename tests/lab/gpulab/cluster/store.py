@@ -77,7 +77,6 @@ no conditions at all, when it is Running).
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import random
 import time
@@ -92,7 +91,7 @@ from gpulab.cluster import schema as _schema
 from gpulab.cluster.deletion import Deletion
 from gpulab.cluster.errors import (ApiError, bad_request, conflict, error_details, invalid,
                                    unsupported_patch_type)
-from gpulab.cluster.objects import (Obj, ResourceType, WatchEvent, builtin_resource_types,
+from gpulab.cluster.objects import (Obj, ResourceType, WatchEvent, builtin_resource_types, clone,
                                     now_rfc3339)
 from gpulab.cluster.podlogs import PodLogs
 from gpulab.cluster.objecttable import ObjectTable
@@ -147,7 +146,7 @@ class Store:
     def get(self, key: str, namespace: Optional[str], name: str) -> Obj:
         with self._lock:
             rt = self.resource(key)
-            return copy.deepcopy(self._table.lookup(rt, namespace, name))
+            return clone(self._table.lookup(rt, namespace, name))
 
     def list(self, key: str, namespace: Optional[str] = None, label_selector: Any = None,
              field_selector: Any = None, limit: Optional[int] = None,
@@ -158,13 +157,13 @@ class Store:
             meta: Obj = {"resourceVersion": str(self._table.rv)}
             items = _page(items, limit, continue_token, meta)
             return {"apiVersion": rt.api_version, "kind": rt.list_kind, "metadata": meta,
-                    "items": copy.deepcopy(items)}
+                    "items": clone(items)}
 
     def items(self, key: str, namespace: Optional[str] = None, label_selector: Any = None,
               field_selector: Any = None) -> List[Obj]:
         with self._lock:
             rt = self.resource(key)
-            return copy.deepcopy(self._table.select(rt, namespace, label_selector, field_selector))
+            return clone(self._table.select(rt, namespace, label_selector, field_selector))
 
     # ---------------------------------------------------------------- writing
 
@@ -178,7 +177,7 @@ class Store:
             if problems:
                 raise invalid(rt, obj["metadata"]["name"], problems)
             if dry_run:
-                return copy.deepcopy(obj)
+                return clone(obj)
             result = self._table.commit(rt, obj, None, "ADDED")
             self._owners.record_update(result, None,
                                        field_manager or (CONTROLLER_MANAGER if controller else None))
@@ -248,7 +247,7 @@ class Store:
 
     def _create_by_apply(self, rt: ResourceType, namespace: Optional[str], name: str,
                          applied: Obj, manager: str, dry_run: bool) -> Obj:
-        body = copy.deepcopy(applied)
+        body = clone(applied)
         body.setdefault("metadata", {})["name"] = name
         if rt.namespaced:
             body["metadata"]["namespace"] = namespace
@@ -276,7 +275,7 @@ class Store:
         with self._lock:
             rt = self.resource(key)
             current = self._table.lookup(rt, namespace, name)
-            work = copy.deepcopy(current)
+            work = clone(current)
             returned = mutate(work)
             if returned is not None:
                 work = returned
@@ -296,7 +295,7 @@ class Store:
                 raise conflict(rt, name, "pod %s is being deleted, cannot be assigned to a host"
                                % name)
             self._table.lookup(self.resource("v1/nodes"), None, node_name)
-            new = copy.deepcopy(current)
+            new = clone(current)
             new["spec"]["nodeName"] = node_name
             conditions = new.setdefault("status", {}).setdefault("conditions", [])
             conditions[:] = [c for c in conditions if c.get("type") != "PodScheduled"]
@@ -330,14 +329,14 @@ class Store:
             if disruption.evicts_without_budget(pod):
                 if not pod["metadata"].get("deletionTimestamp"):
                     self.delete(rt.key, namespace, name, grace_period_seconds, dry_run=dry_run)
-                return copy.deepcopy(disruption.EVICTED)
+                return clone(disruption.EVICTED)
             refusal = disruption.eviction_refusal(
                 pod, self._table.scan(disruption.PDB_KEY, namespace),
                 self._table.scan("v1/pods", namespace))
             if refusal is not None:
                 raise refusal
             self.delete(rt.key, namespace, name, grace_period_seconds, dry_run=dry_run)
-            return copy.deepcopy(disruption.EVICTED)
+            return clone(disruption.EVICTED)
 
     # ------------------------------------------------------------------ watch
 

@@ -7,13 +7,12 @@ their objects with it) and the field-manager bookkeeping of deleted objects. Use
 
 from __future__ import annotations
 
-import copy
 from typing import Callable
 
 from gpulab.cluster import crds as _crds
 from gpulab.cluster import disruption
 from gpulab.cluster import ownership as _own
-from gpulab.cluster.objects import Obj, ResourceType, now_rfc3339
+from gpulab.cluster.objects import Obj, ResourceType, clone, now_rfc3339
 from gpulab.cluster.objecttable import ObjectTable
 
 
@@ -43,7 +42,7 @@ class BuiltinControllers:
             for pdb in self._table.scan(rt.key, namespace):
                 status = disruption.pdb_status(pdb, pods, now_rfc3339(self._clock()))
                 if status != pdb.get("status"):
-                    new = copy.deepcopy(pdb)
+                    new = clone(pdb)
                     new["status"] = status
                     self._table.commit(rt, new, pdb, "MODIFIED")
         finally:
@@ -57,10 +56,10 @@ class BuiltinControllers:
         current = self._table.lookup(crd_rt, None, crd["metadata"]["name"])
         status = _crds.established_status(current, now_rfc3339(self._clock()))
         if status is not None:
-            new = copy.deepcopy(current)
+            new = clone(current)
             new["status"] = status
             self._table.commit(crd_rt, new, current, "MODIFIED")
-        return copy.deepcopy(self._table.lookup(crd_rt, None, crd["metadata"]["name"]))
+        return clone(self._table.lookup(crd_rt, None, crd["metadata"]["name"]))
 
     def after_removal(self, rt: ResourceType, obj: Obj) -> None:
         """A deleted CRD takes its types and their objects with it."""

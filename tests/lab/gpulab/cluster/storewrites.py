@@ -8,7 +8,6 @@ the contract).
 
 from __future__ import annotations
 
-import copy
 import random
 import string
 import uuid
@@ -20,7 +19,7 @@ from gpulab.cluster import schema as _schema
 from gpulab.cluster.deletion import awaits_kubelet
 from gpulab.cluster.errors import (ApiError, already_exists, error_details, invalid, qualified,
                                    resource_not_found)
-from gpulab.cluster.objects import Obj, ResourceType, now_rfc3339
+from gpulab.cluster.objects import Obj, ResourceType, clone, now_rfc3339
 from gpulab.cluster.objecttable import ObjectTable
 
 _PROTECTED_META = ("uid", "resourceVersion", "creationTimestamp", "generation", "deletionTimestamp",
@@ -118,7 +117,7 @@ class Writes:
         new = admission.normalise(rt, obj)
         _take_metadata(rt, new["metadata"], current["metadata"])
         if subresource == "status":
-            result = copy.deepcopy(current)
+            result = clone(current)
             if "status" in new:
                 result["status"] = new["status"]
             else:
@@ -128,7 +127,7 @@ class Writes:
             raise resource_not_found()
         if rt.status_subresource and not trusted:
             if "status" in current:
-                new["status"] = copy.deepcopy(current["status"])
+                new["status"] = clone(current["status"])
             else:
                 new.pop("status", None)
         if rt.key == "v1/namespaces":
@@ -152,9 +151,9 @@ class Writes:
                 raise invalid(rt, new["metadata"]["name"], problems)
         # no-op writes do not move the resourceVersion (like etcd GuaranteedUpdate)
         if new == current:
-            return copy.deepcopy(current)
+            return clone(current)
         if dry_run:
-            return copy.deepcopy(new)
+            return clone(new)
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers") \
                 and not awaits_kubelet(rt, new):
             return self._table.commit(rt, None, current, "DELETED")
