@@ -50,38 +50,51 @@ def resource_rows(index: int, node: Mapping[str, Any], checks: Mapping[Tuple[str
     return rows
 
 
-def _pods(node: str, report: Mapping[str, Any]) -> List[Dict[str, Any]]:
-    seen = {(c["node"], c["name"]): (i, c) for i, c in enumerate(report.get("checks") or []) if c.get("kind") == "pod"}
+Indexed = Dict[Any, List[Tuple[int, Mapping[str, Any]]]]
+
+
+def _by_node(rows: Sequence[Mapping[str, Any]]) -> Indexed:
+    """``(index, row)`` of each row, grouped by its ``node`` (in the report's order)."""
+    grouped: Indexed = {}
+    for index, row in enumerate(rows):
+        grouped.setdefault(row.get("node"), []).append((index, row))
+    return grouped
+
+
+def _pods(node: str, pods: Indexed, seen: Mapping[Tuple[Any, Any], Tuple[int, Mapping[str, Any]]]) -> List[Dict[str, Any]]:
     rows = []
-    for index, pod in enumerate(report.get("pods") or []):
-        if pod.get("node") == node:
-            check = seen.get((node, pod.get("resource")))
-            rows.append(dict(pod, src=pointer("pods", index), saw=check[1]["actual"] if check else None,
-                             saw_src=pointer("checks", check[0], "actual") if check else None))
+    for index, pod in pods.get(node, []):
+        check = seen.get((node, pod.get("resource")))
+        rows.append(dict(pod, src=pointer("pods", index), saw=check[1]["actual"] if check else None,
+                         saw_src=pointer("checks", check[0], "actual") if check else None))
     return rows
 
 
-def _probe(node: str, report: Mapping[str, Any]) -> List[Dict[str, Any]]:
+def _probe(node: str, probe: Indexed) -> List[Dict[str, Any]]:
     rows = []
-    for index, row in enumerate(report.get("probe") or []):
-        if row.get("node") == node:
-            whole = row.get("baseline_tflops") or row.get("exclusive_tflops") or 0
-            fair = whole / max(1, row.get("replicas") or 1)
-            rows.append(dict(row, src=pointer("probe", index), fair_tflops=fair,
-                             memory_fair_mib=(row.get("memory_total_mib") or 0) / max(1, row.get("replicas") or 1)))
+    for index, row in probe.get(node, []):
+        whole = row.get("baseline_tflops") or row.get("exclusive_tflops") or 0
+        fair = whole / max(1, row.get("replicas") or 1)
+        rows.append(dict(row, src=pointer("probe", index), fair_tflops=fair,
+                         memory_fair_mib=(row.get("memory_total_mib") or 0) / max(1, row.get("replicas") or 1)))
     return rows
 
 
 def node_views(report: Mapping[str, Any]) -> List[Dict[str, Any]]:
-    """One view per verified node, the failing ones first."""
+    """One view per verified node, the failing ones first. The checks, pods and probe rows are grouped
+    by node once: a view per node that scanned them all made the page quadratic in the fleet (2.3 s
+    of a no-op site.yml at 200 hosts, docs/benchmarks.md, "Fifth pass")."""
     checks_list = report.get("checks") or []
     checks = {(c["node"], c["kind"], c["name"]): (i, c) for i, c in enumerate(checks_list)}
+    checks_by_node = _by_node(checks_list)
+    pod_checks = {(c["node"], c["name"]): (i, c) for i, c in enumerate(checks_list) if c.get("kind") == "pod"}
+    pods, probe = _by_node(report.get("pods") or []), _by_node(report.get("probe") or [])
     failed = set((report.get("summary") or {}).get("failed_nodes") or [])
     gpus = report.get("gpus") or {}
     views = []
     for index, node in enumerate(report.get("nodes") or []):
         name = node["node"]
-        node_checks = [(i, c) for i, c in enumerate(checks_list) if c["node"] == name]
+        node_checks = checks_by_node.get(name, [])
         views.append({
             "name": name, "index": index, "src": pointer("nodes", index), "ok": name not in failed,
             "config": node.get("config"), "sharing": node.get("sharing"), "mig_strategy": node.get("mig_strategy"),
@@ -89,7 +102,7 @@ def node_views(report: Mapping[str, Any]) -> List[Dict[str, Any]]:
             "gpus": [dict(g, src=pointer("gpus", name, n)) for n, g in enumerate(gpus.get(name) or [])],
             "failed_checks": [dict(c, src=pointer("checks", i)) for i, c in node_checks if not c["ok"]],
             "passed": sum(1 for _i, c in node_checks if c["ok"]), "total": len(node_checks),
-            "pods": _pods(name, report), "probe": _probe(name, report)})
+            "pods": _pods(name, pods, pod_checks), "probe": _probe(name, probe)})
     return sorted(views, key=lambda v: (v["ok"], v["name"]))
 
 
