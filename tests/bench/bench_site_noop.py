@@ -15,7 +15,8 @@ SSH settings (ControlPersist, pipelining). No timed assertions: it prints a tabl
 With --repeats N, the ping and the no-op are timed N times, interleaved, and the medians compared. With
 --compare CHECKOUT (another checkout of this repository with its own .build, e.g. a `git worktree` of
 an earlier commit), that checkout's no-op site.yml is timed on the same lab in the same rounds,
-interleaved with this one's, so that a before/after is measured under the same load.
+interleaved with this one's (taking turns at running first after the ping), so that a before/after is
+measured under the same load.
 With --config, both runs use that ansible.cfg (ANSIBLE_CONFIG; e.g. docs/examples/ansible.cfg) instead of
 the bench's own forks=10.
 
@@ -152,10 +153,14 @@ def measure(size, helm, workdir, config=None, repeats=1, compare=None):
             if proc.returncode != 0:
                 raise RunFailed('ping of %d hosts' % size, proc)
             pings.append(ping)
-            noops.append(timed_noop(site, ansible_env, 'no-op run of %d hosts' % size, meter, cpu['noop']))
+            runs = [lambda: noops.append(timed_noop(site, ansible_env, 'no-op run of %d hosts' % size, meter, cpu['noop']))]
             if compare:
-                compared.append(timed_noop(site_argv(compare, lab_dir, helm), compare_env,
-                                           'no-op run of %d hosts by %s' % (size, compare), meter, cpu['compare']))
+                runs.append(lambda: compared.append(timed_noop(
+                    site_argv(compare, lab_dir, helm), compare_env, 'no-op run of %d hosts by %s' % (size, compare),
+                    meter, cpu['compare'])))
+            # The run right after the ping is not the one after it: the two checkouts take turns.
+            for run in runs[::-1] if _round % 2 else runs:
+                run()
         ping, noop = statistics.median(pings), statistics.median(noops)
         row = {'hosts': size, 'lab_up_s': lab_up, 'converge_s': converge, 'ping_s': ping, 'noop_site_s': noop,
                'ratio_noop_to_ping': noop / ping, 'noop_s_per_host': noop / size, 'changed_in_noop': 0,
