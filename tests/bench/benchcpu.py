@@ -14,6 +14,7 @@ slows the ping and the no-op alike. So each timed run also records, as core-seco
 
 Linux only (``/proc``); the parsers are pure (tests/unit/bench/test_bench_cpu.py).
 """
+import json
 import os
 
 CLOCK_TICKS = os.sysconf('SC_CLK_TCK') if hasattr(os, 'sysconf') else 100
@@ -78,7 +79,6 @@ class CpuMeter:
 
 def lab_server_pid(lab_dir):
     """The pid of a lab's cluster server (its pids.json), or None."""
-    import json  # pylint: disable=import-outside-toplevel
     try:
         return int(json.loads(_read(os.path.join(lab_dir, 'pids.json')))['cluster']['pid'])
     except (OSError, ValueError, KeyError, TypeError):

@@ -61,10 +61,10 @@ def _by_node(rows: Sequence[Mapping[str, Any]]) -> Indexed:
     return grouped
 
 
-def _pods(node: str, pods: Indexed, seen: Mapping[Tuple[Any, Any], Tuple[int, Mapping[str, Any]]]) -> List[Dict[str, Any]]:
+def _pods(node: str, pods: Indexed, checks: Mapping[Tuple[str, str, str], Tuple[int, Mapping[str, Any]]]) -> List[Dict[str, Any]]:
     rows = []
     for index, pod in pods.get(node, []):
-        check = seen.get((node, pod.get("resource")))
+        check = checks.get((node, "pod", pod.get("resource")))
         rows.append(dict(pod, src=pointer("pods", index), saw=check[1]["actual"] if check else None,
                          saw_src=pointer("checks", check[0], "actual") if check else None))
     return rows
@@ -87,7 +87,6 @@ def node_views(report: Mapping[str, Any]) -> List[Dict[str, Any]]:
     checks_list = report.get("checks") or []
     checks = {(c["node"], c["kind"], c["name"]): (i, c) for i, c in enumerate(checks_list)}
     checks_by_node = _by_node(checks_list)
-    pod_checks = {(c["node"], c["name"]): (i, c) for i, c in enumerate(checks_list) if c.get("kind") == "pod"}
     pods, probe = _by_node(report.get("pods") or []), _by_node(report.get("probe") or [])
     failed = set((report.get("summary") or {}).get("failed_nodes") or [])
     gpus = report.get("gpus") or {}
@@ -102,7 +101,7 @@ def node_views(report: Mapping[str, Any]) -> List[Dict[str, Any]]:
             "gpus": [dict(g, src=pointer("gpus", name, n)) for n, g in enumerate(gpus.get(name) or [])],
             "failed_checks": [dict(c, src=pointer("checks", i)) for i, c in node_checks if not c["ok"]],
             "passed": sum(1 for _i, c in node_checks if c["ok"]), "total": len(node_checks),
-            "pods": _pods(name, pods, pod_checks), "probe": _probe(name, probe)})
+            "pods": _pods(name, pods, checks), "probe": _probe(name, probe)})
     return sorted(views, key=lambda v: (v["ok"], v["name"]))
 
 

@@ -20,7 +20,7 @@ def clone(value: Any) -> Any:
 
     Every read of the store copies (callers may change what they get), so this is the lab's
     hottest function: at 50 nodes the controllers' resync passes spent most of their time in
-    ``copy.deepcopy`` of the pod list (docs/benchmarks.md, "The lab's idle cost")."""
+    ``copy.deepcopy`` of the pod list (docs/benchmarks.md, "The lab's own cost per node")."""
     kind = type(value)
     if kind is dict:
         return {key: clone(item) for key, item in value.items()}
