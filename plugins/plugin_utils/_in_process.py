@@ -55,7 +55,7 @@ except ImportError:  # ansible-core before 2.19: the module runs as a module
 # Imported here, so in the main process when the strategy loads the action plugin: the kubernetes
 # client with it, which every worker forked afterwards inherits.
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s import _k8s  # noqa: F401  pylint: disable=unused-import
-from ansible_collections.gpufleet.sharing.plugins.plugin_utils._preload import load_filters
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._preload import keep_loaded, load_filters
 
 display = Display()
 
@@ -109,6 +109,7 @@ class ClusterModuleAction(NormalAction):
         plugin is loaded: in the main process, so that no worker compiles the module and its pure code again."""
         super().__init_subclass__(**kwargs)
         importlib.import_module(module_of(cls.__module__))
+        keep_loaded()  # the kubernetes client among it (plugin_utils/_preload.py)
 
     def run(self, tmp: Any = None, task_vars: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         task_vars = task_vars or {}

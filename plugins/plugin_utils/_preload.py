@@ -18,10 +18,19 @@ main process before it forks the task's workers (``action_loader.get(..., class_
 ``load_filters()`` when it is imported: from the first task of a gpufleet module on, no worker loads
 a filter of ours again. Before that task, or with a strategy that does not load action plugins in the
 main process, the filters load in the workers, as without this module.
+
+What is loaded this way stays for the whole run, and ``keep_loaded()`` (``gc.freeze``) leaves it out
+of the garbage collector's passes: the main process no longer walks the imported code (ansible-core,
+the ``kubernetes`` client, ours) in each of its full collections, and a forked worker's collections
+do not touch those objects either (Python's documentation of ``gc.freeze`` recommends it before
+``fork()`` for this). Measured on the demo lab: a run 0.3-0.4 s shorter, at any size
+(docs/benchmarks.md, "Sixth pass"). Frozen objects are still freed by reference counting; only a
+cycle among them would wait for the process to end, which for ``ansible-playbook`` is the run's end.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib
 import pkgutil
 from typing import List
@@ -36,4 +45,10 @@ def load_filters() -> List[str]:
                    if not is_package)
     for name in names:
         importlib.import_module(name)
+    keep_loaded()
     return names
+
+
+def keep_loaded() -> None:
+    """Everything the process holds now is left out of the garbage collector's passes (``gc.freeze``)."""
+    gc.freeze()
