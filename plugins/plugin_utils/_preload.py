@@ -19,6 +19,11 @@ main process before it forks the task's workers (``action_loader.get(..., class_
 a filter of ours again. Before that task, or with a strategy that does not load action plugins in the
 main process, the filters load in the workers, as without this module.
 
+The same holds for ansible-core's own filters and tests: a worker's first lookup of any filter or test
+loads every file of ``ansible.builtin``'s (``Jinja2Loader._ensure_non_collection_wrappers``, from
+``JinjaPluginIntercept.__getitem__``), unless the main process has. ``load_filters()`` asks for one of
+each, so that the main process has them all from the first gpufleet task on.
+
 What is loaded this way stays for the whole run, and ``keep_loaded()`` (``gc.freeze``) leaves it out
 of the garbage collector's passes: the main process no longer walks the imported code (ansible-core,
 the ``kubernetes`` client, ours) in each of its full collections, and a forked worker's collections
@@ -35,16 +40,22 @@ import importlib
 import pkgutil
 from typing import List
 
+from ansible.plugins.loader import filter_loader, test_loader
+
 FILTERS = "ansible_collections.gpufleet.sharing.plugins.filter"
 
 
 def load_filters() -> List[str]:
-    """Import every filter file of the collection (once per process); the names of its modules."""
+    """Import every filter file of the collection and ansible-core's filters and tests (once per process);
+    the names of the collection's filter modules."""
     package = importlib.import_module(FILTERS)
     names = sorted(FILTERS + "." + name for _finder, name, is_package in pkgutil.iter_modules(package.__path__)
                    if not is_package)
     for name in names:
         importlib.import_module(name)
+    # ansible.builtin's filters and tests: a lookup loads all of them (Jinja2Loader), once per process.
+    filter_loader.get("ansible.builtin.bool")
+    test_loader.get("ansible.builtin.match")
     keep_loaded()
     return names
 

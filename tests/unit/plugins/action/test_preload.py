@@ -5,8 +5,10 @@ from __future__ import annotations
 import gc
 import importlib
 import os
+import subprocess
 import sys
 
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils import _preload
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._preload import FILTERS, load_filters
 
 FILTER_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "plugins", "filter")
@@ -44,3 +46,26 @@ def test_loading_a_cluster_modules_action_plugin_leaves_its_code_out_of_the_coll
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+_BUILTIN_PROBE = """
+import sys
+from ansible.plugins.loader import filter_loader, init_plugin_loader, test_loader
+init_plugin_loader([sys.argv[1]])
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._preload import load_filters
+load_filters()
+loaded = set(sys.modules)
+filter_loader.get("ansible.builtin.to_yaml")
+test_loader.get("ansible.builtin.version")
+print(sorted(set(sys.modules) - loaded))
+"""
+
+
+def test_ansible_cores_own_filters_and_tests_are_loaded_with_ours():
+    """A worker's first filter or test lookup loads every ansible.builtin filter (test) file unless the
+    main process has: after load_filters() a lookup of each kind loads nothing (a new interpreter)."""
+    # The directory that holds ansible_collections/, as this process found the collection.
+    collections = _preload.__file__.split(os.sep + "ansible_collections" + os.sep, maxsplit=1)[0]
+    out = subprocess.run([sys.executable, "-c", _BUILTIN_PROBE, collections], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]", out
