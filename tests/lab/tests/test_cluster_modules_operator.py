@@ -48,6 +48,18 @@ class Lab(object):
     def rv(self) -> int:
         return self.store.resource_version()
 
+    def settled_rv(self, quiet: float = 1.0) -> int:
+        """The store's resourceVersion once the lab's controllers have written nothing for ``quiet``
+        seconds. After a MIG change they still re-run the operator validator and update the
+        ClusterPolicy's status, after mig_node_config has returned (it waits for the node's state,
+        not for the operator's validator)."""
+        def unchanged() -> bool:
+            before = self.rv()
+            time.sleep(quiet)
+            return self.rv() == before
+        wait_until("the lab's controllers settled", unchanged)
+        return self.rv()
+
     def run(self, module: str, args: Dict[str, Any], check: bool = False, diff: bool = False,
             env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
         return run_module(module, args, self.tmp, check_mode=check, diff=diff, env=env)
@@ -415,7 +427,7 @@ def test_operator_managed_mig(lab, helm):
     assert not node["spec"].get("unschedulable")
     assert "gpufleet.sharing/cordoned-for" not in (node["metadata"].get("annotations") or {})
 
-    rv = lab.rv()
+    rv = lab.settled_rv()
     again = lab.run("mig_node_config", node_args)
     assert not again["changed"] and again["state"] == "success"
     assert lab.rv() == rv

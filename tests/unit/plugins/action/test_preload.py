@@ -29,7 +29,7 @@ def test_loading_twice_imports_nothing_again():
 
 def test_what_is_loaded_is_left_out_of_the_collectors_passes():
     """gc.freeze after loading: the main process's full collections and its forked workers'
-    collections no longer walk the loaded code (a run 0.3-0.4 s shorter on the demo lab)."""
+    collections no longer walk the loaded code (docs/benchmarks.md, "Sixth pass")."""
     gc.unfreeze()
     try:
         load_filters()
