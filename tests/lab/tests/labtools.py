@@ -2,6 +2,7 @@
 
 - run_module: run a module as Ansible does (``python -m``, an args file) and return its JSON result;
 - serve_lab: the lab API server with its controllers in this process, with short simulated delays;
+- one_gpu_node: serve_lab of one node with one GPU, its GPU advertised (a ClusterPolicy, single strategy);
 - wait_until: poll a probe until it returns something truthy.
 """
 
@@ -99,3 +100,21 @@ def wait_until(what: str, probe: Callable[[], Any], timeout: float = 30.0) -> An
             return last
         time.sleep(0.1)
     raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
+
+
+@contextlib.contextmanager
+def one_gpu_node(lab_dir: str, node: str, model: str) -> Iterator[Any]:
+    """The lab (serve_lab) with one node of one `model` GPU, once the node advertises ``nvidia.com/gpu: 1``
+    (the gpu-operator namespace and a ClusterPolicy with the single MIG strategy); stopped on exit."""
+    running, _states = serve_lab(lab_dir, [(node, model, 1)])
+    store = running.store
+    try:
+        store.create("v1/namespaces", {"metadata": {"name": "gpu-operator"}})
+        store.create("nvidia.com/v1/clusterpolicies", {
+            "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
+            "spec": {"mig": {"strategy": "single"}}})
+        wait_until("%s advertises its GPU" % node, lambda: (store.get("v1/nodes", None, node).get("status") or {})
+                   .get("allocatable", {}).get("nvidia.com/gpu") == "1", timeout=60)
+        yield running
+    finally:
+        running.stop()

@@ -12,23 +12,13 @@ from __future__ import annotations
 
 import pytest
 
-from labtools import serve_lab, wait_until
+from labtools import one_gpu_node, wait_until
 
 
 @pytest.fixture
 def lab(tmp_path):
-    running, _states = serve_lab(str(tmp_path), [("gpu-h", "H100-80GB", 1)])
-    store = running.store
-    try:
-        store.create("v1/namespaces", {"metadata": {"name": "gpu-operator"}})
-        store.create("nvidia.com/v1/clusterpolicies", {
-            "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
-            "spec": {"mig": {"strategy": "single"}}})
-        wait_until("gpu-h advertises its GPU", lambda: (store.get("v1/nodes", None, "gpu-h").get("status") or {})
-                   .get("allocatable", {}).get("nvidia.com/gpu") == "1", timeout=60)
+    with one_gpu_node(str(tmp_path), "gpu-h", "H100-80GB") as running:
         yield running
-    finally:
-        running.stop()
 
 
 def _pod(name, seconds):

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from labtools import BUILD, run_module, serve_lab, wait_until
+from labtools import BUILD, one_gpu_node, run_module, wait_until
 
 MANAGED = "app.kubernetes.io/managed-by=gpufleet.sharing"
 PLAN = {"gpu-h": [{"model": "H100-80GB", "count": 1, "product": "NVIDIA H100 80GB HBM3"}]}
@@ -25,18 +25,8 @@ PLAN = {"gpu-h": [{"model": "H100-80GB", "count": 1, "product": "NVIDIA H100 80G
 
 @pytest.fixture
 def lab(tmp_path):
-    running, _states = serve_lab(str(tmp_path), [("gpu-h", "H100-80GB", 1)])
-    store = running.store
-    try:
-        store.create("v1/namespaces", {"metadata": {"name": "gpu-operator"}})
-        store.create("nvidia.com/v1/clusterpolicies", {
-            "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
-            "spec": {"mig": {"strategy": "single"}}})
-        wait_until("gpu-h advertises its GPU", lambda: (store.get("v1/nodes", None, "gpu-h").get("status") or {})
-                   .get("allocatable", {}).get("nvidia.com/gpu") == "1", timeout=60)
+    with one_gpu_node(str(tmp_path), "gpu-h", "H100-80GB") as running:
         yield running
-    finally:
-        running.stop()
 
 
 def verify_args(lab, run_id, **extra):
