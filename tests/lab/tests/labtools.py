@@ -3,7 +3,8 @@
 - run_module: run a module as Ansible does (``python -m``, an args file) and return its JSON result;
 - serve_lab: the lab API server with its controllers in this process, with short simulated delays;
 - one_gpu_node: serve_lab of one node with one GPU, its GPU advertised (a ClusterPolicy, single strategy);
-- wait_until: poll a probe until it returns something truthy.
+- wait_until: poll a probe until it returns something truthy;
+- wait_settled: poll a version of the lab's objects until the controllers stop changing them.
 """
 
 from __future__ import annotations
@@ -100,6 +101,21 @@ def wait_until(what: str, probe: Callable[[], Any], timeout: float = 30.0) -> An
             return last
         time.sleep(0.1)
     raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
+
+
+def wait_settled(what: str, version: Callable[[], Any], polls: int = 10, timeout: float = 30.0) -> Any:
+    """Poll ``version()`` (wait_until's interval) until it has not changed for ``polls`` polls in a row,
+    so that a later change is not the controllers'; returns the settled version."""
+    seen: Dict[str, Any] = {"last": None, "stable": 0}
+
+    def quiet() -> bool:
+        now = version()
+        seen["stable"] = seen["stable"] + 1 if now == seen["last"] else 0
+        seen["last"] = now
+        return seen["stable"] >= polls
+
+    wait_until(what, quiet, timeout)
+    return seen["last"]
 
 
 @contextlib.contextmanager

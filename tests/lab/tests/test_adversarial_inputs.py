@@ -31,7 +31,7 @@ from unittest import mock
 import pytest
 
 from gpulab import launchers
-from labtools import serve_lab, wait_until
+from labtools import serve_lab, wait_settled, wait_until
 
 
 from ansible.module_utils.testing import patch_module_args
@@ -545,25 +545,12 @@ def _install_operator(lab: Fleet) -> None:
         "spec": {"mig": {"strategy": "mixed"}, "migManager": {"enabled": True}}})
     wait_until("ClusterPolicy ready", lambda: ((store.get("nvidia.com/v1/clusterpolicies", None, "cluster-policy")
                                                 .get("status") or {}).get("state") == "ready"), timeout=60)
-    _settle(lab)
+    wait_settled("the lab to settle", lab.object_versions, timeout=60)  # any later change is the module's
     # The operator's objects are in place: stop the controllers, so that from now on only a module's
     # request could move a resourceVersion (bad input must fail before anything waits on them).
     for handle in lab.server.controllers:
         handle.stop()
     lab.server.controllers[:] = []
-
-
-def _settle(lab: Fleet) -> None:
-    """Wait until the controllers stop changing objects (so any later change is the module's)."""
-    seen = {"last": None, "stable": 0}
-
-    def quiet() -> bool:
-        now = lab.object_versions()
-        seen["stable"] = seen["stable"] + 1 if now == seen["last"] else 0
-        seen["last"] = now
-        return seen["stable"] >= 10
-
-    wait_until("the lab to settle", quiet, timeout=60)
 
 
 def _args(lab: Fleet, module: str, args: Dict[str, Any]) -> Dict[str, Any]:

@@ -25,7 +25,7 @@ import pytest
 
 from gpulab import gpustate, tools
 from gpulab.cluster import faults
-from labtools import REPO, run_module, serve_lab, wait_until
+from labtools import REPO, run_module, serve_lab, wait_settled, wait_until
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
 
@@ -47,18 +47,6 @@ class Lab(object):
 
     def rv(self) -> int:
         return self.store.resource_version()
-
-    def settled_rv(self, quiet: float = 1.0) -> int:
-        """The store's resourceVersion once the lab's controllers have written nothing for ``quiet``
-        seconds. After a MIG change they still re-run the operator validator and update the
-        ClusterPolicy's status, after mig_node_config has returned (it waits for the node's state,
-        not for the operator's validator)."""
-        def unchanged() -> bool:
-            before = self.rv()
-            time.sleep(quiet)
-            return self.rv() == before
-        wait_until("the lab's controllers settled", unchanged)
-        return self.rv()
 
     def run(self, module: str, args: Dict[str, Any], check: bool = False, diff: bool = False,
             env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
@@ -427,7 +415,9 @@ def test_operator_managed_mig(lab, helm):
     assert not node["spec"].get("unschedulable")
     assert "gpufleet.sharing/cordoned-for" not in (node["metadata"].get("annotations") or {})
 
-    rv = lab.settled_rv()
+    # After a MIG change the lab's operator still re-runs its validator and updates the ClusterPolicy's
+    # status once mig_node_config has returned (it waits for the node's state, not the validator's).
+    rv = wait_settled("the lab's controllers settled", lab.rv)
     again = lab.run("mig_node_config", node_args)
     assert not again["changed"] and again["state"] == "success"
     assert lab.rv() == rv
