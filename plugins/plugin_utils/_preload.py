@@ -29,8 +29,9 @@ of the garbage collector's passes: the main process no longer walks the imported
 the ``kubernetes`` client, ours) in each of its full collections, and a forked worker's collections
 do not touch those objects either (Python's documentation of ``gc.freeze`` recommends it before
 ``fork()`` for this). Measured (docs/benchmarks.md, "Sixth pass"): a skipped task 21 ms before,
-15 ms after; the controller's CPU in a 50-host no-op 12.3 core-seconds before, 10.3 after. Frozen objects are still freed by reference counting; only a
-cycle among them would wait for the process to end, which for ``ansible-playbook`` is the run's end.
+15 ms after; the controller's CPU in a 50-host no-op 12.3 core-seconds before, 10.3 after. Frozen
+objects are still freed by reference counting; only a cycle among them would wait for the process to
+end, which for ``ansible-playbook`` is the run's end.
 """
 
 from __future__ import annotations
