@@ -47,6 +47,23 @@ def fleet(tmp_path_factory):
         hosts.down(lab_dir)
 
 
+# mig-parted runs its apply-start hooks before it changes the GPUs (docs/reference/specs.md §6.2, the lab's
+# gpulab/migparted/apply.py): this one holds the apply there until the test says go, then ends with a status.
+WAITING_HOOK = """version: v1
+hooks:
+  apply-start:
+  - command: /bin/sh
+    args: ["-c", "touch %(started)s; while [ ! -e %(go)s ]; do sleep 0.1; done; exit %(status)d"]
+"""
+
+
+def _waiting_hook(tmp_path, status: int):
+    """The hooks file and its two flags: (hooks, started, go)."""
+    started, go, hooks = tmp_path / "hook-started", tmp_path / "hook-go", tmp_path / "hooks.yaml"
+    hooks.write_text(WAITING_HOOK % {"started": started, "go": go, "status": status})
+    return hooks, started, go
+
+
 def _next_layout(lab) -> str:
     lab.layout = LAYOUTS[1 - LAYOUTS.index(lab.layout)]
     return lab.layout
@@ -67,12 +84,12 @@ def _assert_left_failed(lab, result, fragment: str, outcome: str = "failed", nam
     assert lab.lease() is None  # released at the end of a failed run too
 
 
-def _assert_converged(lab, result, names=("flt-0",)) -> None:
+def _assert_converged(lab, result, names=("flt-0",), outcome: str = "changed") -> None:
     output = flat(result.stdout + result.stderr)
     assert result.returncode == 0, output[-4000:]
     for name in names:
         assert lab.node(name) == {"unschedulable": False, "annotation": None}
-        assert lab.summary()[name]["outcome"] == "changed"
+        assert lab.summary()[name]["outcome"] == outcome
         assert _profiles(lab, name) == sorted(EXPECTED[lab.layout])
     assert lab.lease() is None
 
@@ -318,18 +335,25 @@ def test_gpu_pod_under_a_zero_budget_fails_the_drain_then_is_evicted_and_the_cha
     assert fleet.k8s.get("Pod", "server", WORK_NS) is None  # evicted (the lab has no ReplicaSet controller)
 
 
-def test_node_deleted_mid_run_fails_that_node_cleanly_and_the_others_go_on(fleet):
+def test_node_deleted_mid_run_fails_that_node_cleanly_and_the_others_go_on(fleet, tmp_path):
+    """flt-0's Node is deleted while mig-parted changes its host (held at its apply-start hook, so the
+    deletion lands at one known step whatever the machine's speed): the host takes the layout, the node
+    fails with "not found", flt-1 goes on. The re-run finds the host done and the node registered again."""
+    hooks, started, go = _waiting_hook(tmp_path, status=0)
     layout = _next_layout(fleet)
-    run = fleet.start(mig_config=layout)
+    run = fleet.start(mig_config=layout, mig_parted_hooks_file=str(hooks))
     deleted = False
     try:
-        fleet.wait_for_drain("flt-0")
+        wait_until("the apply-start hook on flt-0", started.exists, 240)
+        assert fleet.node("flt-0")["unschedulable"]  # drained: the canary is flt-0
         fleet.k8s.delete("Node", "flt-0")
         deleted = True
+        go.touch()
         run.wait(timeout=300)
         # A running kubelet does not register its deleted Node again (the lab follows the kubelet).
         assert fleet.k8s.get("Node", "flt-0") is None
     finally:
+        go.touch()
         if run.poll() is None:
             run.kill()
         if deleted and fleet.k8s.get("Node", "flt-0") is None:
@@ -344,23 +368,15 @@ def test_node_deleted_mid_run_fails_that_node_cleanly_and_the_others_go_on(fleet
     assert summary["flt-0"]["node_state"].startswith("deleted during the run: no Node object"), summary
     assert "stay cordoned" not in log and "flt-0: deleted during the run" in log, log[-3000:]
     assert fleet.lease() is None
+    assert _profiles(fleet) == sorted(EXPECTED[layout])  # the host changed before the node was missed
     fleet.flt1_layout = layout
-    _assert_converged(fleet, fleet.play(limit="flt-0", mig_config=layout))
-
-
-WAITING_HOOK = """version: v1
-hooks:
-  apply-start:
-  - command: /bin/sh
-    args: ["-c", "touch %(started)s; while [ ! -e %(go)s ]; do sleep 0.1; done; exit 1"]
-"""
+    _assert_converged(fleet, fleet.play(limit="flt-0", mig_config=layout), outcome="unchanged")
 
 
 def test_failure_reason_refused_by_the_api_is_summarised_and_written_at_the_end(fleet, tmp_path):
     """Issue 21 (13): mig-parted fails on flt-0 while the API answers 500 to every write of the node (its
     failure reason): the node kept "in progress". The summary says so and the reason is written at the end."""
-    started, go, hooks = tmp_path / "hook-started", tmp_path / "hook-go", tmp_path / "hooks.yaml"
-    hooks.write_text(WAITING_HOOK % {"started": started, "go": go})
+    hooks, started, go = _waiting_hook(tmp_path, status=1)
     layout = _next_layout(fleet)
     run = fleet.start(limit="flt-0", mig_config=layout, mig_parted_hooks_file=str(hooks), mig_gpu_clients=[])
     try:
