@@ -53,14 +53,14 @@ WAITING_HOOK = """version: v1
 hooks:
   apply-start:
   - command: /bin/sh
-    args: ["-c", "touch %(started)s; while [ ! -e %(go)s ]; do sleep 0.1; done; exit %(status)d"]
+    args: ["-c", "touch %(started)s; while [ ! -e %(go)s ]; do sleep 0.1; done; touch %(ended)s; exit %(status)d"]
 """
 
 
 def _waiting_hook(tmp_path, status: int):
-    """The hooks file and its two flags: (hooks, started, go)."""
+    """The hooks file and two of its flags, (hooks, started, go); the third is tmp_path / "hook-ended"."""
     started, go, hooks = tmp_path / "hook-started", tmp_path / "hook-go", tmp_path / "hooks.yaml"
-    hooks.write_text(WAITING_HOOK % {"started": started, "go": go, "status": status})
+    hooks.write_text(WAITING_HOOK % {"started": started, "go": go, "ended": tmp_path / "hook-ended", "status": status})
     return hooks, started, go
 
 
@@ -184,15 +184,20 @@ def test_api_errors_and_conflicts_are_retried(fleet):
         fleet.clear_faults()
 
 
-def test_host_lost_mid_rollout_is_a_failure_like_any_other(fleet):
-    """#3: annotated, summarised, budget counted; the re-run converges once the host is back."""
+def test_host_lost_mid_rollout_is_a_failure_like_any_other(fleet, tmp_path):
+    """#3: annotated, summarised, budget counted; the re-run converges once the host is back. The host is
+    lost while mig-parted changes it (held at its apply-start hook), so the loss lands at one known step:
+    the change it was making completes, the next step cannot reach it."""
+    hooks, started, go = _waiting_hook(tmp_path, status=0)
     layout = _next_layout(fleet)
-    run = fleet.start(mig_config=layout, gpufleet_rollout_max_fail_percentage=0)
+    run = fleet.start(mig_config=layout, gpufleet_rollout_max_fail_percentage=0, mig_parted_hooks_file=str(hooks))
     try:
-        fleet.wait_for_drain("flt-0")
+        wait_until("the apply-start hook on flt-0", started.exists, 240)
         fleet.set_reachable(False)
+        go.touch()
         run.wait(timeout=300)
     finally:
+        go.touch()
         fleet.set_reachable(True)
         if run.poll() is None:
             run.kill()
@@ -203,21 +208,31 @@ def test_host_lost_mid_rollout_is_a_failure_like_any_other(fleet):
     assert summary["flt-0"]["outcome"] == "unreachable"
     with open(fleet.dir + "/background.log", encoding="utf-8") as handle:
         assert "over the 0% budget: the rollout stops here" in flat(handle.read())
+    assert _profiles(fleet) == sorted(EXPECTED[layout])  # the apply in flight when the host was lost
+    # The host has the layout; the re-run's change is the node's (uncordoned, its reason cleared).
     _assert_converged(fleet, fleet.play(limit="flt-0", mig_config=layout))  # flt-1 was never started
 
 
-def test_sigterm_mid_run_then_the_lease_expires_and_the_rerun_converges(fleet):
+def test_sigterm_mid_run_then_the_lease_expires_and_the_rerun_converges(fleet, tmp_path):
     """The killed run's Lease stays and refuses a re-run; once it has expired (its renewTime moved
-    back past leaseDurationSeconds: no waiting, and no flakiness on a loaded machine) it is taken over."""
+    back past leaseDurationSeconds: no waiting, and no flakiness on a loaded machine) it is taken over.
+    The run is killed while mig-parted is held at its apply-start hook (one known step); the hook then
+    fails, so the killed run's apply changes nothing and the re-run makes the change."""
+    hooks, started, go = _waiting_hook(tmp_path, status=1)
     layout = _next_layout(fleet)
-    run = fleet.start(limit="flt-0", mig_config=layout, gpufleet_rollout_lock_duration=300)
+    before = _profiles(fleet)
+    run = fleet.start(limit="flt-0", mig_config=layout, gpufleet_rollout_lock_duration=300,
+                      mig_parted_hooks_file=str(hooks))
     try:
-        fleet.wait_for_drain("flt-0")
+        wait_until("the apply-start hook on flt-0", started.exists, 240)
         run.send_signal(signal.SIGTERM)
         run.wait(timeout=60)
     finally:
+        go.touch()
         if run.poll() is None:
             run.kill()
+    wait_until("the held apply on flt-0 ended", (tmp_path / "hook-ended").exists, 30)
+    assert _profiles(fleet) == before
     node = fleet.node("flt-0")
     assert node["unschedulable"] and node["annotation"].startswith("in progress"), node
     held = fleet.lease()
