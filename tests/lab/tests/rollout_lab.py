@@ -117,13 +117,6 @@ class RolloutLab:
     def clear_faults(self) -> None:
         faults.clear_remote(self.dir)
 
-    def wait_for_drain(self, name: str, timeout: float = 120) -> None:
-        """Until the node is cordoned and annotated "in progress" (the drain has started)."""
-        def draining() -> bool:
-            node = self.node(name)
-            return node["unschedulable"] and (node["annotation"] or "").startswith("in progress")
-        wait_until("node %s cordoned and annotated 'in progress'" % name, draining, timeout)
-
     def run_gpu_pod(self, name: str, owner: Optional[Dict[str, Any]] = None, timeout: float = 30) -> Dict[str, Any]:
         """A long-running pod on flt-0 holding one MIG device (the lab starts a GPU process for it)."""
         self.k8s.ensure_namespace(WORK_NS)

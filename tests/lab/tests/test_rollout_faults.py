@@ -57,11 +57,20 @@ hooks:
 """
 
 
-def _waiting_hook(tmp_path, status: int):
-    """The hooks file and two of its flags, (hooks, started, go); the third is tmp_path / "hook-ended"."""
-    started, go, hooks = tmp_path / "hook-started", tmp_path / "hook-go", tmp_path / "hooks.yaml"
-    hooks.write_text(WAITING_HOOK % {"started": started, "go": go, "ended": tmp_path / "hook-ended", "status": status})
-    return hooks, started, go
+class HeldApply:
+    """WAITING_HOOK's file (``hooks``, for mig_parted_hooks_file) and its three flags in tmp_path."""
+
+    def __init__(self, tmp_path, status: int) -> None:
+        self.hooks, self.started, self.go, self.ended = (
+            tmp_path / name for name in ("hooks.yaml", "hook-started", "hook-go", "hook-ended"))
+        self.hooks.write_text(WAITING_HOOK % {"started": self.started, "go": self.go, "ended": self.ended,
+                                              "status": status})
+
+    def wait_started(self) -> None:
+        wait_until("the apply-start hook on flt-0", self.started.exists, 240)
+
+    def release(self) -> None:
+        self.go.touch()
 
 
 def _next_layout(lab) -> str:
@@ -188,16 +197,16 @@ def test_host_lost_mid_rollout_is_a_failure_like_any_other(fleet, tmp_path):
     """#3: annotated, summarised, budget counted; the re-run converges once the host is back. The host is
     lost while mig-parted changes it (held at its apply-start hook), so the loss lands at one known step:
     the change it was making completes, the next step cannot reach it."""
-    hooks, started, go = _waiting_hook(tmp_path, status=0)
+    held = HeldApply(tmp_path, status=0)
     layout = _next_layout(fleet)
-    run = fleet.start(mig_config=layout, gpufleet_rollout_max_fail_percentage=0, mig_parted_hooks_file=str(hooks))
+    run = fleet.start(mig_config=layout, gpufleet_rollout_max_fail_percentage=0, mig_parted_hooks_file=str(held.hooks))
     try:
-        wait_until("the apply-start hook on flt-0", started.exists, 240)
+        held.wait_started()
         fleet.set_reachable(False)
-        go.touch()
+        held.release()
         run.wait(timeout=300)
     finally:
-        go.touch()
+        held.release()
         fleet.set_reachable(True)
         if run.poll() is None:
             run.kill()
@@ -218,20 +227,20 @@ def test_sigterm_mid_run_then_the_lease_expires_and_the_rerun_converges(fleet, t
     back past leaseDurationSeconds: no waiting, and no flakiness on a loaded machine) it is taken over.
     The run is killed while mig-parted is held at its apply-start hook (one known step); the hook then
     fails, so the killed run's apply changes nothing and the re-run makes the change."""
-    hooks, started, go = _waiting_hook(tmp_path, status=1)
+    held = HeldApply(tmp_path, status=1)
     layout = _next_layout(fleet)
     before = _profiles(fleet)
     run = fleet.start(limit="flt-0", mig_config=layout, gpufleet_rollout_lock_duration=300,
-                      mig_parted_hooks_file=str(hooks))
+                      mig_parted_hooks_file=str(held.hooks))
     try:
-        wait_until("the apply-start hook on flt-0", started.exists, 240)
+        held.wait_started()
         run.send_signal(signal.SIGTERM)
         run.wait(timeout=60)
     finally:
-        go.touch()
+        held.release()
         if run.poll() is None:
             run.kill()
-    wait_until("the held apply on flt-0 ended", (tmp_path / "hook-ended").exists, 30)
+    wait_until("the held apply on flt-0 ended", held.ended.exists, 30)
     assert _profiles(fleet) == before
     node = fleet.node("flt-0")
     assert node["unschedulable"] and node["annotation"].startswith("in progress"), node
@@ -354,21 +363,21 @@ def test_node_deleted_mid_run_fails_that_node_cleanly_and_the_others_go_on(fleet
     """flt-0's Node is deleted while mig-parted changes its host (held at its apply-start hook, so the
     deletion lands at one known step whatever the machine's speed): the host takes the layout, the node
     fails with "not found", flt-1 goes on. The re-run finds the host done and the node registered again."""
-    hooks, started, go = _waiting_hook(tmp_path, status=0)
+    held = HeldApply(tmp_path, status=0)
     layout = _next_layout(fleet)
-    run = fleet.start(mig_config=layout, mig_parted_hooks_file=str(hooks))
+    run = fleet.start(mig_config=layout, mig_parted_hooks_file=str(held.hooks))
     deleted = False
     try:
-        wait_until("the apply-start hook on flt-0", started.exists, 240)
+        held.wait_started()
         assert fleet.node("flt-0")["unschedulable"]  # drained: the canary is flt-0
         fleet.k8s.delete("Node", "flt-0")
         deleted = True
-        go.touch()
+        held.release()
         run.wait(timeout=300)
         # A running kubelet does not register its deleted Node again (the lab follows the kubelet).
         assert fleet.k8s.get("Node", "flt-0") is None
     finally:
-        go.touch()
+        held.release()
         if run.poll() is None:
             run.kill()
         if deleted and fleet.k8s.get("Node", "flt-0") is None:
@@ -391,17 +400,17 @@ def test_node_deleted_mid_run_fails_that_node_cleanly_and_the_others_go_on(fleet
 def test_failure_reason_refused_by_the_api_is_summarised_and_written_at_the_end(fleet, tmp_path):
     """Issue 21 (13): mig-parted fails on flt-0 while the API answers 500 to every write of the node (its
     failure reason): the node kept "in progress". The summary says so and the reason is written at the end."""
-    hooks, started, go = _waiting_hook(tmp_path, status=1)
+    held = HeldApply(tmp_path, status=1)
     layout = _next_layout(fleet)
-    run = fleet.start(limit="flt-0", mig_config=layout, mig_parted_hooks_file=str(hooks), mig_gpu_clients=[])
+    run = fleet.start(limit="flt-0", mig_config=layout, mig_parted_hooks_file=str(held.hooks), mig_gpu_clients=[])
     try:
-        wait_until("the apply-start hook on flt-0", started.exists, 240)
+        held.wait_started()
         # The next 6 node writes (one cordon with its annotation: the first try and the client's 5 retries).
         fleet.add_fault("error", verb="update", resource="nodes", name="flt-0", status=500, count=6)
-        go.touch()
+        held.release()
         run.wait(timeout=300)
     finally:
-        go.touch()
+        held.release()
         if run.poll() is None:
             run.kill()
         fleet.clear_faults()
