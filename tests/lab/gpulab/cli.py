@@ -68,8 +68,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             return 0
         report = hosts.status(args.dir)
         cluster = hosts.cluster_status(args.dir)
+        tools = hosts.tools_status(args.dir)
         if args.json:
-            print(json.dumps({"hosts": report, "cluster": cluster}, indent=1))
+            print(json.dumps({"hosts": report, "cluster": cluster, "tools": tools}, indent=1))
         elif not report:
             print(f"no lab in {args.dir}")
         for host in [] if args.json else report:
@@ -79,7 +80,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         if cluster and not args.json:
             print(f"cluster: {cluster['url']} {'running' if cluster['running'] else 'stopped'} "
                   f"(kubeconfig {cluster['kubeconfig']})")
-        healthy = bool(report) and all(h["answers"] for h in report) and (cluster is None or cluster["running"])
+        if tools and not args.json:
+            print(f"tool server: PID {tools['pid']} {'running' if tools['running'] else 'stopped'}")
+        healthy = bool(report) and all(h["answers"] for h in report) and (cluster is None or cluster["running"]) \
+            and (tools is None or tools["running"])
         return 0 if healthy else 1
     except hosts.LabError as exc:
         print(f"gpulab {args.command}: {exc}", file=sys.stderr)

@@ -217,7 +217,7 @@ def test_down_stops_everything_and_is_idempotent(tmp_path):
     assert _pids_with(lab_dir)
     with pytest.raises(hosts.LabError, match="already running"):
         hosts.up(lab_dir, [hosts.parse_host_spec("solo=A30:1")])
-    assert hosts.down(lab_dir) == ["solo"]
+    assert hosts.down(lab_dir) == ["tools", "solo"]
     assert not _pids_with(lab_dir)
     assert not os.path.exists(f"/proc/{recorded['pid']}")
     assert not _listening(entry["address"], entry["port"])
@@ -303,6 +303,6 @@ def test_cluster_starts_with_the_hosts_and_stops_with_down(tmp_path):
             assert f"gpulab_kubeconfig: {cluster['kubeconfig']}" in handle.read()
     finally:
         stopped = hosts.down(lab_dir)
-    assert stopped == ["cluster", "node-a", "node-b"]
+    assert stopped == ["cluster", "tools", "node-a", "node-b"]
     assert not os.path.exists(f"/proc/{cluster['pid']}")
     assert hosts.cluster_status(lab_dir) is None

@@ -152,6 +152,19 @@ def test_launchers_are_generated_for_every_tool(tmp_path):
     assert digests["reboot"] == hashlib.sha256(text.encode()).hexdigest()
 
 
+def test_with_a_tool_server_only_the_served_tools_ask_it(tmp_path):
+    """nvidia-smi asks the lab's tool server (Python without site); the power tools and mig-parted
+    still run in their launcher (gpulab.toolserver)."""
+    launchers.write_launchers(str(tmp_path / "bin"), "gpu-a", "/lab/state.json", "/lab/boot_id",
+                              python="/opt/python", tool_socket=b"\0gpulab-tools-x")
+    served = (tmp_path / "bin" / "nvidia-smi").read_text()
+    assert served.startswith("#!/opt/python -IS\n")
+    assert "toolclient.run(b'\\x00gpulab-tools-x', 'gpu-a', 'nvidia-smi', sys.argv," in served
+    for tool in set(launchers.ALL_LAUNCHERS) - {"nvidia-smi"}:
+        text = (tmp_path / "bin" / tool).read_text()
+        assert text.startswith("#!/opt/python -I\n") and "toolclient" not in text, tool
+
+
 def test_write_boot_id_keeps_the_inode(tmp_path):
     path = tmp_path / "boot_id"
     assert launchers.write_boot_id(str(path), "aaaa")

@@ -27,7 +27,7 @@ a host's processes (and its `kill`s, and a reboot(2) call) away from the real ma
 
 from gpulab.hosts.inventory import inventory_data, python_for_hosts, write_inventory
 from gpulab.hosts.layout import LabPaths
-from gpulab.hosts.lifecycle import NSINIT, cluster_status, down, running_hosts, status, up
+from gpulab.hosts.lifecycle import NSINIT, cluster_status, down, running_hosts, status, tools_status, up
 from gpulab.hosts.sandbox import (
     DANGEROUS_NAMES,
     EXTRA_DANGEROUS_PATHS,
@@ -55,5 +55,6 @@ __all__ = [
     "SSHD", "SSH_KEYGEN", "UNSHARE", "WRITABLE", "Host", "HostSpec", "LabError", "LabPaths", "can_lock_mounts",
     "choose_port", "cluster_status", "dangerous_inodes", "down", "ensure_keys", "host_address", "inventory_data",
     "parse_host_spec", "prerequisites_problem", "python_for_hosts", "running_hosts", "snapshot_dir", "ssh_banner",
-    "sshd_config", "stat_key", "status", "up", "validate_specs", "view_manifests", "viewed_dirs", "write_inventory",
+    "sshd_config", "stat_key", "status", "tools_status", "up", "validate_specs", "view_manifests", "viewed_dirs",
+    "write_inventory",
 ]

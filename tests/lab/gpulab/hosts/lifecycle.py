@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from gpulab import gpustate, launchers
+from gpulab import gpustate, launchers, toolserver
 from gpulab.cluster import server
 from gpulab.hosts import ctk, processes, sandbox, sshd
 from gpulab.hosts.inventory import python_for_hosts, write_inventory
@@ -37,7 +37,8 @@ def _prepare_host(paths: LabPaths, host: Host, shared: Dict[str, Any]) -> Dict[s
     state = gpustate.create(paths.state_file(name), name, [(host.spec.model, host.spec.gpus)])
     launchers.write_boot_id(paths.boot_id_file(name), state.boot_id)
     ctk.write_spec(paths.state_file(name))  # the management CDI spec the toolkit writes at install (§7.7)
-    digests = launchers.write_launchers(paths.bin_dir(name), name, paths.state_file(name), paths.boot_id_file(name))
+    digests = launchers.write_launchers(paths.bin_dir(name), name, paths.state_file(name), paths.boot_id_file(name),
+                                        tool_socket=toolserver.socket_name(paths.root))
     sandbox.make_own_etc_dirs(paths, name)
     files = sshd.write_host_sshd(paths, name, host.address, host.port, shared["sshd_version"])
     return sandbox.nsinit_config(paths, name, digests, files, shared)
@@ -117,6 +118,8 @@ def up(lab_dir: str, specs: Sequence[HostSpec], *, port: Optional[int] = None,
     pids: Dict[str, Any] = {"version": 1, "dir": paths.root, "hosts": {}}
     write_json(paths.pids_json, pids)
     try:
+        pids["tools"] = _start_tools(paths)
+        write_json(paths.pids_json, pids)
         children = _start_hosts(paths, hosts, shared, pids, _mutate_config)
         _wait_ready(paths, hosts, children, pids, timeout or 15.0 + 0.5 * len(hosts))
         kubeconfig = None
@@ -186,6 +189,14 @@ def _start_cluster(paths: LabPaths, hosts: Sequence[Host]) -> Dict[str, Any]:
     return {"pid": int(pid), "url": url, "kubeconfig": os.path.join(paths.root, "kubeconfig")}
 
 
+def _start_tools(paths: LabPaths) -> Dict[str, Any]:
+    """Start the lab's tool server (gpulab.toolserver: the hosts' nvidia-smi runs there)."""
+    try:
+        return {"pid": toolserver.start(paths.root)}
+    except RuntimeError as exc:
+        raise LabError(f"tool server did not start: {exc}") from None
+
+
 def down(lab_dir: str) -> List[str]:
     """Stop exactly what ``up`` started in lab_dir (by recorded PID and namespace). Idempotent.
     Returns what was stopped (host names, "cluster")."""
@@ -201,6 +212,13 @@ def down(lab_dir: str) -> List[str]:
         else:
             stopped.append("cluster")
             del pids["cluster"]
+            write_json(paths.pids_json, pids)
+    if pids.get("tools"):
+        if processes.stop_processes({int(pids["tools"]["pid"]): processes.tools_check(paths.root)}):
+            survivors.append("tools")
+        else:
+            stopped.append("tools")
+            del pids["tools"]
             write_json(paths.pids_json, pids)
     victims = {name: processes.host_processes(record) for name, record in pids.get("hosts", {}).items()}
     everything: Dict[int, Callable[[int], bool]] = {}
@@ -234,6 +252,16 @@ def status(lab_dir: str) -> List[Dict[str, Any]]:
                        "answers": running and sshd.ssh_banner(host["address"], host["port"]),
                        "locked": running and bool(started.get("locked"))})
     return report
+
+
+def tools_status(lab_dir: str) -> Optional[Dict[str, Any]]:
+    """The lab's tool server (None when there is none recorded)."""
+    paths = LabPaths(os.path.abspath(lab_dir))
+    record = read_json(paths.pids_json, {}).get("tools")
+    if not record:
+        return None
+    pid = int(record["pid"])
+    return {**record, "running": not processes.is_zombie(pid) and processes.tools_check(paths.root)(pid)}
 
 
 def cluster_status(lab_dir: str) -> Optional[Dict[str, Any]]:

@@ -165,3 +165,8 @@ def stop_processes(pids: Dict[int, Callable[[int], bool]], grace: float = 5.0) -
 def cluster_check(root: str) -> Callable[[int], bool]:
     """Whether a PID still is this lab's cluster server (by its command line)."""
     return lambda pid: "gpulab.cluster" in cmdline(pid) and root in cmdline(pid)
+
+
+def tools_check(root: str) -> Callable[[int], bool]:
+    """Whether a PID still is this lab's tool server (by its command line)."""
+    return lambda pid: "gpulab.toolserver" in cmdline(pid) and root in cmdline(pid)
