@@ -18,7 +18,9 @@ description:
     compute processes with the GPU or MIG device they run on.
   - Uses as few C(nvidia-smi) calls as the host needs - two on a host without MIG-capable GPUs, four
     when MIG is capable but disabled, seven when MIG is enabled - and reports the count in
-    C(ansible_facts.gpufleet_nvidia_smi_calls).
+    C(ansible_facts.gpufleet_nvidia_smi_calls). The calls after the first (C(--query-gpu)) depend on
+    its answer only and run at the same time, so a host's read lasts about two calls, however many
+    it needs (each call mostly waits on the driver).
   - A host without C(nvidia-smi) or without GPUs gets an empty list and a reason in
     C(ansible_facts.gpufleet_gpus_reason), not a failure, unless O(fail_on_missing=true). Any other
     C(nvidia-smi) error fails the task with its output.
@@ -168,7 +170,7 @@ ansible_facts:
 """
 
 import os
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._host import HostCommands, read_file
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._module import GpuFleetModule
@@ -216,10 +218,14 @@ def run(mod: GpuFleetModule) -> None:
                  rc=rc, stdout=out, stderr=err)
     try:
         rows = parse_query_gpus(out)
-        summary = parse_summary(read(mod, smi, [path])) if needs_summary(rows, mod.params['gather_processes']) else None
-        outputs = dict((args, read(mod, smi, [path] + list(args), allow_empty=args[0] == 'mig'))
-                       for args in commands_for(rows, mod.params['gather_profiles']))
-        facts = facts_from_outputs(rows, summary, outputs)
+        # Everything else depends on the query only: run together, checked in this order.
+        wanted = ([()] if needs_summary(rows, mod.params['gather_processes']) else []) \
+            + commands_for(rows, mod.params['gather_profiles'])
+        answers = dict(zip(wanted, smi.run_together([[path] + list(args) for args in wanted])))
+        texts = dict((args, checked(mod, [path] + list(args), answers[args], allow_empty=args[:1] == ('mig',)))
+                     for args in wanted)
+        summary = parse_summary(texts.pop(())) if () in texts else None
+        facts = facts_from_outputs(rows, summary, texts)
     except ParseError as error:
         mod.fail('could not parse nvidia-smi output: %s' % error)
     report(mod, facts, '', smi.calls)
@@ -232,8 +238,9 @@ def read_files(mod: GpuFleetModule, paths: Sequence[str]) -> Dict[str, Dict[str,
     return dict((name, dict(zip(('content', 'mode'), read_file(name)))) for name in paths)
 
 
-def read(mod: GpuFleetModule, smi: HostCommands, argv: Sequence[str], allow_empty: bool = False) -> str:
-    rc, out, err = smi.run(argv)
+def checked(mod: GpuFleetModule, argv: Sequence[str], answer: Tuple[int, str, str], allow_empty: bool = False) -> str:
+    """The output of one call, or the module fails with it (a "nothing to list" answer is empty)."""
+    rc, out, err = answer
     if allow_empty and empty_answer(out, err):
         return ''
     if rc != 0:

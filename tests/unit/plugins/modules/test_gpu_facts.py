@@ -163,3 +163,53 @@ def test_read_files_returns_text_and_mode_in_the_same_run(tmp_path):
 def test_read_files_refuses_relative_paths(tmp_path):
     result = run_module('gpu_facts', {'read_files': ['etc/x.conf']}, tmp_path)
     assert result['failed'] and 'read_files' in result['msg'] and 'etc/x.conf' in result['msg']
+
+
+BARRIER = r'''#!/usr/bin/env python3
+import json, os, sys, time
+args = sys.argv[1:]
+answers = json.load(open(os.environ['FAKE_SMI_ANSWERS']))
+if args and args[0].startswith('--query-gpu'):
+    sys.stdout.write(answers['query'][0])
+    sys.exit(0)
+# Every call after the query waits until all of them have started: run one after the other, the
+# first would wait for the others in vain.
+barrier = os.environ['FAKE_SMI_BARRIER']
+open(os.path.join(barrier, '%d' % os.getpid()), 'w').close()
+deadline = time.monotonic() + float(os.environ['FAKE_SMI_WAIT'])
+while len(os.listdir(barrier)) < int(os.environ['FAKE_SMI_CALLS']):
+    if time.monotonic() > deadline:
+        sys.stderr.write('only %d of the calls started\n' % len(os.listdir(barrier)))
+        sys.exit(42)
+    time.sleep(0.01)
+key = ' '.join(args) or 'summary'
+sys.stdout.write(answers[key][0])
+sys.exit(answers[key][1])
+'''
+
+
+def test_the_calls_after_the_query_run_at_the_same_time(tmp_path):
+    """On a real host each nvidia-smi call waits on the driver (0.1 s to seconds on eight GPUs); the
+    calls that only depend on the query run together, so a host's read lasts two calls, not seven."""
+    a100 = os.path.join(FIXTURES, 'a100-mig')
+    answers = {}
+    for key, name in (('query', 'query.txt'), ('summary', 'smi.txt'), ('-L', 'L.txt'), ('mig -lgi', 'lgi.txt'),
+                      ('mig -lci', 'lci.txt'), ('mig -lgip', 'lgip.txt'), ('mig -lgipp', 'lgipp.txt')):
+        with open(os.path.join(a100, name)) as handle:
+            answers[key] = [handle.read(), 0]
+    fake = tmp_path / 'nvidia-smi'
+    fake.write_text(BARRIER)
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    (tmp_path / 'answers.json').write_text(json.dumps(answers))
+    (tmp_path / 'barrier').mkdir()
+    env = {'FAKE_SMI_ANSWERS': str(tmp_path / 'answers.json'), 'FAKE_SMI_BARRIER': str(tmp_path / 'barrier'),
+           'FAKE_SMI_CALLS': '6', 'FAKE_SMI_WAIT': '20'}
+    result = run_module('gpu_facts', {'nvidia_smi_path': str(fake)}, tmp_path, env=env)
+    assert not result.get('failed'), result
+    facts = result['ansible_facts']
+    assert facts['gpufleet_nvidia_smi_calls'] == 7
+    assert [i['profile'] for i in facts['gpufleet_gpus'][0]['mig']['instances']] == ['3g.20gb', '2g.10gb', '1g.5gb', '1g.5gb']
+    (tmp_path / 'barrier-2').mkdir()
+    short = dict(env, FAKE_SMI_BARRIER=str(tmp_path / 'barrier-2'), FAKE_SMI_CALLS='7', FAKE_SMI_WAIT='1')
+    waited = run_module('gpu_facts', {'nvidia_smi_path': str(fake)}, tmp_path, env=short)
+    assert waited['failed'] and 'exit code 42' in waited['msg'], waited  # a call that fails still says so
