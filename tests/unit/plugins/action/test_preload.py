@@ -69,3 +69,23 @@ def test_ansible_cores_own_filters_and_tests_are_loaded_with_ours():
     out = subprocess.run([sys.executable, "-c", _BUILTIN_PROBE, collections], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]", out
+
+
+_REPORT_PROBE = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._preload import load_filters
+load_filters()
+from ansible_collections.gpufleet.sharing.plugins.module_utils.report import _report_html
+print(_report_html._TEMPLATE is not None)
+"""
+
+
+def test_the_report_page_is_compiled_once_in_the_main_process():
+    """Every report (the rollout's summary, verify's report, drift's) renders the same page, and its
+    Jinja template took 60 ms to compile in each worker that rendered one: two per run. After
+    load_filters() it is compiled, and the workers inherit it (a new interpreter)."""
+    collections = _preload.__file__.split(os.sep + "ansible_collections" + os.sep, maxsplit=1)[0]
+    out = subprocess.run([sys.executable, "-c", _REPORT_PROBE, collections], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "True", out
