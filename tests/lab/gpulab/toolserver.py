@@ -32,8 +32,11 @@ import time
 import traceback
 from typing import Dict, List, Optional, Tuple
 
-from gpulab import gpustate, launchers, smi  # noqa: F401  (smi: loaded once here, not in every call)
+from gpulab import gpustate, launchers, smi
 from gpulab.toolclient import PROTOCOL, SERVED_TOOLS
+
+# Loaded once in the server, inherited by every forked child (launchers.run imports it on first use).
+PRELOADED = (smi,)
 
 HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 INFO_FILE = "tools.json"
@@ -66,7 +69,7 @@ def decode_request(body: bytes) -> Tuple[str, str, List[str], Dict[str, str]]:
     argv = [arg.decode("utf-8", "surrogateescape") for arg in fields[4:4 + count]]
     environ: Dict[str, str] = {}
     for entry in fields[4 + count:]:
-        key, _, value = entry.partition(b"=")
+        key, _equals, value = entry.partition(b"=")
         environ[os.fsdecode(key)] = os.fsdecode(value)
     return host, tool, argv, environ
 

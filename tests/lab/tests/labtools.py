@@ -4,7 +4,9 @@
 - serve_lab: the lab API server with its controllers in this process, with short simulated delays;
 - one_gpu_node: serve_lab of one node with one GPU, its GPU advertised (a ClusterPolicy, single strategy);
 - wait_until: poll a probe until it returns something truthy;
-- wait_settled: poll a version of the lab's objects until the controllers stop changing them.
+- wait_settled: poll a version of the lab's objects until the controllers stop changing them;
+- ssh: run a command on a lab host over its real SSH;
+- lab_hosts: SSH lab hosts of the given specs, up for the block and down after it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from gpulab import gpustate
 from gpulab.cluster import server
+from gpulab.hosts import down as hosts_down, parse_host_spec, up as hosts_up
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BUILD = os.path.join(REPO, ".build")
@@ -134,3 +137,20 @@ def one_gpu_node(lab_dir: str, node: str, model: str) -> Iterator[Any]:
         yield running
     finally:
         running.stop()
+
+
+def ssh(key: str, host: Dict[str, Any], *command: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """``command`` on a lab host (an entry of ``hosts.up(...)["hosts"]``) over SSH as root, with the lab's key."""
+    argv = ["ssh", "-i", key, "-p", str(host["port"]), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+            "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", f"root@{host['address']}", *command]
+    return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)  # noqa: S603
+
+
+@contextlib.contextmanager
+def lab_hosts(lab_dir: str, specs: List[str]) -> Iterator[Dict[str, Any]]:
+    """``hosts.up`` of ``specs`` (``NAME=MODEL:GPUS``) in lab_dir; what it returns, and down after the block."""
+    info = hosts_up(lab_dir, [parse_host_spec(spec) for spec in specs])
+    try:
+        yield info
+    finally:
+        hosts_down(lab_dir)

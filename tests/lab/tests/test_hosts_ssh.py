@@ -18,6 +18,7 @@ from typing import List
 import pytest
 
 
+import labtools
 from gpulab import gpustate, hosts
 
 LAB_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -45,11 +46,7 @@ class Lab:
         self.key = hosts.LabPaths(lab_dir).client_key
 
     def ssh(self, host: str, *command: str, check: bool = True) -> subprocess.CompletedProcess:
-        entry = self.hosts[host]
-        argv = ["ssh", "-i", self.key, "-p", str(entry["port"]), "-o", "BatchMode=yes",
-                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-                f"root@{entry['address']}", *command]
-        result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)  # noqa: S603
+        result = labtools.ssh(self.key, self.hosts[host], *command)
         if check and result.returncode != 0:
             raise AssertionError(f"{command} on {host} failed ({result.returncode}): {result.stderr}")
         return result
@@ -61,11 +58,8 @@ class Lab:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     lab_dir = str(tmp_path_factory.mktemp("lab"))
-    info = hosts.up(lab_dir, [hosts.parse_host_spec(s) for s in SPECS])
-    try:
+    with labtools.lab_hosts(lab_dir, SPECS) as info:
         yield Lab(lab_dir, info)
-    finally:
-        hosts.down(lab_dir)
 
 
 def test_each_host_answers_nvidia_smi_from_its_own_state(lab):

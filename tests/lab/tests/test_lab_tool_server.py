@@ -15,6 +15,7 @@ from typing import List
 
 import pytest
 
+import labtools
 from gpulab import gpustate, hosts, launchers, toolclient, toolserver
 from gpulab.hosts import processes
 from gpulab.smi import command
@@ -36,11 +37,7 @@ class Lab:
         self.paths = hosts.LabPaths(lab_dir)
 
     def ssh(self, host: str, *argv: str) -> subprocess.CompletedProcess:
-        entry = self.hosts[host]
-        ssh = ["ssh", "-i", self.paths.client_key, "-p", str(entry["port"]), "-o", "BatchMode=yes",
-               "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-               f"root@{entry['address']}", *argv]
-        return subprocess.run(ssh, capture_output=True, text=True, check=False, timeout=60)  # noqa: S603
+        return labtools.ssh(self.paths.client_key, self.hosts[host], *argv)
 
     def launcher(self, host: str) -> str:
         return os.path.join(self.paths.bin_dir(host), "nvidia-smi")
@@ -49,11 +46,8 @@ class Lab:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     lab_dir = str(tmp_path_factory.mktemp("tools"))
-    info = hosts.up(lab_dir, [hosts.parse_host_spec(s) for s in SPECS])
-    try:
+    with labtools.lab_hosts(lab_dir, SPECS) as info:
         yield Lab(lab_dir, info)
-    finally:
-        hosts.down(lab_dir)
 
 
 def _imports(stderr: str) -> List[str]:

@@ -199,26 +199,21 @@ def _start_tools(paths: LabPaths) -> Dict[str, Any]:
 
 def down(lab_dir: str) -> List[str]:
     """Stop exactly what ``up`` started in lab_dir (by recorded PID and namespace). Idempotent.
-    Returns what was stopped (host names, "cluster")."""
+    Returns what was stopped ("cluster", "tools", host names)."""
     paths = LabPaths(os.path.abspath(lab_dir))
     pids = read_json(paths.pids_json, None)
     if not pids:
         return []
     stopped: List[str] = []
     survivors: List[str] = []
-    if pids.get("cluster"):
-        if processes.stop_processes({int(pids["cluster"]["pid"]): processes.cluster_check(paths.root)}):
-            survivors.append("cluster")
+    for key, check in (("cluster", processes.cluster_check), ("tools", processes.tools_check)):
+        if not pids.get(key):
+            continue
+        if processes.stop_processes({int(pids[key]["pid"]): check(paths.root)}):
+            survivors.append(key)
         else:
-            stopped.append("cluster")
-            del pids["cluster"]
-            write_json(paths.pids_json, pids)
-    if pids.get("tools"):
-        if processes.stop_processes({int(pids["tools"]["pid"]): processes.tools_check(paths.root)}):
-            survivors.append("tools")
-        else:
-            stopped.append("tools")
-            del pids["tools"]
+            stopped.append(key)
+            del pids[key]
             write_json(paths.pids_json, pids)
     victims = {name: processes.host_processes(record) for name, record in pids.get("hosts", {}).items()}
     everything: Dict[int, Callable[[int], bool]] = {}
@@ -254,21 +249,20 @@ def status(lab_dir: str) -> List[Dict[str, Any]]:
     return report
 
 
-def tools_status(lab_dir: str) -> Optional[Dict[str, Any]]:
-    """The lab's tool server (None when there is none recorded)."""
+def _server_status(lab_dir: str, key: str, check: Callable[[str], Callable[[int], bool]]) -> Optional[Dict[str, Any]]:
     paths = LabPaths(os.path.abspath(lab_dir))
-    record = read_json(paths.pids_json, {}).get("tools")
+    record = read_json(paths.pids_json, {}).get(key)
     if not record:
         return None
     pid = int(record["pid"])
-    return {**record, "running": not processes.is_zombie(pid) and processes.tools_check(paths.root)(pid)}
+    return {**record, "running": not processes.is_zombie(pid) and check(paths.root)(pid)}
+
+
+def tools_status(lab_dir: str) -> Optional[Dict[str, Any]]:
+    """The lab's tool server (None when there is none recorded)."""
+    return _server_status(lab_dir, "tools", processes.tools_check)
 
 
 def cluster_status(lab_dir: str) -> Optional[Dict[str, Any]]:
     """The virtual cluster started with ``up --cluster`` (None when there is none recorded)."""
-    paths = LabPaths(os.path.abspath(lab_dir))
-    record = read_json(paths.pids_json, {}).get("cluster")
-    if not record:
-        return None
-    pid = int(record["pid"])
-    return {**record, "running": not processes.is_zombie(pid) and processes.cluster_check(paths.root)(pid)}
+    return _server_status(lab_dir, "cluster", processes.cluster_check)
