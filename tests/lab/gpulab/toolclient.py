@@ -51,6 +51,9 @@ def encode_request(host: str, tool: str, argv: list[str], environ: dict[bytes, b
 def served(socket_name: bytes, host: str, tool: str, argv: list[str]) -> int | None:
     """The exit status the server reports; None when there is no server to ask."""
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    if sock.fileno() <= 2:  # a standard stream was closed and the socket took its number: run it here
+        sock.close()
+        return None
     try:
         try:
             sock.connect(socket_name)
@@ -81,10 +84,11 @@ def run(socket_name: bytes, host: str, tool: str, argv: list[str], state_file: s
     code = served(socket_name, host, tool, list(argv))
     if code is None:  # no server: the simulator in this process, as before the server
         code = importlib.import_module("gpulab.launchers").run(tool, argv, state_file, boot_id_file)
-    try:
-        sys.stdout.flush()
-    except (OSError, ValueError):
-        pass
+    if sys.stdout is not None:  # None: the caller had closed it
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
     left = MIN_SECONDS.get(tool, 0.0) - (time.monotonic() - start)
     if left > 0:
         time.sleep(left)

@@ -98,6 +98,22 @@ def test_a_served_call_does_not_load_the_simulator_in_the_launcher(lab):
     assert [name for name in _imports(fallback.stderr) if name.startswith("gpulab.smi")]
 
 
+@pytest.mark.parametrize("closed", [0, 1, 2])
+def test_a_caller_with_a_closed_standard_stream_is_answered_as_by_the_simulator(lab, closed):
+    """The socket then takes the closed stream's number, and must not become the call's stdout or stderr
+    (the exit status would be read from the tool's output): the launcher runs the call itself, as an
+    unserved launcher does in the same situation."""
+    unserved = os.path.join(lab.dir, "nvidia-smi-unserved")
+    with open(unserved, "w", encoding="utf-8") as handle:
+        handle.write(launchers.render("nvidia-smi", "srv-h100", lab.paths.state_file("srv-h100"),
+                                      lab.paths.boot_id_file("srv-h100")))
+    os.chmod(unserved, 0o755)
+    script = 'exec %d>&-; exec "$0" -L' % closed
+    served, alone = (subprocess.run(["sh", "-c", script, launcher], capture_output=True, text=True,  # noqa: S603
+                                    check=False, timeout=60) for launcher in (lab.launcher("srv-h100"), unserved))
+    assert (served.returncode, served.stdout if closed != 1 else "") == (alone.returncode, alone.stdout if closed != 1 else "")
+
+
 def test_a_call_lasts_at_least_what_a_real_nvidia_smi_takes(lab):
     """A lower bound (the client sleeps to it), so it cannot flake: the lab is no faster than a real host."""
     start = time.monotonic()
