@@ -166,11 +166,12 @@ def serve_one(lab_root: str, conn: socket.socket) -> None:
 def serve(lab_root: str) -> None:
     """Accept forever; each connection is answered by a forked child (reaped by the kernel)."""
     lab_root = os.path.abspath(lab_root)
+    name = socket_name(lab_root)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(socket_name(lab_root))
+    listener.bind(name)
     listener.listen(256)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
-    info = {"pid": os.getpid(), "socket": socket_name(lab_root).hex(), "tools": list(SERVED_TOOLS)}
+    info = {"pid": os.getpid(), "socket": name.hex(), "tools": list(SERVED_TOOLS)}
     temporary = os.path.join(lab_root, INFO_FILE + ".tmp")
     with open(temporary, "w", encoding="utf-8") as handle:
         json.dump(info, handle)

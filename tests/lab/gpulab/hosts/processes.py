@@ -162,11 +162,19 @@ def stop_processes(pids: Dict[int, Callable[[int], bool]], grace: float = 5.0) -
     return [p for p in running() if pids[p](p)]
 
 
+def _command_line_check(module: str, root: str) -> Callable[[int], bool]:
+    """Whether a PID still is ``python -m <module> ... <root>`` (by its command line, read once per ask)."""
+    def check(pid: int) -> bool:
+        line = cmdline(pid)
+        return module in line and root in line
+    return check
+
+
 def cluster_check(root: str) -> Callable[[int], bool]:
     """Whether a PID still is this lab's cluster server (by its command line)."""
-    return lambda pid: "gpulab.cluster" in cmdline(pid) and root in cmdline(pid)
+    return _command_line_check("gpulab.cluster", root)
 
 
 def tools_check(root: str) -> Callable[[int], bool]:
     """Whether a PID still is this lab's tool server (by its command line)."""
-    return lambda pid: "gpulab.toolserver" in cmdline(pid) and root in cmdline(pid)
+    return _command_line_check("gpulab.toolserver", root)
