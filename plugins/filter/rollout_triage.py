@@ -41,6 +41,11 @@ description:
     M(gpufleet.sharing.gpu_operands) with O(gpufleet.sharing.gpu_operands#module:state=restored) into the
     pod selectors of the restart step, V(app=nvidia-device-plugin-daemonset) and V(app=gpu-feature-discovery)
     less those the restore waited for (paused during the apply, their pods started after it).
+  - The filter C(rollout_hosts) in the same file lists the hosts of this run's triage (the C(rollout_triage)
+    fact, read from the first of the given hosts that has it) whose C(outcome) is one of the given
+    outcomes, in the given hosts' order (C(groups['all']), the inventory's), and none before a triage.
+    A play's C(hosts) is chosen with it as the play starts, in C(ansible-playbook)'s own process, with no
+    task - the hosts planned on their host (V(unplanned)) and the batches (V(files_only), V(mig_change)).
   - Given O(previous), the hosts it left V(unplanned) are sorted from their registered C(mig_run)
     (M(gpufleet.sharing.mig_config) run on the host in check mode).
 extends_documentation_fragment:
@@ -102,6 +107,17 @@ def rollout_triage(hostvars: Mapping[str, Any], hosts: Sequence[str], annotated_
     return answer
 
 
+@hostvars_once
+def rollout_hosts(hostvars: Mapping[str, Any], hosts: Sequence[str], outcomes: Sequence[str]) -> List[str]:
+    triage: Mapping[str, Any] = {}
+    for host in hosts:
+        values = hostvars[host]
+        if "rollout_triage" in values:
+            triage = values["rollout_triage"] or {}
+            break
+    return [host for host in hosts if (triage.get(host) or {}).get("outcome") in outcomes]
+
+
 def rollout_steps(entry: Mapping[str, Any], cluster: bool = True, pause: bool = True, verify: bool = True) -> List[str]:
     return steps(entry or {}, bool(cluster), bool(pause), bool(verify))
 
@@ -112,5 +128,5 @@ def rollout_restart_selectors(restored: Optional[Mapping[str, Any]]) -> List[str
 
 class FilterModule:
     def filters(self) -> Dict[str, Any]:
-        return {"rollout_triage": rollout_triage, "rollout_steps": rollout_steps,
+        return {"rollout_triage": rollout_triage, "rollout_hosts": rollout_hosts, "rollout_steps": rollout_steps,
                 "rollout_restart_selectors": rollout_restart_selectors}

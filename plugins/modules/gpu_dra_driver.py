@@ -212,8 +212,9 @@ waiting:
   returned: on a wait timeout
   type: dict
 helm_version:
-  description: Version of the helm binary.
-  returned: unless O(state=nodes)
+  description: Version of the helm binary, checked before its first command.
+  returned: when helm ran (a change, a repository chart, or a local chart only helm can read); a run that
+    changes nothing with a local chart starts no helm
   type: str
   sample: 3.14.2
 """
@@ -253,11 +254,12 @@ def run(mod: ClusterModule) -> None:
         return
     try:
         driver = DraDriver(mod)
-        mod.result["helm_version"] = ".".join(str(part) for part in driver.helm.version())
         if params["state"] == "absent":
             driver.absent()
         else:
             driver.present()
+        if driver.helm.checked_version is not None:  # helm runs only when a step needs it
+            mod.result["helm_version"] = ".".join(str(part) for part in driver.helm.checked_version)
     except HelmFailed as exc:
         mod.fail(str(exc), cmd=exc.argv, rc=exc.rc)  # argv holds no secret (see _helm)
     except HelmError as exc:

@@ -395,8 +395,9 @@ waited:
   type: float
   sample: 42.0
 helm_version:
-  description: Version of the helm binary.
-  returned: always
+  description: Version of the helm binary, checked before its first command.
+  returned: when helm ran (a change, a repository chart, or a local chart only helm can read); a run that
+    changes nothing with a local chart starts no helm
   type: str
   sample: 3.14.2
 diagnosis:
@@ -450,11 +451,12 @@ def run(mod: ClusterModule) -> None:
         params["proxy"]["no_proxy"] = no_proxy_text(params["proxy"]["no_proxy"])
     try:
         operator = GpuOperator(mod)
-        mod.result["helm_version"] = ".".join(str(part) for part in operator.helm.version())
         if params["state"] == "absent":
             operator.absent()
         else:
             operator.present()
+        if operator.helm.checked_version is not None:  # helm runs only when a step needs it
+            mod.result["helm_version"] = ".".join(str(part) for part in operator.helm.checked_version)
     except HelmFailed as exc:
         # argv holds no secret (see _helm); the environment, which may, is not echoed
         mod.fail(str(exc), cmd=exc.argv, rc=exc.rc)

@@ -5,8 +5,13 @@
 
 ``Helm`` puts the two together over a command runner the module passes in (its ``run_command``):
 one call per step (version, release, values, chart, CRDs, repositories, upgrade), the output parsed,
-a failing command raised as ``HelmFailed``. It and ``find_helm`` are the only parts that touch the
-file system (the binary, local charts, the private values file).
+a failing command raised as ``HelmFailed``. It, ``read_chart_files`` and ``find_helm`` are the only
+parts that touch the file system (the binary, local charts, the private values file).
+
+Helm runs only when a step needs it (issue 26): a local chart's metadata and CRDs are read from its
+files as helm reads them (``_chart_files``; anything that reader does not follow exactly goes to
+helm), and the helm version is checked once, before the first helm command. A run that changes
+nothing with a local chart starts no helm.
 
 Rules kept here so they are unit-tested:
 - argv lists only, never a shell string;
@@ -23,6 +28,10 @@ import re
 import tarfile
 import tempfile
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._chart_files import (
+    MAX_FILE_SIZE, Chart, ChartFile, Unsupported, archive_files, chart_fields, crds_text, ignore_rules, ignored,
+    load_chart)
 
 MIN_HELM_VERSION = (3, 12, 0)
 
@@ -258,8 +267,16 @@ class Helm:
     def __init__(self, command: HelmCommand, run: CommandRunner) -> None:
         self.command = command
         self._run = run
+        self.checked_version: Optional[Tuple[int, int, int]] = None  # set by the first helm command
+        self._local: Dict[str, Optional[Chart]] = {}
 
     def call(self, argv: List[str], what: str, data: Optional[str] = None, ok_rcs: Sequence[int] = (0,)) -> str:
+        """One helm command, after the version check (once, before the first)."""
+        if self.checked_version is None:
+            self.version()
+        return self._call(argv, what, data, ok_rcs)
+
+    def _call(self, argv: List[str], what: str, data: Optional[str] = None, ok_rcs: Sequence[int] = (0,)) -> str:
         rc, out, err = self._run(argv, data)
         if rc not in ok_rcs:
             raise HelmFailed(what, argv, rc, err or out)
@@ -267,9 +284,22 @@ class Helm:
 
     def version(self) -> Tuple[int, int, int]:
         """The helm version; HelmError when it is too old."""
-        version = parse_helm_version(self.call(self.command.version(), "version"))
+        version = parse_helm_version(self._call(self.command.version(), "version"))
         check_helm_version(version)
+        self.checked_version = version
         return version
+
+    def local_chart(self, chart_ref: str) -> Optional[Chart]:
+        """A local chart read from its files (once), or None when helm must read it (a repository chart,
+        or what ``_chart_files`` leaves to helm)."""
+        if not is_local_chart(chart_ref):
+            return None
+        if chart_ref not in self._local:
+            try:
+                self._local[chart_ref] = load_chart(read_chart_files(chart_ref))
+            except (Unsupported, OSError):
+                self._local[chart_ref] = None
+        return self._local[chart_ref]
 
     def release(self, namespace: str, release: str) -> Optional[Dict[str, Any]]:
         return parse_release_list(self.call(self.command.list_releases(namespace, release), "list"), release)
@@ -285,13 +315,21 @@ class Helm:
                             "(for example v26.7.0)" % chart_ref)
         if is_local_chart(chart_ref) and not os.path.exists(chart_ref):
             raise HelmError("chart_ref %s: no such chart directory or archive" % chart_ref)
-        meta = parse_chart_metadata(self.call(self.command.show_chart(chart_ref, version), "show chart"))
+        chart = self.local_chart(chart_ref)
+        meta = chart_fields(chart) if chart is not None else \
+            parse_chart_metadata(self.call(self.command.show_chart(chart_ref, version), "show chart"))
         if version and not same_version(version, meta["version"]):
             raise HelmError("chart_version %s does not match the chart %s, which is version %s"
                             % (version, chart_ref, meta["version"]))
         return meta
 
     def crds_text(self, chart_ref: str, version: Optional[str]) -> str:
+        chart = self.local_chart(chart_ref)
+        if chart is not None:
+            try:
+                return crds_text(chart)
+            except Unsupported:
+                pass
         return self.call(self.command.show_crds(chart_ref, version), "show crds")
 
     def values_text(self, chart_ref: str, version: Optional[str]) -> str:
@@ -358,6 +396,46 @@ class Helm:
             self.call(self.command.upgrade_install(release, chart_ref, namespace, path, version), "upgrade --install")
         finally:
             os.unlink(path)
+
+
+def read_chart_files(path: str) -> List[ChartFile]:
+    """The files helm loads from a local chart, a directory (walked in lexical order, without what its
+    .helmignore leaves out) or an archive; ``Unsupported`` where ``_chart_files`` says so, and for a
+    symlink or a file that is not regular (helm follows or refuses those)."""
+    if os.path.islink(path):
+        raise Unsupported("%s is a symlink" % path)
+    if not os.path.isdir(path):
+        with open(path, "rb") as handle:
+            return archive_files(handle.read())
+    ignore_file = os.path.join(path, ".helmignore")
+    text = ""
+    if os.path.lexists(ignore_file):
+        if os.path.islink(ignore_file) or not os.path.isfile(ignore_file):
+            raise Unsupported(".helmignore is not a regular file")
+        with open(ignore_file, encoding="utf-8") as handle:
+            text = handle.read()
+    rules = ignore_rules(text)
+    files: List[ChartFile] = []
+
+    def walk(relative: str) -> None:
+        for entry in sorted(os.scandir(os.path.join(path, relative) if relative else path), key=lambda item: item.name):
+            name = relative + "/" + entry.name if relative else entry.name
+            if entry.is_symlink():
+                raise Unsupported("%s is a symlink" % name)
+            if entry.is_dir():
+                if not ignored(rules, name, True):
+                    walk(name)
+                continue
+            if ignored(rules, name, False):
+                continue
+            if not entry.is_file() or entry.stat().st_size > MAX_FILE_SIZE:
+                raise Unsupported("%s is not a regular file helm loads" % name)
+            with open(entry.path, "rb") as handle:
+                data = handle.read()
+            files.append(ChartFile(name, data[3:] if data.startswith(b"\xef\xbb\xbf") else data))
+
+    walk("")
+    return files
 
 
 def find_helm(binary: str, search: Callable[[str], str]) -> str:

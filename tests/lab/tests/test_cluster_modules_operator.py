@@ -152,9 +152,14 @@ def test_gpu_operator_lifecycle(lab, helm, tmp_path):
     assert not os.path.exists(values_file)
     assert not any(arg.startswith("--set") or "mixed" in arg for arg in upgrade_calls[0])
 
+    assert installed["helm_version"].count(".") == 2  # helm ran, after its version check
     rv_installed = lab.rv()
+    helm_runs = len(helm.calls())
     again = lab.run("gpu_operator", operator_args(lab, helm), env=env)
     assert not again["changed"] and again["action"] == "unchanged", again
+    # Nothing to change, a local chart: the release from its records, the chart and its CRDs from its
+    # files - no helm at all (issue 26).
+    assert helm.calls()[helm_runs:] == [] and "helm_version" not in again
     assert again["crds"] == [{"name": "clusterpolicies.nvidia.com", "action": "unchanged"}]
     assert lab.rv() == rv_installed, "an unchanged run wrote to the cluster"
 

@@ -274,14 +274,16 @@ def test_daemonsets_not_rolled_out():
 # -- Helm (steps over an injected command runner) ---------------------------------------------------
 
 class Runner:
-    """Answers argv by its first two words; records (argv, stdin)."""
+    """Answers argv by its first two words; records (argv, stdin) in ``calls``, the version check (before
+    the first helm command, once) in ``versions``."""
 
     def __init__(self, answers):
-        self.answers = answers
+        self.answers = {("version", "--short"): (0, "v3.14.2+gabc\n", ""), **answers}
         self.calls = []
+        self.versions = []
 
     def __call__(self, argv, data):
-        self.calls.append((argv, data))
+        (self.versions if argv[1:2] == ["version"] else self.calls).append((argv, data))
         return self.answers.get(tuple(argv[1:3]), (0, "", ""))
 
 
@@ -336,6 +338,8 @@ def test_upgrade_install_values_file_is_private_and_removed(tmp_path):
     seen = {}
 
     def runner(argv, data):
+        if argv[1] == "version":
+            return 0, "v4.1.4+g05fa379\n", ""
         path = argv[argv.index("-f") + 1]
         seen.update(path=path, mode=oct(os.stat(path).st_mode & 0o777), values=json.load(open(path)))
         return 0, "", ""
@@ -429,3 +433,21 @@ def test_subcharts_of_a_local_chart_without_charts_directory(tmp_path):
     runner = Runner({})
     assert _helm.Helm(HelmCommand("helm"), runner).subcharts(str(tmp_path), None) == {}
     assert runner.calls == []
+
+
+def test_the_version_is_checked_once_before_the_first_command_and_not_without_one():
+    runner = Runner({})
+    helm = _helm.Helm(HelmCommand("helm"), runner)
+    assert helm.checked_version is None and runner.versions == []  # nothing asked yet: no helm
+    helm.release("ns", "r")
+    helm.values("r", "ns")
+    assert len(runner.versions) == 1 and helm.checked_version == (3, 14, 2)
+    assert [argv[1:3] for argv, _data in runner.calls] == [["list", "-n"], ["get", "values"]]
+
+
+def test_a_too_old_helm_runs_no_command():
+    runner = Runner({("version", "--short"): (0, "v3.11.3\n", "")})
+    helm = _helm.Helm(HelmCommand("helm"), runner)
+    with pytest.raises(_helm.HelmError, match="too old"):
+        helm.upgrade_install("r", "nvidia/gpu-operator", "ns", {}, "v1", "/tmp")
+    assert runner.calls == [] and helm.checked_version is None
