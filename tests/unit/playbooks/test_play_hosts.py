@@ -130,6 +130,15 @@ def test_the_hosts_without_a_usable_read_plan_on_their_host():
            (case('rollout.yml', name), [])])
 
 
+def test_the_lock_is_taken_by_a_play_that_runs_only_when_something_must_change():
+    name = 'Rollout - take the lock before a change (only when something must change)'
+    check([(case('rollout.yml', name), []),
+           (case('rollout.yml', name, {'localhost': {'rollout_run_must_change': False}}), []),
+           (case('rollout.yml', name, {'localhost': {'rollout_run_must_change': True}}), ['gpu_hosts']),
+           (case('rollout.yml', name, {'localhost': {'rollout_run_must_change': True}}, gpufleet_gpu_hosts='h100-*'),
+            ['h100-*'])])
+
+
 def test_no_task_groups_hosts_for_a_later_play():
     """Groups filled by a task (add_host, group_by) cost a worker per run; a play's hosts are chosen as it starts."""
     found = []

@@ -30,7 +30,8 @@ def test_the_playbook_is_the_order_of_the_plays_and_fits_on_two_screens():
     assert [play['name'] for play in plays] == [
         'Rollout - refuse an empty host group', 'Rollout - check the lock and plan every node at once (changes nothing on the nodes)',
         'Rollout - plan on the host the nodes without a usable read (changes nothing)',
-        'Rollout - settle every node at once (changes nothing on the nodes)', 'Rollout - MIG changes on GPU hosts in batches',
+        'Rollout - settle every node at once (changes nothing on the nodes)',
+        'Rollout - take the lock before a change (only when something must change)', 'Rollout - MIG changes on GPU hosts in batches',
         'Rollout - summary']
     assert text.count('group/gpufleet.sharing.k8s') == 1  # the module_defaults block once
 
