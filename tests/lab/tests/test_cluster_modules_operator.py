@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from gpulab import gpustate, tools
+from gpulab import gpustate
 from gpulab.cluster import faults
 from labtools import REPO, run_module, serve_lab, wait_settled, wait_until
 
@@ -61,14 +61,6 @@ def lab(tmp_path):
     running = Lab(tmp_path, [("gpu-a", "A100-40GB", 1), ("gpu-b", "H100-80GB", 1)])
     yield running
     running.stop()
-
-
-@pytest.fixture(scope="module")
-def helm_binary(tmp_path_factory):
-    try:
-        return tools.ensure_helm(os.path.join(REPO, ".cache"))
-    except tools.ToolError as exc:
-        pytest.skip("helm is not available here: %s" % exc)
 
 
 @pytest.fixture

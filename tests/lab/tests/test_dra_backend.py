@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from gpulab import gpustate, tools
+from gpulab import gpustate
 from labtools import REPO, ensure_collection_path, run_module, serve_lab, wait_until
 
 from dra_lab import mig_layout
@@ -20,14 +20,6 @@ NS = "nvidia-dra-driver-gpu"
 SELECTOR = "nvidia-dra-driver-gpu-component=kubelet-plugin"
 
 ensure_collection_path()
-
-
-@pytest.fixture(scope="module")
-def helm_binary():
-    try:
-        return tools.ensure_helm(os.path.join(REPO, ".cache"))
-    except tools.ToolError as exc:
-        pytest.skip("helm is not available here: %s" % exc)
 
 
 class Lab:
