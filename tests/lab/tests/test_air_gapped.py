@@ -14,7 +14,7 @@ from typing import List
 import pytest
 
 # The harness and the fixtures (lab, helm, helm_binary) of the operator module tests.
-from test_cluster_modules_operator import CHART, helm, helm_binary, lab, operator_args  # noqa: F401 pylint: disable=unused-import
+from test_cluster_modules_operator import CHART, helm, lab, operator_args  # noqa: F401 pylint: disable=unused-import
 from gpulab.cluster.operator.nfd import OS_ID_LABEL, OS_VERSION_LABEL, driver_pod_parts, gpu_node_os_tag, read_os_release
 
 MIRROR = "mirror.lab.test:5000"

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 from labtools import BUILD, REPO, wait_until
-from test_cluster_modules_operator import CHART, bumped_chart, helm, helm_binary, lab, operator_args  # noqa: F401 pylint: disable=unused-import
+from test_cluster_modules_operator import CHART, bumped_chart, helm, lab, operator_args  # noqa: F401 pylint: disable=unused-import
 
 SECRET = "S3cr3t-NLS-T0ken-7f3a"
 OTHER_SECRET = "Hidden-Value-42xyz"

@@ -16,7 +16,7 @@ import json
 import pytest
 
 # The harness and the fixtures (helm, helm_binary) of the operator module tests.
-from test_cluster_modules_operator import Lab, helm, helm_binary, operator_args  # noqa: F401 pylint: disable=unused-import
+from test_cluster_modules_operator import Lab, helm, operator_args  # noqa: F401 pylint: disable=unused-import
 # The private-registry lab of the pull-secret tests (one A100 node, the mirror requires credentials).
 from test_pull_secrets import MIRROR, docker_secret, lab  # noqa: F401 pylint: disable=unused-import
 

@@ -14,7 +14,7 @@ import pytest
 
 from labtools import environ
 # The harness and the fixtures (helm, helm_binary) of the operator module tests.
-from test_cluster_modules_operator import Lab, helm, helm_binary, operator_args  # noqa: F401 pylint: disable=unused-import
+from test_cluster_modules_operator import Lab, helm, operator_args  # noqa: F401 pylint: disable=unused-import
 
 MIRROR = "mirror.lab.test:5000"
 PLANTED = "s3cr3t-Planted-Pa55word-0x5eed"

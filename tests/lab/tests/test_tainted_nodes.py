@@ -12,7 +12,7 @@ import sys
 
 from labtools import BUILD, REPO, wait_until
 # The harness and the fixtures (lab, helm, helm_binary) of the operator module tests.
-from test_cluster_modules_operator import CHART, helm, helm_binary, lab, operator_args  # noqa: F401 pylint: disable=unused-import
+from test_cluster_modules_operator import CHART, helm, lab, operator_args  # noqa: F401 pylint: disable=unused-import
 
 DEDICATED = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 TOLERATION = {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
