@@ -10,7 +10,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import hostvars_once, node_name
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._read_plan import read_plan
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_read_plan import Prepared
-from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import UNPLANNED, restart_selectors, steps, triage, with_backend
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import (
+    BATCHED, UNPLANNED, restart_selectors, steps, triage, with_backend)
 
 DOCUMENTATION = r"""
 name: rollout_triage
@@ -43,7 +44,8 @@ description:
     less those the restore waited for (paused during the apply, their pods started after it).
   - The filter C(rollout_hosts) in the same file lists the hosts of this run's triage (the C(rollout_triage)
     fact, read from the first of the given hosts that has it) whose C(outcome) is one of the given
-    outcomes, in the given hosts' order (C(groups['all']), the inventory's), and none before a triage.
+    outcomes (by default those that go through the batches, V(files_only) and V(mig_change)), in the
+    given hosts' order (C(groups['all']), the inventory's), and none before a triage.
     A play's C(hosts) is chosen with it as the play starts, in C(ansible-playbook)'s own process, with no
     task - the hosts planned on their host (V(unplanned)) and the batches (V(files_only), V(mig_change)).
   - Given O(previous), the hosts it left V(unplanned) are sorted from their registered C(mig_run)
@@ -108,7 +110,7 @@ def rollout_triage(hostvars: Mapping[str, Any], hosts: Sequence[str], annotated_
 
 
 @hostvars_once
-def rollout_hosts(hostvars: Mapping[str, Any], hosts: Sequence[str], outcomes: Sequence[str]) -> List[str]:
+def rollout_hosts(hostvars: Mapping[str, Any], hosts: Sequence[str], outcomes: Sequence[str] = BATCHED) -> List[str]:
     triage: Mapping[str, Any] = {}
     for host in hosts:
         values = hostvars[host]

@@ -258,8 +258,9 @@ def run(mod: ClusterModule) -> None:
             driver.absent()
         else:
             driver.present()
-        if driver.helm.checked_version is not None:  # helm runs only when a step needs it
-            mod.result["helm_version"] = ".".join(str(part) for part in driver.helm.checked_version)
+        helm_version = driver.helm.checked_version_text()
+        if helm_version:  # helm runs only when a step needs it
+            mod.result["helm_version"] = helm_version
     except HelmFailed as exc:
         mod.fail(str(exc), cmd=exc.argv, rc=exc.rc)  # argv holds no secret (see _helm)
     except HelmError as exc:

@@ -455,8 +455,9 @@ def run(mod: ClusterModule) -> None:
             operator.absent()
         else:
             operator.present()
-        if operator.helm.checked_version is not None:  # helm runs only when a step needs it
-            mod.result["helm_version"] = ".".join(str(part) for part in operator.helm.checked_version)
+        helm_version = operator.helm.checked_version_text()
+        if helm_version:  # helm runs only when a step needs it
+            mod.result["helm_version"] = helm_version
     except HelmFailed as exc:
         # argv holds no secret (see _helm); the environment, which may, is not echoed
         mod.fail(str(exc), cmd=exc.argv, rc=exc.rc)

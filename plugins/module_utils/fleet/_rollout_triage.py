@@ -17,6 +17,7 @@ UNCHANGED = "unchanged"      # settled: converged, files in place, no annotation
 FILES_ONLY = "files_only"    # converged layout, but the nvidia-mig-manager files differ (no drain)
 MIG_CHANGE = "mig_change"    # anything else: a GPU to change, a failed plan, or an annotated node
 SETTLED = (UNREACHABLE, UNCHANGED)
+BATCHED = (FILES_ONLY, MIG_CHANGE)  # the outcomes that go through the batches
 
 
 def triage(plan: Optional[Mapping[str, Any]], annotated: bool) -> Dict[str, Any]:

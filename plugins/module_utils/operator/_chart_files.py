@@ -66,6 +66,11 @@ class Chart(NamedTuple):
     crds: List[ChartFile]  # the chart's, then its subcharts'
 
 
+def strip_bom(data: bytes) -> bytes:
+    """A file's contents as helm keeps them: without a leading UTF-8 byte order mark."""
+    return data[len(_BOM):] if data.startswith(_BOM) else data
+
+
 def _glob(pattern: str) -> Callable[[str], bool]:
     """Go's filepath.Match for the patterns kept here: "*" (any run of characters but "/"), "?" (one
     character but "/") and literals. A character class or an escape is Unsupported."""
@@ -146,7 +151,7 @@ def archive_files(data: bytes) -> List[ChartFile]:
                     raise Unsupported("archive member %r is larger than helm loads" % member.name)
                 handle = archive.extractfile(member)
                 content = handle.read() if handle is not None else b""
-                files.append(ChartFile(name, content[3:] if content.startswith(_BOM) else content))
+                files.append(ChartFile(name, strip_bom(content)))
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise Unsupported("not a chart archive helm reads as this reader does: %s" % exc) from exc
     if not files:
@@ -249,4 +254,4 @@ def chart_fields(chart: Chart) -> Dict[str, Any]:
 
 
 __all__ = ["MAX_CHART_SIZE", "MAX_FILE_SIZE", "Chart", "ChartFile", "Unsupported", "archive_files", "chart_fields", "crds_text",
-           "ignore_rules", "ignored", "load_chart"]
+           "ignore_rules", "ignored", "load_chart", "strip_bom"]

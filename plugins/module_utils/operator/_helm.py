@@ -31,7 +31,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._chart_files import (
     MAX_FILE_SIZE, Chart, ChartFile, Unsupported, archive_files, chart_fields, crds_text, ignore_rules, ignored,
-    load_chart)
+    load_chart, strip_bom)
 
 MIN_HELM_VERSION = (3, 12, 0)
 
@@ -289,6 +289,10 @@ class Helm:
         self.checked_version = version
         return version
 
+    def checked_version_text(self) -> Optional[str]:
+        """The version checked before helm's first command ("3.14.2"), or None when helm did not run."""
+        return None if self.checked_version is None else ".".join(str(part) for part in self.checked_version)
+
     def local_chart(self, chart_ref: str) -> Optional[Chart]:
         """A local chart read from its files (once), or None when helm must read it (a repository chart,
         or what ``_chart_files`` leaves to helm)."""
@@ -412,8 +416,11 @@ def read_chart_files(path: str) -> List[ChartFile]:
     if os.path.lexists(ignore_file):
         if os.path.islink(ignore_file) or not os.path.isfile(ignore_file):
             raise Unsupported(".helmignore is not a regular file")
-        with open(ignore_file, encoding="utf-8") as handle:
-            text = handle.read()
+        with open(ignore_file, "rb") as handle:
+            try:
+                text = handle.read().decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise Unsupported(".helmignore is not UTF-8") from exc
     rules = ignore_rules(text)
     files: List[ChartFile] = []
 
@@ -432,7 +439,7 @@ def read_chart_files(path: str) -> List[ChartFile]:
                 raise Unsupported("%s is not a regular file helm loads" % name)
             with open(entry.path, "rb") as handle:
                 data = handle.read()
-            files.append(ChartFile(name, data[3:] if data.startswith(b"\xef\xbb\xbf") else data))
+            files.append(ChartFile(name, strip_bom(data)))
 
     walk("")
     return files

@@ -451,3 +451,16 @@ def test_a_too_old_helm_runs_no_command():
     with pytest.raises(_helm.HelmError, match="too old"):
         helm.upgrade_install("r", "nvidia/gpu-operator", "ns", {}, "v1", "/tmp")
     assert runner.calls == [] and helm.checked_version is None
+
+
+def test_a_helmignore_that_is_not_utf8_leaves_the_chart_to_helm(tmp_path):
+    chart = tmp_path / "chart"
+    (chart / "crds").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: demo\nversion: 1.2.3\n")
+    (chart / "crds" / "a.yaml").write_text("kind: A\n")
+    (chart / ".helmignore").write_bytes(b"\xff\xfe*.bak\n")
+    runner = Runner({("show", "crds"): (0, "---\nkind: A\n\n", "")})
+    helm = _helm.Helm(HelmCommand("helm"), runner)
+    assert helm.local_chart(str(chart)) is None
+    assert helm.crds_text(str(chart), None) == "---\nkind: A\n\n"
+    assert [argv[1:3] for argv, _data in runner.calls] == [["show", "crds"]]
