@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What users write under the DRA backend, from the fleet plan (pure, no I/O; docs/dra.md).
 
-Facts followed (NVIDIA's DRA driver for GPUs, kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1):
+Facts followed (NVIDIA's DRA driver for GPUs, kubernetes-sigs/dra-driver-nvidia-gpu v0.5.0):
 
 - the kubelet plugin publishes, per node, one device per full GPU that has MIG off (name
   ``gpu-<minor>``, attribute ``type`` ``gpu``) and one per MIG device that exists when it starts on a
