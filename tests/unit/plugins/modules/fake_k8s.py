@@ -23,6 +23,10 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors i
 import callback_diff  # the test directory is on sys.path, as for fake_k8s itself
 
 
+# kubernetes pkg/apis/resource/validation: ValidateResourceClaimUpdate / ValidateResourceClaimTemplateUpdate
+IMMUTABLE_SPEC = ("ResourceClaim", "ResourceClaimTemplate")
+
+
 class FakeK8s:
     def __init__(self):
         self.objects = {}  # (kind, namespace, name) -> obj
@@ -156,6 +160,9 @@ class FakeK8s:
         key = (body["kind"], body["metadata"].get("namespace"), body["metadata"]["name"])
         if key not in self.objects:
             raise K8sError("%s %s not found" % (body["kind"], body["metadata"]["name"]), status=404)
+        if body["kind"] in IMMUTABLE_SPEC and body.get("spec") != self.objects[key].get("spec"):
+            raise K8sError("%s %s: spec: Invalid value: field is immutable" % (body["kind"], body["metadata"]["name"]),
+                           status=422)
         if self._write(("replace", body["kind"], body["metadata"]["name"]), dry_run):
             return copy.deepcopy(body)
         self.objects[key] = copy.deepcopy(body)
