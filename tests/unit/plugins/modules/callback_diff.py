@@ -3,8 +3,8 @@
 ``render`` gives the diff to ansible-core's own ``CallbackBase._get_diff`` (what the default
 callback calls for ``--diff``). That code calls ``splitlines`` on each side that is not a mapping
 or None (ansible-core 2.19, lib/ansible/plugins/callback/__init__.py), so a list, a number or a
-bool there raises, and the callback prints ``[WARNING]: Failure using method ...`` instead of the
-diff. ``render`` raises an AssertionError naming the entry instead.
+bool there raises, and ansible-playbook prints ``[WARNING]: Callback dispatch 'v2_on_file_diff'
+failed ...`` instead of the diff. ``render`` raises an AssertionError naming the entry instead.
 """
 
 from __future__ import annotations

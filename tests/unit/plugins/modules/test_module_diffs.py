@@ -1,7 +1,7 @@
 """Every module's ``diff`` is what Ansible's callbacks print (issue 43 #7).
 
-With ``--diff`` a ``node_taints`` run printed ``[WARNING]: Failure using method (v2_runner_on_ok) in
-callback plugin ...: 'list' object has no attribute 'splitlines'`` instead of its diff: ansible-core's
+With ``--diff`` a ``node_taints`` run printed ``[WARNING]: Callback dispatch 'v2_on_file_diff' failed for
+plugin 'default': 'list' object has no attribute 'splitlines'`` instead of its diff: ansible-core's
 ``CallbackBase._get_diff`` takes each side as text, or serialises a mapping; anything else breaks it.
 
 - every module reports its diff through the one base (``GpuFleetModule._final_result``), which makes each
