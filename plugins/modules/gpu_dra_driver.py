@@ -228,6 +228,8 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._helm im
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._inputs import input_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operator_io import mask_secrets
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import helm_release_argspec
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._options import object_name_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operator_release import chart_version_problems
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     state=dict(type="str", choices=["present", "absent", "nodes"], default="present"),
@@ -247,6 +249,8 @@ def run(mod: ClusterModule) -> None:
     mask_secrets(mod)  # before anything can echo a value
     params = mod.params
     problems = wait_problems(params["wait_timeout"], params["wait_interval"]) + input_problems(params)
+    # the checks preflight runs on dra_driver_namespace and dra_driver_chart_version (issue 43)
+    problems += object_name_problems([("namespace", "Namespace", params["namespace"])]) + chart_version_problems(params["chart_version"])
     if problems:
         mod.fail("invalid input, nothing was changed: %s" % "; ".join(problems), problems=problems)
     if params["state"] == "nodes":
