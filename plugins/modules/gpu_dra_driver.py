@@ -42,6 +42,13 @@ options:
     type: str
     choices: [present, absent, nodes]
     default: present
+  require_dra:
+    description:
+      - With O(state=nodes), check that the cluster can run DRA (Kubernetes 1.34 or newer serving
+        C(resource.k8s.io/v1)) even when O(dra_nodes) is empty - the preflight of a run that installs the
+        driver (C(gpufleet_dra_manage)) before any host is on DRA. V(present) always checks it.
+    type: bool
+    default: false
   release_name:
     description: Name of the Helm release.
     type: str
@@ -237,6 +244,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     device_plugin_nodes=dict(type="list", elements="str", default=[]),
     expected_gpus=dict(type="dict", default={}),
     feature_gates=dict(type="dict", default={}),
+    require_dra=dict(type="bool", default=False),
     **helm_release_argspec("nvidia-dra-driver-gpu", "nvidia/nvidia-dra-driver-gpu", 600),
 )
 
