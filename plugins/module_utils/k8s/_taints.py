@@ -174,5 +174,6 @@ def toleration_values(chart_values: Mapping[str, Any], values: Mapping[str, Any]
     return overrides
 
 
-__all__ = ["EFFECTS", "MAX_TAINTS", "RESERVED_DOMAINS", "TOLERATION_PATHS", "toleration_values", "GPU_TOLERATION", "OWNED_ANNOTATION", "node_taints", "normal", "owned",
+__all__ = ["EFFECTS", "MAX_TAINTS", "RESERVED_DOMAINS", "TOLERATION_PATHS", "toleration_values", "GPU_TOLERATION", "OWNED_ANNOTATION",
+           "node_taints", "normal", "owned",
            "stranding_problems", "taint_problems", "toleration_for", "tolerations_for", "tolerates", "untolerated"]

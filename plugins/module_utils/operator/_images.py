@@ -321,6 +321,7 @@ def per_pod_metrics_env(chart_values: Mapping[str, Any], values: Mapping[str, An
 
 
 __all__ = ["ImageError", "PER_POD_METRICS_ENV", "PER_POD_METRICS_EXPORTER", "PROXY_NAMES", "env_with",
-           "per_pod_metrics_env", "per_pod_metrics_warnings", "exporter_tag", "PER_POD_METRICS_KNOWN", "proxy_env", "ImageSlot", "REPO_TAG", "TRIPLE", "chart_images", "docker_config_secret", "image_slots", "merge",
+           "per_pod_metrics_env", "per_pod_metrics_warnings", "exporter_tag", "PER_POD_METRICS_KNOWN", "proxy_env", "ImageSlot",
+           "REPO_TAG", "TRIPLE", "chart_images", "docker_config_secret", "image_slots", "merge",
            "mirror_image", "mirror_repository", "mirror_values", "parse_values_text", "pull_secret_values", "registry_host",
            "registry_problems", "secret_forms", "with_subcharts", "full_chart_values", "OsError"]
