@@ -89,7 +89,10 @@ def alert_events(payload: Any, endpoint: str, host_labels: List[str], include_re
         if alert.get("status") != "firing" and not include_resolved:
             continue
         node = alert_node(alert["labels"], host_labels)
-        events.append({"alert": alert, "meta": {"endpoint": endpoint, "hosts": [node] if node else []}})
+        meta: Dict[str, Any] = {"endpoint": endpoint}
+        if node:  # without one, no meta.hosts: the rules ask for it (an empty limit would be every host)
+            meta["hosts"] = [node]
+        events.append({"alert": alert, "gpufleet": {"kind": "alert", "node": node}, "meta": meta})
     return events
 
 

@@ -148,7 +148,11 @@ class NodeWatcher:
         for item in listed.items:
             view = node_view(self.api.api_client.sanitize_for_serialization(item))
             views[view["name"]] = view
-        found = baseline_events(views, self.report_existing) if self.known is None else relist_events(self.known, views)
+        if self.known is None:
+            LOG.info("gpu_nodes: watching %d node(s)", len(views))
+            found = baseline_events(views, self.report_existing)
+        else:
+            found = relist_events(self.known, views)
         self.known = views
         for event in found:
             self.emit(event)
