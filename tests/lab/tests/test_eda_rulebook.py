@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 import pytest
 import yaml

@@ -159,7 +159,7 @@ def test_the_webhook_serves_alerts_over_http():
             replies.append((await reader.read()).split(b"\r\n", 1)[0])
             writer.close()
         server.close()
-        return replies, [queue.get_nowait() for _ in range(queue.qsize())]
+        return replies, [queue.get_nowait() for _index in range(queue.qsize())]
 
     replies, events = asyncio.run(scenario())
     assert replies == [b"HTTP/1.1 401 Error", b"HTTP/1.1 202 OK"]
