@@ -12,8 +12,8 @@ short_description: Install NVIDIA's DRA driver for GPUs and put each node on its
 version_added: 0.3.0
 description:
   - The second allocation backend beside the GPU Operator's device plugin (C(docs/dra.md)). Checks that the
-    cluster can do Dynamic Resource Allocation (Kubernetes 1.34 or newer serving C(resource.k8s.io/v1)) and
-    that every named node exists; any problem fails the task before anything is written.
+    cluster can do Dynamic Resource Allocation (Kubernetes 1.34.2 or newer, the driver's minimum, serving
+    C(resource.k8s.io/v1)) and that every named node exists; any problem fails the task before anything is written.
   - Puts each node of O(dra_nodes) on DRA (the operator's deploy label C(nvidia.com/gpu.deploy.device-plugin=false)
     turns its device plugin off, C(gpufleet.sharing/gpu-backend=dra) selects it for the kubelet plugin) and
     each node of O(device_plugin_nodes) that was on DRA back on the device plugin. A node in both lists is
@@ -46,7 +46,7 @@ options:
     default: present
   require_dra:
     description:
-      - With O(state=nodes), check that the cluster can run DRA (Kubernetes 1.34 or newer serving
+      - With O(state=nodes), check that the cluster can run DRA (Kubernetes 1.34.2 or newer serving
         C(resource.k8s.io/v1)) even when O(dra_nodes) is empty - the preflight of a run that installs the
         driver (C(gpufleet_dra_manage)) before any host is on DRA. V(present) always checks it.
     type: bool
