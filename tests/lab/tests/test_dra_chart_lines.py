@@ -90,3 +90,38 @@ def test_the_driver_root_follows_the_operator_driver_container(lab):
     assert stuck["failed"] and stuck["waiting"] == {"gpu-a": "no Ready DRA kubelet plugin pod"}, stuck
     done = lab.driver(chart_ref=NEW_CHART, chart_version="0.5.0", dra_nodes=["gpu-a"], driver_root="/run/nvidia/driver")
     assert not done.get("failed") and done["values"]["nvidiaDriverRoot"] == "/run/nvidia/driver", done
+
+
+def test_the_role_restart_selectors_restart_the_new_charts_plugin(tmp_path, helm_binary):
+    """After a MIG change the rollout restarts the kubelet plugin by the role's dra_driver_kubelet_plugin_selectors
+    (roles/dra/tasks/rollout_node.yml): on a fresh 0.5.0 install its pods carry dra-driver-nvidia-gpu-component."""
+    import yaml
+
+    from dra_lab import mig_layout
+    from labtools import wait_until
+
+    with open(os.path.join(REPO, "roles", "dra", "defaults", "main.yml"), encoding="utf-8") as handle:
+        selectors = yaml.safe_load(handle)["dra_driver_kubelet_plugin_selectors"]
+    lab = Lab(tmp_path, helm_binary)
+    try:
+        mig_layout(lab.state_files["gpu-a"], {0: {"3g.20gb": 1}})  # MIG mode on before the operands
+        lab.operator()
+        done = lab.driver(chart_ref=NEW_CHART, chart_version="0.5.0", dra_nodes=["gpu-a"],
+                          expected_gpus={"gpu-a": lab.gpus("gpu-a")})
+        assert not done.get("failed"), done
+        mig_layout(lab.state_files["gpu-a"], {0: {"1g.5gb": 2, "3g.20gb": 1}})
+
+        def plugin_uid():
+            pods = lab.store.items("v1/pods", "nvidia-dra-driver-gpu", field_selector="spec.nodeName=gpu-a")
+            return [p["metadata"]["uid"] for p in pods if not p["metadata"].get("deletionTimestamp")]
+        old = plugin_uid()
+        restarted = lab.run("node_maintenance", {"node": "gpu-a", "state": "restart_pods", "namespace": "nvidia-dra-driver-gpu",
+                                                 "pod_selectors": selectors, "timeout": 60,
+                                                 "kubeconfig": lab.server.kubeconfig})
+        assert restarted["changed"] and len(restarted["restarted"]) == 1, restarted
+        wait_until("a new plugin pod", lambda: plugin_uid() and plugin_uid() != old)
+        fresh = lab.run("gpu_dra_driver", dict(lab.base, state="nodes", dra_nodes=["gpu-a"],
+                                               expected_gpus={"gpu-a": lab.gpus("gpu-a")}))
+        assert not fresh.get("failed") and not fresh["changed"], fresh
+    finally:
+        lab.server.stop()

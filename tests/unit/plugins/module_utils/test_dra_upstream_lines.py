@@ -102,3 +102,22 @@ def test_prerequisites_are_upstreams():
     assert cluster_problems("v1.34.2", ["resource.k8s.io/v1"]) == []
     assert cluster_problems("v1.34.1", ["resource.k8s.io/v1"]) == [
         "Kubernetes v1.34.1 is too old for the DRA driver: 1.34.2 or newer is required"]
+
+
+def test_the_rollout_restart_finds_the_plugin_pods_of_every_release():
+    """roles/dra rollout_node restarts the kubelet plugin by dra_driver_kubelet_plugin_selectors: it must match the
+    pods of a fresh 0.4+/0.5 install (new chart name) and of a release upgraded from 25.12.0 (nameOverride)."""
+    import os
+
+    import yaml
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+    with open(os.path.join(root, "roles", "dra", "defaults", "main.yml"), encoding="utf-8") as handle:
+        defaults = yaml.safe_load(handle)
+    selectors = defaults["dra_driver_kubelet_plugin_selectors"]
+    for version in ("25.12.0", "0.4.1", "0.5.0"):
+        assert versions.selector(versions.chart_name(version)) in selectors
+    upgraded = versions.upgrade_name_override(versions.OLD_CHART, {}, versions.NEW_CHART)
+    assert versions.selector(upgraded) in selectors
+    with open(os.path.join(root, "roles", "dra", "tasks", "rollout_node.yml"), encoding="utf-8") as handle:
+        assert "pod_selectors: \"{{ dra_driver_kubelet_plugin_selectors }}\"" in handle.read()
