@@ -215,9 +215,11 @@ MAX_KIND_LENGTH = 253  # a kind, a MIG profile or a resource name
 
 
 def _count_problem(where: str, count: Any) -> Optional[str]:
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COUNT:
-        return ("%s: count must be a whole number from 1 to %d (a claim's request is given at most %d devices: "
-                "Kubernetes' AllocationResultsMaxSize), got %r" % (where, MAX_COUNT, MAX_COUNT, count))
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        return "%s: count must be a whole number >= 1, got %r" % (where, count)
+    if count > MAX_COUNT:
+        return ("%s: count must be at most %d (Kubernetes gives one request at most %d devices: "
+                "AllocationResultsMaxSize), got %r" % (where, MAX_COUNT, MAX_COUNT, count))
     return None
 
 
@@ -225,7 +227,7 @@ def _names_problems(where: str, namespaces: Any, kinds: Any) -> List[str]:
     problems = []
     if len(namespaces) > MAX_NAMESPACES:
         problems.append("%s: %d namespaces, at most %d in one entry" % (where, len(namespaces), MAX_NAMESPACES))
-    problems += ["%s: namespace %r is not a DNS label (lower case letters, digits and '-', at most 63)" % (where, ns)
+    problems += ["%s: namespace %r is not a DNS label" % (where, ns)
                  for ns in namespaces[:MAX_NAMESPACES] if not (_DNS_LABEL.fullmatch(str(ns)) and len(str(ns)) <= 63)]
     if len(kinds) > MAX_KINDS:
         problems.append("%s: %d kinds, at most %d in one entry" % (where, len(kinds), MAX_KINDS))
