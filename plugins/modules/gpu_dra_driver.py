@@ -262,7 +262,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.base._inputs impo
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operator_io import mask_secrets
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import helm_release_argspec
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._options import object_name_problems
-from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operator_release import chart_version_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_versions import chart_version_problems
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     state=dict(type="str", choices=["present", "absent", "nodes"], default="present"),

@@ -17,13 +17,15 @@ Sources (kubernetes-sigs/dra-driver-nvidia-gpu, read, not copied):
 from __future__ import annotations
 
 import re
-from typing import Dict, Tuple
+from typing import Any, Dict, List, Tuple
 
 OLD_CHART = "nvidia-dra-driver-gpu"
 NEW_CHART = "dra-driver-nvidia-gpu"
 RENAMED_IN = (0, 4, 0)
-# Calendar line (year, month) -> SemVer minor, pkg/featuregates/featuregates.go (main 9593204).
-CALENDAR_MINOR: Dict[Tuple[int, int], int] = {(25, 3): 1, (25, 8): 2, (25, 12): 3, (26, 4): 4}
+# Calendar line (year, month) -> SemVer minor, pkg/featuregates/featuregates.go (main 9593204). Its comment maps
+# ~26.4 to 0.4 too, but that line was released as 0.4.0 (tags v25.3.x, v25.8.x, v25.12.0, then v0.4.0): 26.4.x is
+# no release.
+CALENDAR_MINOR: Dict[Tuple[int, int], int] = {(25, 3): 1, (25, 8): 2, (25, 12): 3}
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?$")
 
 Key = Tuple[int, int, int, int, str]
@@ -43,6 +45,18 @@ def version_key(text: str) -> Key:
         major, minor = 0, CALENDAR_MINOR[(major, minor)]
     pre = found.group(4) or ""
     return (major, minor, patch, 0 if pre else 1, pre)
+
+
+def chart_version_problems(text: Any) -> List[str]:
+    """The module's ``chart_version``: [] when unset or a release of the driver, else one problem (the same check
+    as the preflight's on ``dra_driver_chart_version``). A partial "0.5" would be a semver range to helm."""
+    if text is None:
+        return []
+    try:
+        version_key(text)
+    except ValueError as exc:
+        return ["invalid chart_version: %s" % exc]
+    return []
 
 
 def semver(text: str) -> Tuple[int, int, int]:

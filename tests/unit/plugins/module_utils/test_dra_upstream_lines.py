@@ -121,3 +121,11 @@ def test_the_rollout_restart_finds_the_plugin_pods_of_every_release():
     assert versions.selector(upgraded) in selectors
     with open(os.path.join(root, "roles", "dra", "tasks", "rollout_node.yml"), encoding="utf-8") as handle:
         assert "pod_selectors: \"{{ dra_driver_kubelet_plugin_selectors }}\"" in handle.read()
+
+
+def test_the_modules_chart_version_check_is_the_drivers_order():
+    assert versions.chart_version_problems("0.5.0") == versions.chart_version_problems(None) == []
+    assert versions.chart_version_problems("v25.12.0") == []
+    assert versions.chart_version_problems("24.9.0") == [
+        "invalid chart_version: '24.9.0' is not a release line of the DRA driver (calendar lines: 25.3, 25.8, 25.12)"]
+    assert versions.chart_version_problems("0.5")[0].startswith("invalid chart_version: '0.5' is not a DRA driver version")
