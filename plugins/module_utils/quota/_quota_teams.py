@@ -19,7 +19,13 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # The extended resources the collection plans (docs/sharing.md): full GPUs, MIG devices, shared ones.
-GPU_RESOURCE = re.compile(r"^nvidia\.com/(gpu|mig-[0-9]+g\.[0-9]+gb(\+[a-z]+)*|mig-[0-9]+c\.[0-9]+g\.[0-9]+gb)(\.shared)?$")
+# A suffixed profile is advertised with every '+' turned into '.' (NVIDIA/k8s-device-plugin v0.20.0,
+# internal/rm/rm.go: ``strings.ReplaceAll("mig-"+p.String(), "+", ".")``): ``1g.10gb+me`` is
+# ``nvidia.com/mig-1g.10gb.me``, ``1g.24gb+me.all`` ``...mig-1g.24gb.me.all``, ``1g.24gb+gfx``
+# ``...mig-1g.24gb.gfx``, ``1g.24gb-me`` stays. A '+' is never advertised, and Kueue refuses it in a
+# resource name (a qualified name, kubernetes-sigs/kueue v0.19.2 pkg/webhooks/common.go).
+GPU_RESOURCE = re.compile(r"^nvidia\.com/(gpu|mig-[0-9]+g\.[0-9]+gb(\.me|\.me\.all|\.gfx|-me)?"
+                          r"|mig-[0-9]+c\.[0-9]+g\.[0-9]+gb)(\.shared)?$")
 PERCENT = re.compile(r"^([0-9]+(\.[0-9]+)?)%$")
 TEAM_KEYS = ("name", "namespaces", "shares", "cohort", "borrowing_limit", "lending_limit")
 
