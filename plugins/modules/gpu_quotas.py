@@ -159,7 +159,7 @@ def run(mod: ClusterModule) -> None:
     teams, problems = parse_teams(p["teams"])
     if problems:
         mod.fail("invalid gpufleet_teams: %s" % "; ".join(problems), problems=problems)
-    nodes, devices, listed = planned_nodes(mod)
+    nodes, devices, listed = planned_nodes(mod, teams)
     mappings = device_class_mappings(list(fleet_kinds(devices).values()))
     mod.result.update(kueue_device_class_mappings=mappings,
                       kueue_config=with_mappings({"apiVersion": KUEUE_CONFIG_API, "kind": "Configuration"}, mappings))

@@ -76,6 +76,11 @@ def test_bad_input_names_team_resource_reason_and_changes_nothing(lab):
     assert result.get("failed")
     assert "gpufleet_teams[0] (team 'vision'): namespace 'Vision_Train' is not a DNS label" in result["msg"]
     assert "gpufleet_teams[1] (team 'nlp'): resource 'nvidia.com/tpu': unknown resource" in result["msg"]
+    # Issue 43 (4): a profile no GPU of the fleet has (H100-80GB, A100-40GB) was accepted and the queue written empty.
+    result = run_module("gpu_quotas", args(lab, teams=[dict(NLP, shares={"nvidia.com/mig-9g.99gb": 2})]), lab.tmp)
+    assert result.get("failed") and result["msg"] == (
+        "invalid gpufleet_teams: gpufleet_teams (team 'nlp'): resource nvidia.com/mig-9g.99gb: no GPU of the fleet has "
+        "MIG profile 9g.99gb (the fleet's MIG-capable models: A100-40GB, H100-80GB)")
     greedy = [dict(VISION, shares={A100_MIG1: 5}), dict(NLP, shares={A100_MIG1: "50%"})]
     result = run_module("gpu_quotas", args(lab, teams=greedy), lab.tmp)
     assert result.get("failed") and ("resource nvidia.com/mig-1g.5gb, flavor %s: the teams' quotas add up to 8 "
