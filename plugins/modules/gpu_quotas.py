@@ -135,7 +135,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_obje
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_io import (
     advertised_nodes, delete, planned_nodes, read_owned, refusals, write)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_objects import (
-    cluster_queue, live_quotas, local_queue, quota_checks, resource_flavor, summary, with_quotas)
+    cluster_queue, live_quotas, local_queue, quota_checks, resource_flavor, summary, users_groups, with_quotas)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_plan import (
     flavors_of, group_problems, plan_quotas, resource_groups, shrunk)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_teams import parse_teams
@@ -172,7 +172,7 @@ def run(mod: ClusterModule) -> None:
     if p["state"] == "shrunk":
         plan = with_quotas(plan, {t.name: shrunk(plan.quotas[t.name], before[t.name]) for t in teams})
     problems = plan.problems + mapping_problems(mappings)
-    problems += [m for t in teams for m in group_problems(t.name, resource_groups(plan.quotas[t.name]))]
+    problems += [m for t in teams for m in group_problems(t.name, resource_groups(plan.quotas[t.name]), users_groups(live[t.name]))]
     if problems:
         mod.fail("the team quotas cannot be applied: %s" % "; ".join(problems), problems=problems)
     mod.result.update(flavors=[{"name": f.name, "product": f.product, "nodes": list(f.nodes), "capacity": dict(f.capacity)}
@@ -184,7 +184,7 @@ def run(mod: ClusterModule) -> None:
     if p["state"] == "shrunk":  # flavors of the layout being left stay until the quotas on them are gone
         planned_names = {f["metadata"]["name"] for f in flavors}
         flavors += [o for (_ns, name), o in sorted(owned_objs["ResourceFlavor"].items()) if name not in planned_names]
-    queues = [cluster_queue(t, plan.quotas[t.name]) for t in teams]
+    queues = [cluster_queue(t, plan.quotas[t.name], users_groups(live[t.name])) for t in teams]  # the user's groups kept
     locals_ = [local_queue(t, ns) for t in teams for ns in t.namespaces]
     refused = refusals(mod, flavors + queues + locals_, owned_objs)
     if refused:
