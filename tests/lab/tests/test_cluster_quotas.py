@@ -12,7 +12,7 @@ from typing import Any, Dict
 import pytest
 from kubernetes import client, config as kconfig
 
-from gpulab.cluster import kueue_admission, server
+from gpulab.cluster import kueue_admission, kueue_pod, server
 from labtools import run_module, wait_until
 from test_cluster_modules_sharing import auth, install_operator, metrics, start_lab, store_get, writes
 
@@ -175,6 +175,10 @@ def test_a_pod_that_also_asks_for_cpu_and_memory(lab):
                                                 "in ClusterQueue")
     assert kueue_admission.admit(queue, [pod], exclude_resource_prefixes=["cpu", "memory"])[0][0][1] == (H100_FLAVOR,)
     assert kueue_admission.admit(queue, [pod], quota_check_strategy="IgnoreUndeclared")[0][0][1] == (H100_FLAVOR,)
+    manifest = {"metadata": {"name": "train", "namespace": "vision-train", "labels": {"kueue.x-k8s.io/queue-name": "vision"}},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "8Gi", H100_MIG1: "1"}}},
+                                        {"name": "d", "resources": {"requests": {"cpu": "1"}}}]}}
+    assert kueue_pod.check(lab.kubeconfig, manifest)["reason"] == pending[0][1]
     custom = client.CustomObjectsApi(kconfig.new_client_from_config(config_file=lab.kubeconfig))
     custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "resourceflavors", {
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}, "spec": {}})
@@ -189,6 +193,8 @@ def test_a_pod_that_also_asks_for_cpu_and_memory(lab):
     assert pending == [] and admitted[0][1] == ("default-flavor", H100_FLAVOR)
     flavors = {f["metadata"]["name"]: f for f in store_get(lab, KUEUE + "/resourceflavors")["items"]}
     assert kueue_admission.place(admitted, flavors, store_get(lab, "/api/v1/nodes")["items"]) == []
+    assert kueue_pod.check(lab.kubeconfig, manifest) == {"admitted": True, "flavors": ["default-flavor", H100_FLAVOR],
+                                                         "reason": "", "unplaced": []}
     verified = run_module("gpu_quotas", args(lab, state="verified"), lab.tmp)
     assert not verified.get("failed"), verified.get("msg")
 
