@@ -19,15 +19,18 @@ description:
   - O(state=present) applies Kueue C(kueue.x-k8s.io/v1beta2) C(ResourceFlavor)s (C(nodeLabels), C(nodeTaints),
     C(tolerations)), one C(ClusterQueue) per team (resource groups, nominal quotas, C(cohortName), borrowing and
     lending limits, a C(namespaceSelector) on the team's namespaces) and a C(LocalQueue) named after the team in
-    each of its namespaces, and deletes the objects of ours the plan no longer names.
+    each of its namespaces, and deletes the objects of ours the plan no longer names. Resource groups of the
+    user's own in a team's C(ClusterQueue) (no C(nvidia.com/) resource, no C(gpufleet-) flavor, for example
+    C(cpu) and C(memory), so that pods asking for them are admitted) are kept as they are.
   - O(state=shrunk) applies per team, flavor and resource the smaller of the live and the planned quota, and
     deletes nothing (the step before nodes change in a rollout). O(state=verified) changes nothing and
     returns the proof rows (RV(checks)).
   - Objects carry C(app.kubernetes.io/managed-by=gpufleet.sharing). A planned object that exists without
     that label is refused by name before anything is written; objects without it are never changed or deleted.
   - Bad input (O(teams), a sum over capacity, a team namespace that does not exist, a cluster without Kueue's
-    API) fails naming the team, the resource and the reason, before anything is written. A share of a resource
-    no planned node advertises gives no quota, with a warning.
+    API, a share of a MIG profile no GPU model of the fleet has, a Kueue C(deviceClassMappings) name that is not
+    a label key) fails naming the team, the resource and the reason, before anything is written. A share of a
+    resource no planned node advertises now gives no quota, with a warning.
 author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
