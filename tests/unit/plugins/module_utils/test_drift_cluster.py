@@ -159,3 +159,15 @@ def test_kueue_quota_rows_from_gpu_quotas_verified():
     assert quota_rows({}) == [] and quota_rows({"skipped": True}) == [] and quota_rows({"checks": checks[3:]}) == []
     assert quota_rows({"failed": True, "msg": "Kueue's API is not served"}) == [
         row(CLUSTER, "Kueue team quotas", "as planned", "cannot be compared: Kueue's API is not served", SITE)]
+
+
+def test_a_lock_namespace_that_does_not_exist_is_no_no_drift():
+    """Issue 43 (5): the Lease cannot be read in a namespace that does not exist; drift cannot know whether a
+    rollout runs, and a rollout could not take the lock there: a row, never "No drift"."""
+    rows = lock_rows(None, 0.0, missing_namespace="no-such-ns")
+    assert rows == [row(CLUSTER, "rollout lock", "free",
+                        "unknown: namespace no-such-ns does not exist (gpufleet_rollout_lock_namespace), so the lock "
+                        "cannot be read and a rollout could not take it",
+                        "kubectl create namespace no-such-ns, or set gpufleet_rollout_lock_namespace to an existing namespace")]
+    rows = cluster_rows(UNCHANGED, "", {}, {}, {}, {}, None, 0.0, lock_missing_namespace="no-such-ns")
+    assert not summary(rows, 1)["ok"] and rows[0]["what"] == "rollout lock"
