@@ -91,7 +91,7 @@ def fleet_team_problems(hosts: Sequence[Mapping[str, Any]]) -> List[str]:
     teams, problems = parse_teams(hosts[0].get("gpufleet_teams"))
     if problems or not teams:
         return []  # reported per host
-    models = {}
+    models: Dict[str, Any] = {}
     for values in hosts:
         ids = gpu_models(values.get("gpufleet_gpu_model"), (values.get("ansible_facts") or {}).get("gpufleet_gpus") or [])
         if not ids:
