@@ -10,8 +10,10 @@ import os
 import subprocess
 
 import pytest
+import yaml
 
-from labtools import REPO
+from dra_lab import mig_layout
+from labtools import REPO, wait_until
 
 from test_dra_backend import Lab
 
@@ -95,11 +97,6 @@ def test_the_driver_root_follows_the_operator_driver_container(lab):
 def test_the_role_restart_selectors_restart_the_new_charts_plugin(tmp_path, helm_binary):
     """After a MIG change the rollout restarts the kubelet plugin by the role's dra_driver_kubelet_plugin_selectors
     (roles/dra/tasks/rollout_node.yml): on a fresh 0.5.0 install its pods carry dra-driver-nvidia-gpu-component."""
-    import yaml
-
-    from dra_lab import mig_layout
-    from labtools import wait_until
-
     with open(os.path.join(REPO, "roles", "dra", "defaults", "main.yml"), encoding="utf-8") as handle:
         selectors = yaml.safe_load(handle)["dra_driver_kubelet_plugin_selectors"]
     lab = Lab(tmp_path, helm_binary)
