@@ -13,10 +13,12 @@ the reason. Facts (docs/reference/kubelet-devices.md, docs/reference/specs.md §
 * a layout change between MIG-enabled layouts needs no reset, and nvidia-mig-parted (v0.15.0,
   ``cmd/nvidia-mig-parted/apply/config.go``) leaves a GPU already at its layout untouched;
 * a MIG **mode** change through nvidia-mig-parted (v0.15.0 ``apply/mode.go``) clears the instances of
-  every MIG-enabled GPU of the config and then resets all GPUs (``util/device.go`` ``ResetAllGPUs``):
-  never per GPU -> node;
-* on Ampere a mode change takes effect through a reset of that GPU; on NVSwitch systems a single-GPU
-  reset involves the NVLink fabric (fabric manager), which this collection does not model -> node;
+  every MIG-enabled GPU of the config, and when a change stays pending resets all GPUs
+  (``util/device.go`` ``ResetAllGPUs``): per GPU only on Hopper and later (no reset) and when no other
+  GPU has MIG enabled; else -> node;
+* on Ampere a mode change takes effect through a reset of that GPU (nvidia-smi backend: that GPU
+  alone); on NVSwitch systems a single-GPU reset involves the NVLink fabric (fabric manager), which
+  this collection does not model -> node;
 * a GPU model the catalog does not know -> node (it cannot tell whether a reset is needed);
 * an NVIDIA device held by a pod that maps to no GPU of the read (the read is stale, or another
   plugin's IDs) -> node: it cannot tell that pod's GPU.
@@ -58,22 +60,27 @@ def _changed(changes: Sequence[Mapping[str, Any]]) -> List[Mapping[str, Any]]:
     return sorted((c for c in changes if c.get("mode_change") or c.get("layout_change")), key=lambda c: int(c["index"]))
 
 
-def _mode_problem(change: Mapping[str, Any], backend: str, nvswitch: bool) -> Tuple[Optional[str], bool]:
-    """(why the node scope is needed, or None; whether this GPU needs its own reset)."""
+def _mode_problem(change: Mapping[str, Any], backend: str, nvswitch: bool,
+                  other_mig_gpus: Sequence[int]) -> Tuple[Optional[str], bool]:
+    """(why the node scope is needed, or None; whether this GPU needs its own reset).
+    ``other_mig_gpus``: the GPUs that do not change and have MIG enabled."""
     index = int(change["index"])
-    if backend == MIG_PARTED:
-        return ("GPU %d changes its MIG mode, and nvidia-mig-parted's mode step clears every MIG GPU's "
-                "instances and resets all GPUs (v0.15.0 apply/mode.go)" % index), False
     model = find_model(str(change.get("model") or ""))
     if model is None:
         return ("GPU %d changes its MIG mode and its model %r is not in the catalog: whether it needs a "
                 "reset is unknown" % (index, change.get("model"))), False
-    if model.architecture != "ampere":
-        return None, False
-    if nvswitch:
+    reset = model.architecture == "ampere"
+    if backend == MIG_PARTED and reset:
+        return ("GPU %d (%s) needs a GPU reset for its MIG mode change, and nvidia-mig-parted resets all "
+                "GPUs of the host (v0.15.0 apply/mode.go, util/device.go)" % (index, model.key)), True
+    if backend == MIG_PARTED and other_mig_gpus:
+        return ("GPU %d changes its MIG mode, and nvidia-mig-parted's mode step clears the MIG instances "
+                "of every MIG-enabled GPU, GPU(s) %s included (v0.15.0 apply/mode.go)" % (
+                    index, ", ".join(str(i) for i in other_mig_gpus))), False
+    if reset and nvswitch:
         return ("GPU %d (%s) needs a GPU reset for its MIG mode change, and this host has NVSwitches: a "
                 "single-GPU reset there involves the NVLink fabric (fabric manager)" % (index, model.key)), True
-    return None, True
+    return None, reset
 
 
 def _node(reason: str, gpus: Sequence[int]) -> ScopeDecision:
@@ -94,9 +101,11 @@ def decide(wanted: str, changes: Sequence[Mapping[str, Any]], gpus: Sequence[Map
     if wanted == "node":
         return _node("gpufleet_mig_drain_scope is node", indexes)
     resets: List[int] = []
+    other_mig = [int(g["index"]) for g in gpus
+                 if int(g["index"]) not in indexes and (g.get("mig") or {}).get("current")]
     for change in changed:
         if change.get("mode_change"):
-            problem, reset = _mode_problem(change, backend, nvswitch)
+            problem, reset = _mode_problem(change, backend, nvswitch, sorted(other_mig))
             if problem:
                 return _node(problem, indexes)
             if reset:

@@ -92,12 +92,23 @@ def test_the_issues_scenario_mig_on_for_gpu_1_on_hopper_with_the_nvidia_smi_back
         "gpu", (1,), ("p1",), ("p0",), ())
 
 
-def test_a_mode_change_through_mig_parted_drains_the_node_saying_why():
+def test_the_issues_scenario_through_mig_parted_on_hopper_stays_per_gpu():
     found = holders(entry("p0", ["GPU-0"]), entry("p1", ["GPU-1"]))
-    decision = ds.decide("gpu", [change(1, mode=True, layout=True)], [gpu(0), gpu(1)], found, PARTED, False)
+    decision = ds.decide("gpu", [change(1, mode=True, layout=True)], [gpu(0), gpu(1)], found, PARTED, True)
+    assert (decision.scope, decision.evict, decision.keep) == ("gpu", ("p1",), ("p0",))
+
+
+def test_a_mode_change_through_mig_parted_beside_a_mig_gpu_drains_the_node_saying_why():
+    found = holders(entry("p0", ["MIG-a"], "nvidia.com/mig-1g.10gb"), entry("p1", ["GPU-1"]))
+    decision = ds.decide("gpu", [change(1, mode=True, layout=True)], [gpu(0, ["MIG-a"]), gpu(1)], found, PARTED, False)
     assert decision.scope == "node"
-    assert "GPU 1 changes its MIG mode" in decision.reason and "resets all GPUs" in decision.reason
+    assert "GPU 1 changes its MIG mode" in decision.reason and "GPU(s) 0 included" in decision.reason
     assert decision.evict == () and decision.gpus == (1,)
+
+
+def test_an_ampere_mode_change_through_mig_parted_drains_the_node():
+    decision = ds.decide("gpu", [change(1, mode=True, model="A100-40GB")], [gpu(0), gpu(1)], holders(), PARTED, False)
+    assert decision.scope == "node" and "resets all GPUs" in decision.reason and "A100-40GB" in decision.reason
 
 
 def test_an_ampere_mode_change_resets_that_gpu_alone_without_nvswitch():
