@@ -25,6 +25,8 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._verify imp
     MANAGED_BY_VALUE,
     RUN_ID_LABEL,
     Check,
+    held_checks,
+    held_resources,
     pending_reason,
     pod_check,
     pod_manifest,
@@ -77,7 +79,13 @@ class PodRun:
             wanted: Optional[Sequence[Any]] = None) -> None:
         """A pod per node and advertised resource type (or the ``wanted`` pods: under DRA one per node
         and device kind, each bound to a claim of its own); ``hostnames``: node -> kubernetes.io/hostname."""
-        wanted = [w for exp in expected for w in pods_for(exp)] if wanted is None else list(wanted)
+        if wanted is None:
+            wanted = []
+            for exp in expected:
+                held = held_resources(self.k8s.pods_on_node(exp.node))
+                self.checks.extend(held_checks(exp, held))
+                wanted.extend(pods_for(exp, held))
+        wanted = list(wanted)
         if not wanted:
             return
         self.k8s.ensure_namespace(self.namespace, labels=self.params["namespace_labels"])
