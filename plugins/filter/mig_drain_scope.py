@@ -54,6 +54,14 @@ options:
     description: Whether the host has NVSwitches; assumed when not known.
     type: bool
     default: true
+  gpu_backend:
+    description: The node's GPU backend, C(device-plugin) or C(dra) (a DRA node takes the node scope, with the reason).
+    type: str
+    default: device-plugin
+  moves:
+    description: The node changes GPU backend in this run (the node scope, with the reason).
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -74,11 +82,12 @@ _value:
 
 
 def mig_drain_scope(plan: Mapping[str, Any], wanted: str, gpus: Sequence[Mapping[str, Any]],
-                    checkpoint: Optional[str] = None, backend: str = MIG_PARTED, nvswitch: bool = True) -> Dict[str, Any]:
+                    checkpoint: Optional[str] = None, backend: str = MIG_PARTED, nvswitch: bool = True,
+                    gpu_backend: str = "device-plugin", moves: bool = False) -> Dict[str, Any]:
     if not isinstance(plan, Mapping) or not isinstance(plan.get("gpus"), list):
         raise AnsibleFilterError("mig_drain_scope: the input is not a plan that mig_config returned")
     changes = plan["gpus"]
-    if wanted == "gpu":
+    if wanted == "gpu" and gpu_backend == "device-plugin" and not moves:
         if checkpoint is None:
             return _node(changes, gpus, "the kubelet's device checkpoint could not be read")
         try:
@@ -88,7 +97,7 @@ def mig_drain_scope(plan: Mapping[str, Any], wanted: str, gpus: Sequence[Mapping
     else:
         holders = []
     try:
-        return decide(wanted, changes, gpus, holders, backend, nvswitch).to_dict()
+        return decide(wanted, changes, gpus, holders, backend, nvswitch, gpu_backend, moves).to_dict()
     except ValueError as exc:
         raise AnsibleFilterError("mig_drain_scope: %s" % exc) from exc
 

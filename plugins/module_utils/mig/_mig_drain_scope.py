@@ -92,14 +92,21 @@ def _explain(holder: DeviceHolder, index: int) -> str:
 
 
 def decide(wanted: str, changes: Sequence[Mapping[str, Any]], gpus: Sequence[Mapping[str, Any]],
-           holders: Sequence[DeviceHolder], backend: str, nvswitch: bool) -> ScopeDecision:
-    """The drain scope of one host's change, and the pods it evicts (see the module's docstring)."""
+           holders: Sequence[DeviceHolder], backend: str, nvswitch: bool, gpu_backend: str = "device-plugin",
+           moves: bool = False) -> ScopeDecision:
+    """The drain scope of one host's change, and the pods it evicts (see the module's docstring).
+    ``gpu_backend``: the node's (``device-plugin`` or ``dra``); ``moves``: it changes backend in this run."""
     if wanted not in SCOPES:
         raise ValueError("drain scope must be one of %s, not %r" % (", ".join(SCOPES), wanted))
     changed = _changed(changes)
     indexes = tuple(int(c["index"]) for c in changed)
     if wanted == "node":
         return _node("gpufleet_mig_drain_scope is node", indexes)
+    if moves:
+        return _node("the node moves to another GPU backend in this run: every pod's devices change", indexes)
+    if gpu_backend != "device-plugin":
+        return _node("a %s node: its pods' devices are in ResourceClaims, which the per-GPU scope does not read "
+                     "yet (the kubelet's device checkpoint holds device-plugin devices only)" % gpu_backend, indexes)
     resets: List[int] = []
     other_mig = [int(g["index"]) for g in gpus
                  if int(g["index"]) not in indexes and (g.get("mig") or {}).get("current")]

@@ -78,7 +78,6 @@ def test_one_gpus_change_evicts_only_its_pod(fleet):
     check_out = flat(check.stdout + check.stderr)
     assert check.returncode == 0, check_out[-4000:]
     assert "drain scope gpu (only GPU(s) 1 change)" in check_out and moved["metadata"]["uid"] in check_out, check_out[-4000:]
-    assert "would_evict: - %s/%s" % (WORK_NS, moved["metadata"]["name"]) in check_out, check_out[-4000:]
     assert all(fleet.k8s.get("Pod", p["metadata"]["name"], WORK_NS) for p in pods.values())  # check mode evicted nothing
 
     result = fleet.play("rollout.yml", mig_config="gpu1-split", mig_configs=MIG_CONFIGS, gpufleet_mig_drain_scope="gpu")

@@ -44,3 +44,8 @@ def test_bad_input_is_an_error_naming_it():
         mig_drain_scope({}, "gpu", GPUS, None)
     with pytest.raises(AnsibleFilterError, match="gpu, node"):
         mig_drain_scope(PLAN, "all", GPUS, None)
+
+
+def test_a_dra_node_takes_the_node_scope_without_reading_the_checkpoint():
+    scope = mig_drain_scope(PLAN, "gpu", GPUS, None, gpu_backend="dra")
+    assert scope["scope"] == "node" and "ResourceClaims" in scope["reason"]

@@ -177,3 +177,11 @@ def test_nothing_changes_nothing_to_evict():
 def test_a_scope_that_is_neither_is_refused():
     with pytest.raises(ValueError, match="gpu, node"):
         ds.decide("rack", [], [], [], PARTED, False)
+
+
+def test_a_dra_node_or_a_node_that_changes_backend_drains_the_node():
+    found = holders(entry("p0", ["GPU-0"]))
+    dra = ds.decide("gpu", [change(0, layout=True)], [gpu(0)], found, PARTED, False, gpu_backend="dra")
+    assert dra.scope == "node" and "ResourceClaims" in dra.reason
+    moving = ds.decide("gpu", [change(0, layout=True)], [gpu(0)], found, PARTED, False, moves=True)
+    assert moving.scope == "node" and "another GPU backend" in moving.reason
