@@ -58,7 +58,6 @@ class NodeGroup:
     capacity: Mapping[str, Any] = field(default_factory=dict)
     mig_backend: str = "host"
     mig_config: Optional[str] = None
-    memory_mib: Optional[int] = None
     nodepool: Optional[str] = None
 
 
@@ -112,13 +111,21 @@ def group_expectation(group: NodeGroup, fleet: FleetPlan) -> ExpectedNode:
     return expectations[group.nodes[0]]
 
 
-def _labels(group: NodeGroup, exp: ExpectedNode, resources: Mapping[str, int]) -> Dict[str, str]:
+def memory_mib(group: NodeGroup, hosts: Mapping[str, HostPlan]) -> Optional[int]:
+    """GFD's ``nvidia.com/gpu.memory`` (MiB) where every GPU of every host of the group reports the same
+    ``memory_total_mib`` in its facts; None where the facts do not tell (never guessed from the model)."""
+    sizes = {gpu.get("memory_total_mib") for n in group.nodes for gpu in (hosts[n].gpu_facts if n in hosts else ())}
+    size = sizes.pop() if len(sizes) == 1 else None
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+
+
+def _labels(group: NodeGroup, exp: ExpectedNode, resources: Mapping[str, int], memory: Optional[int]) -> Dict[str, str]:
     """The labels GFD and the collection give a node of the group (the ones workloads select on)."""
     labels = dict(exp.labels)  # with nvidia.com/device-plugin.config where the collection labels the node
     if group.mig_backend == "operator" and group.mig_config:
         labels[MIG_CONFIG_LABEL] = group.mig_config
-    if group.memory_mib:
-        labels["nvidia.com/gpu.memory"] = str(group.memory_mib)
+    if memory:
+        labels["nvidia.com/gpu.memory"] = str(memory)
     if resources.get(GPU_RESOURCE) and exp.gpus is not None and exp.gpus.product:
         labels[CAPI_GPU_LABEL] = exp.gpus.product
     return dict(sorted(labels.items()))
@@ -224,7 +231,7 @@ def group_template(group: NodeGroup, fleet: FleetPlan, hosts: Mapping[str, HostP
         exp = group_expectation(group, fleet)
         gpus = exp.gpus
         resources = {r: n for r, n in sorted(exp.resources.items()) if n}
-        labels = _labels(group, exp, resources)
+        labels = _labels(group, exp, resources, memory_mib(group, hosts))
     taints = [dict(t) for t in group.taints]
     return {
         "resources": resources,

@@ -1,0 +1,69 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpufleet.sharing contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The GPU node groups of an inventory (issue 39): which group each host is in and what the inventory says of
+the group's machines, as ``node_group_templates``' option ``groups``.
+
+Pure. A host's group is its ``gpufleet_node_group``, else its one inventory group besides the GPU hosts'
+group (``gpu_hosts``), else that group itself. What must be the same for every host of a group (backend,
+taints, machine capacity, MIG backend and selection, Karpenter NodePool) is, or the group is refused."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._errors import ProblemsError
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import DEFAULT_MIG_CONFIG
+
+# group field -> how it is read from one host's variables
+_FIELDS = (
+    ("backend", lambda v: v.get("gpufleet_gpu_backend", "device-plugin")),
+    ("taints", lambda v: list(v.get("gpufleet_node_taints") or [])),
+    ("capacity", lambda v: dict(v.get("gpufleet_node_capacity") or {})),
+    ("mig_backend", lambda v: v.get("gpufleet_mig_backend") or "host"),
+    ("mig_config", lambda v: (v.get("mig_selection") or {}).get("config") or v.get("mig_config") or DEFAULT_MIG_CONFIG),
+    ("karpenter_nodepool", lambda v: v.get("gpufleet_karpenter_nodepool")),
+)
+IGNORED_GROUPS = ("all", "ungrouped")
+
+
+class NodeGroupError(ProblemsError):
+    """The inventory's node groups cannot be told."""
+
+
+def group_of(host: str, host_vars: Mapping[str, Any], gpu_group: str) -> Tuple[str, str]:
+    """(group, problem): the host's node group, or why it has none."""
+    chosen = host_vars.get("gpufleet_node_group")
+    if chosen:
+        return str(chosen), ""
+    names = [g for g in host_vars.get("group_names") or [] if g != gpu_group and g not in IGNORED_GROUPS]
+    if len(names) > 1:
+        return "", ("host %s is in the groups %s besides %s: set gpufleet_node_group to the one its node group is"
+                    % (host, ", ".join(names), gpu_group))
+    return (names[0] if names else gpu_group), ""
+
+
+def node_groups(hosts: Sequence[Tuple[str, str, Mapping[str, Any]]], gpu_group: str = "gpu_hosts") -> List[Dict[str, Any]]:
+    """``[(host, node name, host variables)]`` -> ``[{name, nodes, backend, taints, capacity, ...}]`` in inventory order."""
+    problems: List[str] = []
+    groups: Dict[str, Dict[str, Any]] = {}
+    seen: Dict[str, Dict[str, List[str]]] = {}
+    for host, node, host_vars in hosts:
+        name, problem = group_of(host, host_vars, gpu_group)
+        if problem:
+            problems.append(problem)
+            continue
+        group = groups.setdefault(name, {"name": name, "nodes": []})
+        group["nodes"].append(node)
+        for field, read in _FIELDS:
+            value = read(host_vars)
+            group.setdefault(field, value)
+            seen.setdefault(name + "\0" + field, {}).setdefault(repr(value), []).append(host)
+    for key, values in sorted(seen.items()):
+        if len(values) > 1:
+            name, field = key.split("\0")
+            problems.append("node group %r: its hosts differ in %s (%s): one node group, one template" % (
+                name, field, "; ".join("%s: %s" % (", ".join(h), v) for v, h in sorted(values.items()))))
+    if problems:
+        raise NodeGroupError(problems)
+    return [{k: v for k, v in g.items() if v is not None} for g in groups.values()]
