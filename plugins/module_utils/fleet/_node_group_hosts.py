@@ -63,7 +63,7 @@ def node_groups(hosts: Sequence[Tuple[str, str, Mapping[str, Any]]], gpu_group: 
         if len(values) > 1:
             name, field = key.split("\0")
             problems.append("node group %r: its hosts differ in %s (%s): one node group, one template" % (
-                name, field, "; ".join("%s: %s" % (", ".join(h), v) for v, h in sorted(values.items()))))
+                name, field, "; ".join("%s: %s" % (", ".join(h), v) for v, h in values.items())))
     if problems:
         raise NodeGroupError(problems)
     return [{k: v for k, v in g.items() if v is not None} for g in groups.values()]
