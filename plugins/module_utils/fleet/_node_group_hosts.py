@@ -5,12 +5,13 @@
 the group's machines, as ``node_group_templates``' option ``groups``.
 
 Pure. A host's group is its ``gpufleet_node_group``, else its one inventory group besides the GPU hosts'
-group (``gpu_hosts``), else that group itself. What must be the same for every host of a group (backend,
+group (``gpu_hosts``) and the groups that hold every GPU host (fleet-wide groups such as a lab's
+``lab_gpu_hosts``, a site's ``k8s_cluster``), else the GPU hosts' group itself. What must be the same for every host of a group (backend,
 taints, machine capacity, MIG backend and selection, Karpenter NodePool) is, or the group is refused."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._errors import ProblemsError
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import DEFAULT_MIG_CONFIG
@@ -31,25 +32,34 @@ class NodeGroupError(ProblemsError):
     """The inventory's node groups cannot be told."""
 
 
-def group_of(host: str, host_vars: Mapping[str, Any], gpu_group: str) -> Tuple[str, str]:
+def fleet_wide(inventory_groups: Mapping[str, Sequence[str]], gpu_group: str) -> List[str]:
+    """The inventory groups that hold every host of ``gpu_group`` (never a node group)."""
+    every = set(inventory_groups.get(gpu_group) or ())
+    return sorted(g for g, members in inventory_groups.items() if every and every <= set(members or ()))
+
+
+def group_of(host: str, host_vars: Mapping[str, Any], gpu_group: str, ignored: Sequence[str] = ()) -> Tuple[str, str]:
     """(group, problem): the host's node group, or why it has none."""
     chosen = host_vars.get("gpufleet_node_group")
     if chosen:
         return str(chosen), ""
-    names = [g for g in host_vars.get("group_names") or [] if g != gpu_group and g not in IGNORED_GROUPS]
+    names = [g for g in host_vars.get("group_names") or [] if g != gpu_group and g not in IGNORED_GROUPS and g not in ignored]
     if len(names) > 1:
         return "", ("host %s is in the groups %s besides %s: set gpufleet_node_group to the one its node group is"
                     % (host, ", ".join(names), gpu_group))
     return (names[0] if names else gpu_group), ""
 
 
-def node_groups(hosts: Sequence[Tuple[str, str, Mapping[str, Any]]], gpu_group: str = "gpu_hosts") -> List[Dict[str, Any]]:
-    """``[(host, node name, host variables)]`` -> ``[{name, nodes, backend, taints, capacity, ...}]`` in inventory order."""
+def node_groups(hosts: Sequence[Tuple[str, str, Mapping[str, Any]]], gpu_group: str = "gpu_hosts",
+                inventory_groups: Optional[Mapping[str, Sequence[str]]] = None) -> List[Dict[str, Any]]:
+    """``[(host, node name, host variables)]`` -> ``[{name, nodes, backend, taints, capacity, ...}]`` in inventory
+    order; ``inventory_groups`` (Ansible's ``groups``) tells the fleet-wide groups."""
+    ignored = fleet_wide(inventory_groups or {}, gpu_group)
     problems: List[str] = []
     groups: Dict[str, Dict[str, Any]] = {}
     seen: Dict[str, Dict[str, List[str]]] = {}
     for host, node, host_vars in hosts:
-        name, problem = group_of(host, host_vars, gpu_group)
+        name, problem = group_of(host, host_vars, gpu_group, ignored)
         if problem:
             problems.append(problem)
             continue

@@ -124,8 +124,8 @@ def _labels(group: NodeGroup, exp: ExpectedNode, resources: Mapping[str, int], m
     labels = dict(exp.labels)  # with nvidia.com/device-plugin.config where the collection labels the node
     if group.mig_backend == "operator" and group.mig_config:
         labels[MIG_CONFIG_LABEL] = group.mig_config
-    if memory:
-        labels["nvidia.com/gpu.memory"] = str(memory)
+    if memory and not (exp.mig_strategy == "single" and exp.gpus is not None and exp.gpus.mig_enabled):
+        labels["nvidia.com/gpu.memory"] = str(memory)  # under single, GFD gives the MIG device's memory there
     if resources.get(GPU_RESOURCE) and exp.gpus is not None and exp.gpus.product:
         labels[CAPI_GPU_LABEL] = exp.gpus.product
     return dict(sorted(labels.items()))

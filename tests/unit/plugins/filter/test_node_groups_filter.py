@@ -38,3 +38,14 @@ def test_an_ambiguous_host_and_a_group_whose_hosts_differ_are_refused() -> None:
     text = str(caught.value)
     assert "host a is in the groups rack1, a100 besides gpu_hosts: set gpufleet_node_group" in text
     assert "node group 'h100': its hosts differ in taints (b: [" in text and "c: []" in text
+
+
+def test_a_group_holding_every_gpu_host_is_no_node_group() -> None:
+    """The lab's inventory puts every host into lab_gpu_hosts too (a site's k8s_cluster alike)."""
+    hostvars = {"a": {"group_names": ["a100", "gpu_hosts", "lab_gpu_hosts"]},
+                "b": {"group_names": ["gpu_hosts", "h100", "lab_gpu_hosts"]}}
+    inventory = {"all": ["a", "b"], "gpu_hosts": ["a", "b"], "lab_gpu_hosts": ["a", "b"], "a100": ["a"], "h100": ["b"]}
+    assert [(g["name"], g["nodes"]) for g in node_groups(hostvars, ["a", "b"], "gpu_hosts", inventory)] == [
+        ("a100", ["a"]), ("h100", ["b"])]
+    with pytest.raises(AnsibleFilterError, match="host a is in the groups a100, lab_gpu_hosts besides gpu_hosts"):
+        node_groups(hostvars, ["a", "b"])
