@@ -20,7 +20,7 @@ description:
   - Per group also the Cluster Autoscaler's Cluster API annotations (C(capacity.cluster-autoscaler.kubernetes.io/),
     given only when one extended resource describes the group), its AWS Auto Scaling group tags
     (C(k8s.io/cluster-autoscaler/node-template/)) and a Karpenter C(NodeOverlay).
-  - Runs on the controller and reads no cluster: a template describes a node that does not exist yet.
+  - Runs on the controller and reads no cluster, since a template describes a node that does not exist yet.
 author:
   - gpufleet maintainers (@gpufleet)
 options:
