@@ -19,10 +19,9 @@ from gpulab import hosts
 from labtools import BUILD, FAST_ENV, REPO, environ
 from rollout_lab import _helm, flat
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
+from demo import HOSTS, create_team_namespaces  # the demo's fleet and its admin step, as `make demo` (tests/lab)
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from demo import HOSTS, create_team_namespaces  # noqa: E402  (the demo's fleet and its admin step, as `make demo`)
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
 
 pytestmark = pytest.mark.lab_hosts
 
