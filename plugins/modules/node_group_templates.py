@@ -66,6 +66,10 @@ options:
       karpenter_nodepool:
         description: The Karpenter NodePool of the group, which the C(NodeOverlay) selects. Default the group's name as a DNS label.
         type: str
+      machine_deployments:
+        description: Not read here (M(gpufleet.sharing.node_group_annotations) annotates them); accepted so that one list serves both.
+        type: list
+        elements: dict
   dest:
     description: The directory of the two files (the playbooks pass C(gpufleet_report_dir)); created when missing.
     type: path
@@ -158,6 +162,7 @@ ARGUMENT_SPEC = dict(
         mig_backend=dict(type="str", choices=["host", "operator"], default="host"),
         mig_config=dict(type="str"),
         karpenter_nodepool=dict(type="str"),
+        machine_deployments=dict(type="list", elements="dict"),
     )),
     dest=dict(type="path", required=True),
     configs=dict(type="list", elements="raw"),

@@ -7,7 +7,7 @@ the group's machines, as ``node_group_templates``' option ``groups``.
 Pure. A host's group is its ``gpufleet_node_group``, else its one inventory group besides the GPU hosts'
 group (``gpu_hosts``) and the groups that hold every GPU host (fleet-wide groups such as a lab's
 ``lab_gpu_hosts``, a site's ``k8s_cluster``), else the GPU hosts' group itself. What must be the same for every host of a group (backend,
-taints, machine capacity, MIG backend and selection, Karpenter NodePool) is, or the group is refused."""
+taints, machine capacity, MIG backend and selection, Karpenter NodePool, Cluster API MachineDeployments) is, or the group is refused."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ _FIELDS = (
     ("mig_backend", lambda v: v.get("gpufleet_mig_backend") or "host"),
     ("mig_config", lambda v: (v.get("mig_selection") or {}).get("config") or v.get("mig_config") or DEFAULT_MIG_CONFIG),
     ("karpenter_nodepool", lambda v: v.get("gpufleet_karpenter_nodepool")),
+    ("machine_deployments", lambda v: v.get("gpufleet_machine_deployments")),
 )
 IGNORED_GROUPS = ("all", "ungrouped")
 
