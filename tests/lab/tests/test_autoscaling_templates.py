@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from gpulab import hosts
+from gpulab.cluster import access, clusterapi
 
 from labtools import BUILD, FAST_ENV, REPO, environ
 from rollout_lab import _helm, flat
@@ -110,3 +111,60 @@ def test_a_second_run_reports_changed_0(fleet) -> None:
     assert result.returncode == 0 and changed_counts(result), flat(result.stdout + result.stderr)[-3000:]
     assert all(changed == "0" for _host, changed in changed_counts(result)), result.stdout[-2000:]
     assert before == {f: os.stat(os.path.join(fleet.report_dir, f)).st_mtime_ns for f in FILES}
+
+
+# --- the whole chain with Cluster API: MachineDeployments, annotations, the autoscaler's template node ---
+
+MIN_SIZE = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"
+MDS = {"h100_training": "h100-workers", "a100_inference": "a100-workers"}
+
+
+def machine_deployment(name: str) -> dict:
+    return {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+            "metadata": {"name": name, "namespace": "capi", "annotations": {MIN_SIZE: "0"}},
+            "spec": {"clusterName": "lab", "replicas": 0, "selector": {"matchLabels": {"pool": name}},
+                     "template": {"metadata": {"labels": {"pool": name}},
+                                  "spec": {"clusterName": "lab", "bootstrap": {"dataSecretName": "join"},
+                                           "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                                                                 "kind": "Metal3MachineTemplate", "name": name}}}}}
+
+
+def pending_pod(resource: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "wants-" + resource.split("/")[1], "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "cuda", "resources": {"limits": {resource: "1"}}}]}}
+
+
+def deployments(fleet) -> dict:
+    return {md["metadata"]["name"]: md for md in fleet.k8s.list(clusterapi.KIND_REF, namespace="capi")}
+
+
+def test_a_pending_pod_fits_the_template_the_annotations_describe_and_none_before(fleet) -> None:
+    answer = access.admin_request(fleet.dir, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", clusterapi.crd())
+    assert answer["_code"] == 201, answer
+    access.create_namespaces(fleet.dir, ["capi"])
+    for name in MDS.values():
+        fleet.k8s.create(machine_deployment(name))
+    whole, mig = pending_pod("nvidia.com/gpu"), pending_pod("nvidia.com/mig-1g.5gb")
+    before = deployments(fleet)
+    assert all(clusterapi.fits(pod, md) for pod in (whole, mig) for md in before.values())  # fits none
+    groups = os.path.join(fleet.dir, "capi-groups.yml")
+    with open(groups, "w", encoding="utf-8") as handle:
+        yaml.safe_dump({"all": {"children": {g: {"vars": {"gpufleet_machine_deployments": [{"name": n, "namespace": "capi"}]}}
+                                             for g, n in MDS.items()}}}, handle)
+    checked = fleet.play("autoscaling.yml", "-i", groups, "--check", "--diff")
+    assert checked.returncode == 0, flat(checked.stdout + checked.stderr)[-3000:]
+    assert "capacity.cluster-autoscaler.kubernetes.io/gpu-type" in checked.stdout  # the diff shows it
+    assert {n: md["metadata"]["resourceVersion"] for n, md in deployments(fleet).items()} == \
+        {n: md["metadata"]["resourceVersion"] for n, md in before.items()}
+    result = fleet.play("autoscaling.yml", "-i", groups)
+    assert result.returncode == 0, flat(result.stdout + result.stderr)[-3000:]
+    after = deployments(fleet)
+    h100, a100 = after["h100-workers"], after["a100-workers"]
+    notes = h100["metadata"]["annotations"]
+    assert notes[MIN_SIZE] == "0" and notes["capacity.cluster-autoscaler.kubernetes.io/gpu-count"] == "2"
+    assert clusterapi.fits(whole, h100) == [] and clusterapi.fits(whole, a100) != []
+    # the A100 group's mixed layout has no annotations: its MIG pod fits no template (keep its min size >= 1)
+    assert a100["metadata"]["annotations"] == {MIN_SIZE: "0"}
+    assert all(clusterapi.fits(mig, md) for md in after.values())
+    again = fleet.play("autoscaling.yml", "-i", groups)
+    assert again.returncode == 0 and all(c == "0" for _h, c in changed_counts(again)), again.stdout[-2000:]

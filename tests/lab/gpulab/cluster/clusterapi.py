@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional
 from gpulab.cluster.scheduler import node_reasons
 
 GROUP, VERSION = "cluster.x-k8s.io", "v1beta2"
-API_PATH = "/apis/%s/%s" % (GROUP, VERSION)
+KIND_REF = "MachineDeployment"
 PREFIX = "capacity.cluster-autoscaler.kubernetes.io/"
 DEFAULT_MAX_PODS = 110  # clusterapi_utils.go defaultMaxPods
 _ANY = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
