@@ -278,12 +278,22 @@ def plan_groups(params: Mapping[str, Any], groups: Sequence[NodeGroup]) -> Tuple
     return plan_fleet(intent, cluster), plans
 
 
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*$")
+_YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
+
+
+def _key(key: Any) -> str:
+    """A mapping key: plain where YAML reads it back as the same string, else double-quoted."""
+    text = str(key)
+    return text if _PLAIN_KEY.match(text) and text.lower() not in _YAML_WORDS else json.dumps(text)
+
+
 def _yaml(value: Any, indent: str = "") -> List[str]:
-    """Block YAML of JSON data (strings as JSON double-quoted scalars, which YAML reads the same)."""
+    """Block YAML of JSON data (values as JSON scalars, which YAML reads the same)."""
     lines: List[str] = []
     items = list(value.items()) if isinstance(value, Mapping) else list(enumerate(value))
     for key, item in items:
-        head = indent + ("- " if not isinstance(value, Mapping) else json.dumps(str(key)) + ":")
+        head = indent + ("- " if not isinstance(value, Mapping) else _key(key) + ":")
         if isinstance(item, (Mapping, list)) and item:
             if isinstance(value, Mapping):
                 lines.append(head)

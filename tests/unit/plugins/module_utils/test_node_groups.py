@@ -184,5 +184,7 @@ def test_the_yaml_file_holds_the_same_data_as_the_json() -> None:
                     strategy="mixed")
     files = render_files(doc)
     assert json.loads(files["node-group-templates.json"]) == doc == yaml.safe_load(files["node-group-templates.yaml"])
-    assert render_files({"groups": {"e": {"labels": {}, "taints": [], "x": [[1, {"a": []}]]}}})[
-        "node-group-templates.yaml"] == '---\n"groups":\n  "e":\n    "labels": {}\n    "taints": []\n    "x":\n      - - 1\n        - "a": []\n'
+    odd = {"groups": {"e": {"labels": {"yes": "1", "a b": "x"}, "taints": [], "x": [[1, {"a": []}]]}}}
+    assert render_files(odd)["node-group-templates.yaml"] == (
+        '---\ngroups:\n  e:\n    labels:\n      "yes": "1"\n      "a b": "x"\n    taints: []\n    x:\n      - - 1\n        - a: []\n')
+    assert yaml.safe_load(render_files(odd)["node-group-templates.yaml"]) == odd
