@@ -29,7 +29,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_plan import (
     SCOPE_FLEET, ClusterView, FleetPlan, HostPlan, Intent, checked_configs, device_plugin_of, plan_fleet, read_intent)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._expected import ExpectedNode
-from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._node_gpus import NodeGpus, node_gpus_from_plan
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._node_gpus import NodeGpus, node_gpus_from_plan, profile_of_mig_resource
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._sharing import GPU_RESOURCE, SharingError
 
 CAPI_PREFIX = "capacity.cluster-autoscaler.kubernetes.io/"
@@ -84,6 +84,16 @@ def _signature(exp: ExpectedNode) -> str:
     return json.dumps(shown, sort_keys=True)
 
 
+def _summary(exp: ExpectedNode) -> str:
+    """One host's plan in a few words, for the message that hosts of a group differ."""
+    gpus = exp.gpus
+    count = (gpus.full_gpus + gpus.mig_gpus) if gpus else 0
+    models = "/".join(gpus.models) if gpus and gpus.models else "GPU"
+    mig = ", ".join("%s x%d" % (profile_of_mig_resource(r), n) for r, n in gpus.mig_devices) if gpus and gpus.mig_devices else "off"
+    advertised = ", ".join("%s=%d" % (r, n) for r, n in sorted(exp.resources.items()) if n) or "nothing"
+    return "%d x %s, MIG %s, sharing config %s, advertising %s" % (count, models, mig, exp.config or "none", advertised)
+
+
 def group_expectation(group: NodeGroup, fleet: FleetPlan) -> ExpectedNode:
     """The one expectation every host of the group shares (a device-plugin group).
 
@@ -105,9 +115,12 @@ def group_expectation(group: NodeGroup, fleet: FleetPlan) -> ExpectedNode:
     for node, exp in expectations.items():
         kinds.setdefault(_signature(exp), []).append(node)
     if len(kinds) > 1:
+        shown = {sig: _summary(expectations[nodes[0]]) for sig, nodes in kinds.items()}
+        if len(set(shown.values())) < len(shown):  # alike in summary: show all they differ in
+            shown = {sig: sig for sig in kinds}
         raise SharingError(["%s: its hosts differ, so no one template describes a new node of it: %s; put hosts that "
                             "differ in GPU model, count, MIG layout or sharing config in separate groups"
-                            % (where, "; ".join("%s have %s" % (", ".join(nodes), text) for text, nodes in sorted(kinds.items())))])
+                            % (where, "; ".join("%s: %s" % (", ".join(nodes), shown[sig]) for sig, nodes in kinds.items()))])
     return expectations[group.nodes[0]]
 
 

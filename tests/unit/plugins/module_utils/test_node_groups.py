@@ -157,7 +157,9 @@ def test_hosts_that_differ_are_refused_naming_the_group_and_the_hosts() -> None:
         templates({"a-0": [{"model": "A100-40GB", "count": 1}], "a-1": [{"model": "A100-40GB", "count": 2}]},
                   [NodeGroup("inference", ("a-0", "a-1"))])
     text = " ".join(caught.value.problems)
-    assert "node group 'inference': its hosts differ" in text and "a-0 have" in text and "a-1 have" in text
+    assert ("node group 'inference': its hosts differ, so no one template describes a new node of it: "
+            "a-0: 1 x A100-40GB, MIG off, sharing config none, advertising nvidia.com/gpu=1; "
+            "a-1: 2 x A100-40GB, MIG off, sharing config none, advertising nvidia.com/gpu=2; put hosts") in text, text
 
 
 def test_a_host_in_two_groups_and_bad_inputs_are_refused_all_at_once() -> None:
@@ -188,3 +190,16 @@ def test_the_yaml_file_holds_the_same_data_as_the_json() -> None:
     assert render_files(odd)["node-group-templates.yaml"] == (
         '---\ngroups:\n  e:\n    labels:\n      "yes": "1"\n      "a b": "x"\n    taints: []\n    x:\n      - - 1\n        - a: []\n')
     assert yaml.safe_load(render_files(odd)["node-group-templates.yaml"]) == odd
+
+
+def test_hosts_alike_in_summary_show_all_they_differ_in() -> None:
+    """One host selects its config by label, the other by the default: the labels differ, the summary does not."""
+    gpu = [{"model": "H200", "count": 1}]
+    config = {"name": "ts", "strategy": "time-slicing", "resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}
+    params = {"node_gpus": {"x-0": gpu, "x-1": gpu}, "node_plans": [], "node_configs": {"x-0": config},
+              "configs": [dict(config, nodes=[])], "default_config": "ts"}
+    group = NodeGroup("g", ("x-0", "x-1"))
+    fleet, hosts = plan_groups(params, [group])
+    with pytest.raises(SharingError) as caught:
+        node_group_templates([group], fleet, hosts)
+    assert '"nvidia.com/device-plugin.config": "ts"' in caught.value.problems[0], caught.value.problems

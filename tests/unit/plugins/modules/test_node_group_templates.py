@@ -37,5 +37,5 @@ def test_hosts_that_differ_fail_naming_them_and_write_nothing(tmp_path) -> None:
     dest = tmp_path / "reports"
     result = run_module("node_group_templates", args(dest, groups=[{"name": "mixed", "nodes": ["a-0", "h-0"]}]), tmp_path)
     assert result.get("failed") and "node group 'mixed': its hosts differ" in result["msg"], result
-    assert "a-0 have" in result["msg"] and "h-0 have" in result["msg"]
+    assert "a-0: 1 x A100-40GB, MIG 1g.5gb x7" in result["msg"] and "h-0: 2 x H100-80GB, MIG off" in result["msg"], result["msg"]
     assert not dest.exists()
