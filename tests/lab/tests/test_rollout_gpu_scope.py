@@ -93,3 +93,38 @@ def test_one_gpus_change_evicts_only_its_pod(fleet):
     assert fleet.k8s.get("Pod", moved["metadata"]["name"], WORK_NS) is None
     assert capacity(fleet).get("nvidia.com/gpu") == 1 and capacity(fleet).get("nvidia.com/mig-1g.10gb") == 7, capacity(fleet)
     assert fleet.node("flt-0") == {"unschedulable": False, "annotation": None}
+
+
+def test_a_failure_leaves_the_node_cordoned_with_the_reason_and_a_rerun_finishes(fleet):
+    """Runs after the change above: GPU 1 back to a whole GPU, while a process outside Kubernetes holds
+    GPU 1. The busy check (the changing GPUs only) refuses; the node stays cordoned, saying why; the pod
+    on GPU 0 was never evicted. Once the process is gone, the same run finishes."""
+    state = fleet.hosts["flt-0"]["state_file"]
+    kept = [pod for pod in fleet.k8s.list("Pod", namespace=WORK_NS) if (pod.get("status") or {}).get("phase") == "Running"]
+    assert len(kept) == 1, kept
+    gpu1 = [gpu for gpu in state_gpus(state) if gpu.index == 1][0]
+    instance = gpu1.gpu_instances[0]
+    pid = gpustate.add_process(state, 1, None, "stray", 64, instance.gi_id, instance.compute_instances[0].ci_id)
+    try:
+        failed = fleet.play("rollout.yml", mig_config="two-whole", mig_configs=MIG_CONFIGS, gpufleet_mig_drain_scope="gpu")
+        output = flat(failed.stdout + failed.stderr)
+        assert failed.returncode != 0, output[-4000:]
+        node = fleet.node("flt-0")
+        assert node["unschedulable"] and node["annotation"].startswith("failed: "), node
+        assert "busy" in node["annotation"] and "GPU 1" in node["annotation"], node
+    finally:
+        gpustate.remove_process(state, pid)
+    still = fleet.k8s.get("Pod", kept[0]["metadata"]["name"], WORK_NS)
+    assert still["metadata"]["uid"] == kept[0]["metadata"]["uid"] and still["status"]["phase"] == "Running"
+
+    again = fleet.play("rollout.yml", mig_config="two-whole", mig_configs=MIG_CONFIGS, gpufleet_mig_drain_scope="gpu")
+    assert again.returncode == 0, flat(again.stdout + again.stderr)[-4000:]
+    assert fleet.node("flt-0") == {"unschedulable": False, "annotation": None}
+    assert capacity(fleet).get("nvidia.com/gpu") == 2 and not capacity(fleet).get("nvidia.com/mig-1g.10gb"), capacity(fleet)
+    after = fleet.k8s.get("Pod", kept[0]["metadata"]["name"], WORK_NS)
+    assert after["metadata"]["uid"] == kept[0]["metadata"]["uid"] and after["status"]["phase"] == "Running"
+    assert [c.get("restartCount", 0) for c in after["status"]["containerStatuses"]] == [0]
+
+
+def state_gpus(state):
+    return gpustate.load(state).gpus
