@@ -99,13 +99,60 @@ def gpu_of(device_id: str, devices: Mapping[str, int]) -> Optional[int]:
     return devices.get(base_device_id(device_id))
 
 
+DRA_DRIVER = "gpu.nvidia.com"
+
+
+def _slice_uuids(slices: Sequence[Mapping[str, Any]], node: str, driver: str) -> Dict[Tuple[str, str], str]:
+    """(pool, device name) -> the device's UUID (a MIG device's own, else its GPU's ``parentUUID``)."""
+    found: Dict[Tuple[str, str], str] = {}
+    for one in slices:
+        spec = one.get("spec") or {}
+        if spec.get("driver") != driver or spec.get("nodeName") != node:
+            continue
+        pool = str((spec.get("pool") or {}).get("name") or "")
+        for device in spec.get("devices") or []:
+            attributes = device.get("attributes") or {}
+            uuid = (attributes.get("uuid") or attributes.get("parentUUID") or {}).get("string")
+            if uuid:
+                found[(pool, str(device.get("name")))] = str(uuid)
+    return found
+
+
+def claim_holders(claims: Sequence[Mapping[str, Any]], slices: Sequence[Mapping[str, Any]], node: str,
+                  driver: str = DRA_DRIVER) -> List[DeviceHolder]:
+    """On a DRA node: the pods that hold a GPU through a ResourceClaim, one holder per (pod, device).
+
+    A claim's ``status.allocation.devices.results`` name each allocated device by driver, pool and
+    name, and ``status.reservedFor`` the pods that use it (Kubernetes resource.k8s.io/v1); the node's
+    ResourceSlices give each device's ``uuid`` (a MIG device: ``parentUUID`` names its GPU) as NVIDIA's
+    DRA driver publishes them. A result whose device is in no slice of the node keeps its name as the
+    device ID, so that it maps to no GPU and the caller drains the node (the read is stale)."""
+    uuids = _slice_uuids(slices, node, driver)
+    holders: List[DeviceHolder] = []
+    for claim in claims:
+        status = claim.get("status") or {}
+        results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+        pods = [ref for ref in status.get("reservedFor") or [] if ref.get("resource") == "pods" and ref.get("uid")]
+        where = "claim %s/%s" % ((claim.get("metadata") or {}).get("namespace"), (claim.get("metadata") or {}).get("name"))
+        for result in results:
+            if result.get("driver") != driver:
+                continue
+            key = (str(result.get("pool") or ""), str(result.get("device") or ""))
+            if key[0] != node and key not in uuids:
+                continue  # another node's device (a network-attached pool is not a GPU of this host)
+            device_id = uuids.get(key, "%s/%s" % key)
+            holders.extend(DeviceHolder(str(ref["uid"]), where, driver, device_id) for ref in pods)
+    return holders
+
+
 def holders_by_gpu(holders: Sequence[DeviceHolder], devices: Mapping[str, int],
-                   prefix: str = "nvidia.com/") -> Tuple[Dict[int, List[DeviceHolder]], List[DeviceHolder]]:
+                   prefixes: Tuple[str, ...] = ("nvidia.com/", DRA_DRIVER)
+                   ) -> Tuple[Dict[int, List[DeviceHolder]], List[DeviceHolder]]:
     """(GPU index -> its holders, holders of an NVIDIA device that maps to no GPU of the read)."""
     per_gpu: Dict[int, List[DeviceHolder]] = {}
     unknown: List[DeviceHolder] = []
     for holder in holders:
-        if not holder.resource.startswith(prefix):
+        if not holder.resource.startswith(prefixes):
             continue
         index = gpu_of(holder.device_id, devices)
         if index is None:
