@@ -41,8 +41,9 @@ description:
   - The filter C(rollout_readvertise) in the same file takes the triage and the registered answer of
     M(gpufleet.sharing.gpu_verify) without pods for the V(unchanged) nodes, and gives each of those whose checks
     of what it advertises failed (capacity, allocatable, a DRA node's ResourceSlices - it advertises less than its
-    plan, typically a layout made by hand without restarting the device plugin) the outcome V(readvertise) - a batch restarts what advertises and verifies the node, with no
-    drain; a failure leaves it cordoned with the reason.
+    plan, typically a layout made by hand without restarting the device plugin) the outcome V(readvertise) -
+    a batch restarts what advertises and verifies the node, with no drain; a failure leaves it cordoned with
+    the reason.
   - The filter C(rollout_restart_selectors) in the same file turns the registered answer of
     M(gpufleet.sharing.gpu_operands) with O(gpufleet.sharing.gpu_operands#module:state=restored) into the
     pod selectors of the restart step, V(app=nvidia-device-plugin-daemonset) and V(app=gpu-feature-discovery)
