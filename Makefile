@@ -32,7 +32,7 @@ collection:
 	@mkdir -p .build/ansible_collections/gpufleet && ln -sfn ../../.. .build/ansible_collections/gpufleet/sharing
 
 units: venv system-deps collection
-	GPUFLEET_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -q tests/unit tests/lab
+	GPUFLEET_REQUIRE_PREREQUISITES=1 $(BIN)/python -m pytest -q --durations=25 tests/unit tests/lab
 
 sanity: venv
 	tests/tools/sanity.sh

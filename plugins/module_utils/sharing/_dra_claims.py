@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What users write under the DRA backend, from the fleet plan (pure, no I/O; docs/dra.md).
 
-Facts followed (NVIDIA's DRA driver for GPUs, kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1):
+Facts followed (NVIDIA's DRA driver for GPUs, kubernetes-sigs/dra-driver-nvidia-gpu v0.5.0):
 
 - the kubelet plugin publishes, per node, one device per full GPU that has MIG off (name
   ``gpu-<minor>``, attribute ``type`` ``gpu``) and one per MIG device that exists when it starts on a
@@ -29,6 +29,7 @@ same devices through the driver's own classes too.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -48,11 +49,30 @@ REQUEST = "gpu"
 # sharing strategy of the plan -> (the driver's GpuConfig strategy, the alpha feature gate it needs)
 SHARING = {"time-slicing": ("TimeSlicing", "TimeSlicingSettings"), "mps": ("MPS", "MPSSupport")}
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# A kind name is a label value (gpufleet.sharing/device-kind, <= 63) and, with CLASS_SUFFIX, the DeviceClass name,
+# which Kueue validates as a label key name (<= 63, pkg/config/validation.go): so at most 63 - 17 = 46 characters.
+MAX_KIND = 63 - len(CLASS_SUFFIX)
+_DIGEST = 8
 
 
 def slug(text: str) -> str:
     """Lower case, every run of other characters one '-' (a DNS label part)."""
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def bounded(name: str) -> str:
+    """``name`` when it fits MAX_KIND; else its first characters, '-', and the first 8 hex digits of its SHA-256:
+    short, stable across runs and versions, and distinct for distinct names (docs/dra.md, "Device kinds")."""
+    if len(name) <= MAX_KIND:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:_DIGEST]
+    return "%s-%s" % (name[:MAX_KIND - _DIGEST - 1].rstrip("-"), digest)
+
+
+def profile_slug(profile: str) -> str:
+    """A MIG profile as a DNS label part: a '-' of the name is doubled, every other character outside [a-z0-9] is
+    one '-' (so 1g.24gb-me and 1g.24gb+me, two profiles of the RTX PRO 6000, stay two kinds)."""
+    return re.sub(r"[^a-z0-9-]", "-", profile.lower().replace("-", "--")).strip("-")
 
 
 def _cel_string(value: str) -> str:
@@ -99,12 +119,12 @@ class DeviceKind:
 
 
 def mig_kind(profile: str) -> DeviceKind:
-    return DeviceKind("mig-" + slug(profile), "mig", profile=profile)
+    return DeviceKind(bounded("mig-" + profile_slug(profile)), "mig", profile=profile)
 
 
 def gpu_kind(product: Optional[str], sharing: Optional[str] = None) -> DeviceKind:
     name = "gpu-" + slug(product) if product else "gpu"
-    return DeviceKind(name + ("-" + sharing if sharing else ""), "gpu", product=product, sharing=sharing)
+    return DeviceKind(bounded(name + ("-" + sharing if sharing else "")), "gpu", product=product, sharing=sharing)
 
 
 @dataclass(frozen=True)
@@ -195,9 +215,11 @@ MAX_KIND_LENGTH = 253  # a kind, a MIG profile or a resource name
 
 
 def _count_problem(where: str, count: Any) -> Optional[str]:
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COUNT:
-        return ("%s: count must be a whole number from 1 to %d (a claim's request is given at most %d devices: "
-                "Kubernetes' AllocationResultsMaxSize), got %r" % (where, MAX_COUNT, MAX_COUNT, count))
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        return "%s: count must be a whole number >= 1, got %r" % (where, count)
+    if count > MAX_COUNT:
+        return ("%s: count must be at most %d (Kubernetes gives one request at most %d devices: "
+                "AllocationResultsMaxSize), got %r" % (where, MAX_COUNT, MAX_COUNT, count))
     return None
 
 
@@ -205,7 +227,7 @@ def _names_problems(where: str, namespaces: Any, kinds: Any) -> List[str]:
     problems = []
     if len(namespaces) > MAX_NAMESPACES:
         problems.append("%s: %d namespaces, at most %d in one entry" % (where, len(namespaces), MAX_NAMESPACES))
-    problems += ["%s: namespace %r is not a DNS label (lower case letters, digits and '-', at most 63)" % (where, ns)
+    problems += ["%s: namespace %r is not a DNS label" % (where, ns)
                  for ns in namespaces[:MAX_NAMESPACES] if not (_DNS_LABEL.fullmatch(str(ns)) and len(str(ns)) <= 63)]
     if len(kinds) > MAX_KINDS:
         problems.append("%s: %d kinds, at most %d in one entry" % (where, len(kinds), MAX_KINDS))
