@@ -140,7 +140,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_io i
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_objects import (
     cluster_queue, live_quotas, local_queue, quota_checks, resource_flavor, summary, users_groups, with_quotas)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_plan import (
-    flavors_of, group_problems, plan_quotas, resource_groups, shrunk)
+    flavors_of, plan_problems, plan_quotas, shrunk)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_teams import parse_teams
 
 ARGUMENT_SPEC: Dict[str, Any] = dict(
@@ -174,8 +174,7 @@ def run(mod: ClusterModule) -> None:
     before = {name: live_quotas(cq) for name, cq in live.items()}
     if p["state"] == "shrunk":
         plan = with_quotas(plan, {t.name: shrunk(plan.quotas[t.name], before[t.name]) for t in teams})
-    problems = plan.problems + mapping_problems(mappings)
-    problems += [m for t in teams for m in group_problems(t.name, resource_groups(plan.quotas[t.name]), users_groups(live[t.name]))]
+    problems = plan_problems(plan, teams, {t.name: users_groups(live[t.name]) for t in teams}) + mapping_problems(mappings)
     if problems:
         mod.fail("the team quotas cannot be applied: %s" % "; ".join(problems), problems=problems)
     mod.result.update(flavors=[{"name": f.name, "product": f.product, "nodes": list(f.nodes), "capacity": dict(f.capacity)}

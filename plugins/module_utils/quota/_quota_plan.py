@@ -188,6 +188,15 @@ def group_problems(team: str, groups: Sequence[Sequence[Tuple[str, List[str]]]],
     return problems
 
 
+def plan_problems(plan: QuotaPlan, teams: Sequence[Team], kept: Optional[Mapping[str, Sequence[Any]]] = None) -> List[str]:
+    """What refuses a quota plan: nodes without a product label, a sum over capacity (``plan_quotas``), and
+    Kueue's limits on each team's resource groups (``kept``: per team the user's own groups). gpu_quotas and
+    the preflight (over the inventory's planned hosts, issue 43) both judge with this."""
+    kept = kept or {}
+    return list(plan.problems) + [m for t in teams for m in group_problems(
+        t.name, resource_groups(plan.quotas.get(t.name, {})), kept.get(t.name, ()))]
+
+
 def shrunk(planned: Quotas, live: Quotas) -> Quotas:
     """The quota to hold while nodes change: per flavor and resource the smaller of live and planned
     (what only one side has counts as 0, and is kept at 0 so that nothing is admitted on it)."""

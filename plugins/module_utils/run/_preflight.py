@@ -18,6 +18,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.base._inputs impo
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._mig_strategy import COLLECTION_DEFAULT, preflight_problem
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_teams import (
     fleet_profile_problems, parse_teams, team_problems)
+from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_inventory import inventory_quota_problems, plan_entry
 from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import find_model
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._run_inputs import run_variable_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils.run._preflight_inputs import (
@@ -89,7 +90,8 @@ def gpu_models(declared: Optional[str], gpus: Sequence[Mapping[str, Any]]) -> Li
 
 def fleet_team_problems(hosts: Sequence[Mapping[str, Any]]) -> List[str]:
     """The fleet-wide check of ``gpufleet_teams`` (each host's own check is ``variable_problems``): a MIG
-    profile that no GPU model of the hosts has. Judged only when every host's GPUs are known (declared or read)."""
+    profile that no GPU model of the hosts has, judged when every host's GPUs are known (declared or read); then,
+    when every host's GPUs were read, gpu_quotas' own plan over the planned hosts (``inventory_quota_problems``)."""
     if not hosts:
         return []
     teams, problems = parse_teams(hosts[0].get("gpufleet_teams"))
@@ -103,7 +105,13 @@ def fleet_team_problems(hosts: Sequence[Mapping[str, Any]]) -> List[str]:
         for model in (find_model(str(i)) for i in ids if i):
             if model is not None:
                 models[model.key] = model
-    return fleet_profile_problems(teams, [models[k] for k in sorted(models)])
+    unknown = fleet_profile_problems(teams, [models[k] for k in sorted(models)])
+    entries = [plan_entry(values) for values in hosts]
+    overcommit = hosts[0].get("gpufleet_quota_overcommit", False)
+    if unknown or any(e is None for e in entries) or not isinstance(overcommit, bool):
+        return unknown  # the quotas are judged on every host's read GPUs (a declared model: by gpu_quotas)
+    return inventory_quota_problems([e for e in entries if e is not None], teams, overcommit,
+                                    hosts[0].get("gpu_operator_mig_strategy", COLLECTION_DEFAULT))
 
 
 def read_problems(declared: Optional[str], facts: Mapping[str, Any]) -> List[str]:
