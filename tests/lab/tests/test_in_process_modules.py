@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from labtools import BUILD, REPO
+from labtools import BUILD
 # The harness of the cluster module tests: the lab cluster (gpu-a, gpu-b) in this process.
 from test_cluster_modules_operator import lab  # noqa: F401 pylint: disable=unused-import
 
@@ -47,7 +47,7 @@ def play(lab, tmp_path, name, tasks, interpreter=None, check=False, defaults=Tru
                                      "module_defaults": {"group/gpufleet.sharing.k8s": {"kubeconfig": lab.kubeconfig}}
                                      if defaults else {},
                                      "tasks": tasks + saved}]))
-    argv = [sys.executable, *python_flags, os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-vvv", "-i", "localhost,", "-c", "local",
+    argv = [sys.executable, *python_flags, os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-vvv", "-i", "localhost,", "-c", "local",
             "-e", "ansible_python_interpreter=%s" % (interpreter or sys.executable), str(playbook)]
     if check:
         argv.append("--check")
