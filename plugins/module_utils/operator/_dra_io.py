@@ -170,7 +170,7 @@ class DraDriver(GpuOperator):
         info = release_info(entry, meta["name"])
         self.check_upgrade_path(info, wanted_version)
         before = self.helm.values(params["release_name"], params["namespace"]) if entry is not None else {}
-        result.update(release=info, values=self.redacted(values))
+        result.update(release=info, release_values=self.redacted(values))
         result["action"] = action = release_action(entry, meta["name"], wanted_version, before, values)
         backends.label_nodes(k8s)
         self.apply_cluster_objects(k8s, [], None)
