@@ -9,7 +9,7 @@ LAB_DIR ?= .lab/demo
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.build
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv system-deps collection units sanity lint build-check molecule test demo demo-down bench clean
+.PHONY: venv system-deps collection units sanity lint build-check molecule test matrix demo demo-down bench clean
 
 venv: $(STAMP)
 $(STAMP): requirements-dev.txt
@@ -52,9 +52,15 @@ demo: venv system-deps collection
 demo-down: venv
 	PYTHONPATH=tests/lab $(BIN)/python -m gpulab down --dir $(LAB_DIR)
 
+# The ansible-core version matrix: one leg per version other than the pinned one (README.md,
+# "Supported versions"), one after another, each in its own venv (.matrix/) and lab address.
+MATRIX_VERSIONS ?= 2.16.19 2.17.14 2.18.19 2.20.10 2.21.5
+matrix: system-deps collection
+	@for version in $(MATRIX_VERSIONS); do tests/tools/matrix_leg.sh $$version || exit 1; done
+
 # Benchmarks print tables and JSON (ratios against a baseline measured in the same run).
 bench: venv system-deps collection
 	@for script in tests/bench/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 clean:
-	rm -rf .build $(VENV) .lab
+	rm -rf .build $(VENV) .lab .matrix
