@@ -8,7 +8,9 @@
 #   1. that version's `ansible-test sanity` on the whole collection (no ignore entries exist);
 #   2. the unit tests;
 #   3. the in-process equivalence test (tests/lab/tests/test_in_process_modules.py): the worker path
-#      where this version is proven, the module-process fallback where it is not, same results;
+#      where this version is proven, the module-process fallback where it is not, same results; and
+#      gpu_facts on a lab host with the oldest Python this version and the collection manage (and,
+#      on 2.16, Python 3.6 refused with the host, its Python and the minimum);
 #   4. the demo (site.yml on the lab), a second run that must report changed=0, and --check --diff on
 #      the converged lab, also changed=0;
 #   5. `ansible-doc` of every module.
@@ -76,6 +78,7 @@ step "venv (ansible-core $version)" install
 step "sanity" env GPUFLEET_VENV="$venv" tests/tools/sanity.sh
 step "unit tests" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/unit
 step "in-process equivalence" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/lab/tests/test_in_process_modules.py
+step "host Python (oldest, refused)" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/lab/tests/test_host_python_lab.py
 step "demo" "$venv/bin/python" tests/lab/demo.py --dir "$lab_dir"
 step "second run (changed=0)" "$venv/bin/python" tests/lab/demo.py --dir "$lab_dir" --again
 step "--check --diff (changed=0)" "$venv/bin/python" tests/lab/demo.py --dir "$lab_dir" --again --check
