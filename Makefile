@@ -19,10 +19,12 @@ $(STAMP): requirements-dev.txt
 	touch $@
 
 # The lab's SSH hosts need sshd (Debian's openssh-server), the HTML report's browser test Debian's
-# chromium; each installed only when missing (one apt-get update at most).
+# chromium, ansible-rulebook (the EDA rulebook test) a Java runtime (default-jre-headless: OpenJDK 17
+# on Debian 12); each installed only when missing (one apt-get update at most).
 system-deps:
 	@missing=""; command -v /usr/sbin/sshd >/dev/null || missing="openssh-server openssh-client"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v java >/dev/null || missing="$$missing default-jre-headless"; \
 	[ -z "$$missing" ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; }
 
 # ansible-playbook finds the collection through ANSIBLE_COLLECTIONS_PATH=.build (a symlink to this tree).
@@ -30,7 +32,7 @@ collection:
 	@mkdir -p .build/ansible_collections/gpufleet && ln -sfn ../../.. .build/ansible_collections/gpufleet/sharing
 
 units: venv system-deps collection
-	GPUFLEET_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -q tests/unit tests/lab
+	GPUFLEET_REQUIRE_PREREQUISITES=1 $(BIN)/python -m pytest -q --durations=25 tests/unit tests/lab
 
 sanity: venv
 	tests/tools/sanity.sh

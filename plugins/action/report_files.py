@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._report_dir import report_dir_problem
 from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._host import read_file
 from ansible_collections.gpufleet.sharing.plugins.module_utils.report._report_files import (
     DIR_MODE,
@@ -43,8 +44,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         args = self._task.args
         directory, files, remove = args.get("path"), args.get("files") or {}, args.get("remove") or []
-        problems = ([] if isinstance(directory, str) and directory
-                    else ["path: expected a directory, got %r" % (directory,)]) + name_problems(files, remove)
+        problems = [p for p in [report_dir_problem(directory, "path")] if p] + name_problems(files, remove)
         if problems:
             return dict(result, failed=True, changed=False, msg="report_files: " + "; ".join(problems))
         try:

@@ -86,7 +86,7 @@ def fleet_drift(hostvars: Mapping[str, Any], hosts: Sequence[str], operator: Opt
                             operator_mig[node])
     info = info or {}
     causes += cluster_rows(operator or {}, chart_version or "", sharing or {}, info.get("nodes") or {}, by_node,
-                           operator_mig, info.get("lease"), float(info.get("now") or 0))
+                           operator_mig, info.get("lease"), float(info.get("now") or 0), info.get("lock_namespace_missing"))
     checks = ((verify or {}).get("report") or {}).get("checks") or []
     rows = merge_rows(causes, advertised_rows(checks, by_node))
     answer = {"drift": rows, "summary": summary(rows, len(hosts))}

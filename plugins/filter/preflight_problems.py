@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import hostvars_once, node_name
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._report_dir import report_dir_problem
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._mig_selection import mig_selection_problems, unread_index_notes
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._taints import taint_report
 from ansible_collections.gpufleet.sharing.plugins.module_utils.run._preflight import gpu_models, host_problems, shared_node_problems
@@ -44,6 +45,12 @@ options:
     description: The hosts still in play (for example C(ansible_play_hosts)); the others were not checked.
     type: list
     elements: str
+  report_dir:
+    description:
+      - The directory the run writes its reports to (C(gpufleet_report_dir) or its default); a problem when it
+        cannot be written (not a directory, not writable, or no writable directory to create it in). Not checked
+        when omitted.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -76,8 +83,9 @@ def _mig_problems(values: Mapping[str, Any]) -> List[str]:
 
 @hostvars_once
 def preflight_problems(hostvars: Mapping[str, Any], hosts: Sequence[str], tolerations: Optional[Sequence[Any]] = None,
-                       checked: Optional[Sequence[str]] = None) -> List[str]:
-    problems = shared_node_problems([(host, node_name(host, hostvars[host])) for host in hosts])
+                       checked: Optional[Sequence[str]] = None, report_dir: Any = None) -> List[str]:
+    problems = [p for p in [report_dir_problem(report_dir)] if p] if report_dir is not None else []
+    problems += shared_node_problems([(host, node_name(host, hostvars[host])) for host in hosts])
     unchecked: List[str] = []
     for host in hosts:
         values = hostvars[host]

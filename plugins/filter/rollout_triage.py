@@ -11,7 +11,7 @@ from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import 
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._read_plan import read_plan
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_read_plan import Prepared
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import (
-    BATCHED, UNPLANNED, restart_selectors, steps, triage, with_backend)
+    BATCHED, UNPLANNED, readvertise, restart_selectors, steps, triage, with_backend)
 
 DOCUMENTATION = r"""
 name: rollout_triage
@@ -36,15 +36,20 @@ description:
   - The filter C(rollout_steps) in the same file turns one host's entry into the steps of its batch, in
     order (V(drain), V(pause), V(apply), V(restore), V(restart), V(backend) for a DRA node or a node that
     moves between backends (a DRA node has no V(verify), its ResourceSlices prove it), V(verify), V(uncordon); V(files) for
-    V(files_only); V(refuse) for a failed plan; none for a settled host), given C(cluster), C(pause) and
-    C(verify) (booleans, default true).
+    V(files_only); V(refuse) for a failed plan; V(restart) and V(verify) (V(backend) on DRA) for V(readvertise);
+    none for a settled host), given C(cluster), C(pause) and C(verify) (booleans, default true).
+  - The filter C(rollout_readvertise) in the same file takes the triage and the registered answer of
+    M(gpufleet.sharing.gpu_verify) without pods for the V(unchanged) nodes, and gives each of those whose node
+    checks failed (it advertises less than its plan, typically a layout made by hand without restarting the
+    device plugin) the outcome V(readvertise) - a batch restarts what advertises and verifies the node, with no
+    drain; a failure leaves it cordoned with the reason.
   - The filter C(rollout_restart_selectors) in the same file turns the registered answer of
     M(gpufleet.sharing.gpu_operands) with O(gpufleet.sharing.gpu_operands#module:state=restored) into the
     pod selectors of the restart step, V(app=nvidia-device-plugin-daemonset) and V(app=gpu-feature-discovery)
     less those the restore waited for (paused during the apply, their pods started after it).
   - The filter C(rollout_hosts) in the same file lists the hosts of this run's triage (the C(rollout_triage)
     fact, read from the first of the given hosts that has it) whose C(outcome) is one of the given
-    outcomes (by default those that go through the batches, V(files_only) and V(mig_change)), in the
+    outcomes (by default those that go through the batches, V(files_only), V(mig_change) and V(readvertise)), in the
     given hosts' order (C(groups['all']), the inventory's), and none before a triage.
     A play's C(hosts) is chosen with it as the play starts, in C(ansible-playbook)'s own process, with no
     task - the hosts planned on their host (V(unplanned)) and the batches (V(files_only), V(mig_change)).
@@ -124,6 +129,13 @@ def rollout_steps(entry: Mapping[str, Any], cluster: bool = True, pause: bool = 
     return steps(entry or {}, bool(cluster), bool(pause), bool(verify))
 
 
+def rollout_readvertise(triaged: Mapping[str, Any], verified: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """The triage with the converged nodes that ``verified`` (gpu_verify's node checks, no pods) found not
+    advertising their plan sent through a restart of what advertises (outcome ``readvertise``)."""
+    failed = (((verified or {}).get("report") or {}).get("summary") or {}).get("failed_nodes") or []
+    return readvertise(triaged or {}, list(failed))
+
+
 def rollout_restart_selectors(restored: Optional[Mapping[str, Any]]) -> List[str]:
     return restart_selectors(list((restored or {}).get("waited_for") or []))
 
@@ -131,4 +143,4 @@ def rollout_restart_selectors(restored: Optional[Mapping[str, Any]]) -> List[str
 class FilterModule:
     def filters(self) -> Dict[str, Any]:
         return {"rollout_triage": rollout_triage, "rollout_hosts": rollout_hosts, "rollout_steps": rollout_steps,
-                "rollout_restart_selectors": rollout_restart_selectors}
+                "rollout_restart_selectors": rollout_restart_selectors, "rollout_readvertise": rollout_readvertise}

@@ -75,6 +75,13 @@ lease:
   description: The rollout lock's Lease (C(metadata.name), C(spec)), or null when there is none.
   returned: always
   type: dict
+lock_namespace_missing:
+  description:
+    - O(lock_namespace) when no Lease was found because that namespace does not exist (the lock's state is then
+      unknown, and a rollout could not take it), else null.
+  returned: always
+  type: str
+  sample: null
 now:
   description: The controller's clock (epoch seconds) when the Lease was read.
   returned: always
@@ -132,6 +139,9 @@ def run(mod: ClusterModule) -> None:
     lease = mod.k8s.get("Lease", params["lock_name"], namespace=params["lock_namespace"])
     mod.result["now"] = time.time()
     mod.result["lease"] = {"metadata": {"name": params["lock_name"]}, "spec": lease.get("spec") or {}} if lease else None
+    # No Lease in a namespace that does not exist: the lock's state is unknown, not free (issue 43).
+    missing = lease is None and mod.k8s.get("Namespace", params["lock_namespace"]) is None
+    mod.result["lock_namespace_missing"] = params["lock_namespace"] if missing else None
 
 
 if __name__ == "__main__":

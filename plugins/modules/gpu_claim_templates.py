@@ -37,7 +37,12 @@ options:
     description:
       - The C(gpufleet_dra_claim_templates) inventory variable, each C({namespaces, kinds, count}). C(kinds) are
         device kind names, MIG profiles (V(1g.10gb)) or MIG resource names; omitted, every kind of the plan.
-        C(count) is the number of devices each claim asks for (default V(1)).
+        C(count) is the number of devices each claim asks for (default V(1)), from 1 to 32 (Kubernetes gives one
+        request at most 32 devices) and no more than one DRA node has of that kind (a claim's devices come from
+        one node). At most 64 entries, 256 namespaces and 64 kinds an entry.
+      - A template's spec cannot change in Kubernetes; one whose spec must change (another C(count)) is deleted
+        and created again under its name (RV(replaced)). Claims already made from it keep their devices; pods
+        created afterwards get the new spec. In check mode only the delete is sent, as a dry run.
       - Empty, every owned claim template is deleted (the DeviceClasses of the planned kinds stay).
     type: list
     elements: raw
@@ -79,6 +84,12 @@ templates:
   type: list
   elements: str
   sample: [vision/mig-1g-10gb]
+replaced:
+  description: The claim templates deleted and created again because their spec changed, C(namespace/name).
+  returned: when a template's spec changed
+  type: list
+  elements: str
+  sample: [vision/mig-1g-10gb]
 devices:
   description: Per DRA node, the devices planned per kind.
   returned: always
@@ -96,7 +107,8 @@ from collections import Counter
 from typing import Any, Dict
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_claims import fleet_kinds, gate_problems, parse_requests
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_claims import (
+    capacity_problems, fleet_kinds, gate_problems, parse_requests)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._claims_io import apply_all, dra_devices, read_owned, refusals
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_objects import (
     device_class_mappings, mapping_problems, plan_objects)
@@ -121,7 +133,8 @@ def run(mod: ClusterModule) -> None:
     kinds = fleet_kinds(devices)
     classes, templates, named = plan_objects(requests, kinds)
     mappings = device_class_mappings(list(kinds.values()))
-    problems += planned + named + gate_problems(kinds, p["feature_gates"]) + mapping_problems(mappings)
+    problems += planned + named + capacity_problems(requests, kinds, devices)
+    problems += gate_problems(kinds, p["feature_gates"]) + mapping_problems(mappings)
     mod.result.update(kinds=[k.as_dict() for k in kinds.values()], kueue_device_class_mappings=mappings,
                       devices={n: dict(sorted(Counter(d.kind.name for d in ds).items())) for n, ds in devices.items()},
                       templates=["%s/%s" % (t["metadata"]["namespace"], t["metadata"]["name"]) for t in templates])

@@ -42,6 +42,13 @@ options:
     type: str
     choices: [present, absent, nodes]
     default: present
+  require_dra:
+    description:
+      - With O(state=nodes), check that the cluster can run DRA (Kubernetes 1.34 or newer serving
+        C(resource.k8s.io/v1)) even when O(dra_nodes) is empty - the preflight of a run that installs the
+        driver (C(gpufleet_dra_manage)) before any host is on DRA. V(present) always checks it.
+    type: bool
+    default: false
   release_name:
     description: Name of the Helm release.
     type: str
@@ -230,6 +237,8 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._helm im
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._inputs import input_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operator_io import mask_secrets
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import helm_release_argspec
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._options import object_name_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operator_release import chart_version_problems
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     state=dict(type="str", choices=["present", "absent", "nodes"], default="present"),
@@ -237,6 +246,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     device_plugin_nodes=dict(type="list", elements="str", default=[]),
     expected_gpus=dict(type="dict", default={}),
     feature_gates=dict(type="dict", default={}),
+    require_dra=dict(type="bool", default=False),
     **helm_release_argspec("nvidia-dra-driver-gpu", "nvidia/nvidia-dra-driver-gpu", 600),
 )
 
@@ -249,6 +259,8 @@ def run(mod: ClusterModule) -> None:
     mask_secrets(mod)  # before anything can echo a value
     params = mod.params
     problems = wait_problems(params["wait_timeout"], params["wait_interval"]) + input_problems(params)
+    # the checks preflight runs on dra_driver_namespace and dra_driver_chart_version (issue 43)
+    problems += object_name_problems([("namespace", "Namespace", params["namespace"])]) + chart_version_problems(params["chart_version"])
     if problems:
         mod.fail("invalid input, nothing was changed: %s" % "; ".join(problems), problems=problems)
     if params["state"] == "nodes":

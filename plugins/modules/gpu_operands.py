@@ -144,7 +144,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._node_drain i
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operands import (
     CLIENT_LABEL, DEFAULT_OPERANDS, OPERAND_APPS, PAUSED_ANNOTATION, READY_APPS, VALIDATION_APPS, VALIDATOR_APP, app_of,
     apps_to_wait, client_pods, encode_record, node_labels, node_record, plan_client_pause, plan_pause, plan_restore,
-    pods_by_app, unknown_operands)
+    operand_option_problems, pods_by_app)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._options import number_problems, object_name_problems
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
@@ -167,9 +167,7 @@ def check_options(mod: ClusterModule) -> Dict[str, Any]:
     paused, its operand pods deleted, before a bad namespace was refused). The node, read."""
     params = mod.params
     problems = object_name_problems([("node", "Node", params["node"]), ("namespace", "Namespace", params["namespace"])])
-    unknown = unknown_operands(params["operands"])
-    if unknown:
-        problems.append("operands: unknown operand(s) %s; known: %s" % (", ".join(unknown), ", ".join(DEFAULT_OPERANDS)))
+    problems += operand_option_problems(params["operands"])
     problems += number_problems(params, {"timeout": 0}, ["poll_interval"])
     if problems:
         mod.fail("nothing was changed: %s" % "; ".join(problems), problems=problems)

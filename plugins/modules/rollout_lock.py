@@ -120,7 +120,8 @@ from typing import Any, Dict, List
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operands import PAUSED_ANNOTATION
-from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_lock import LEASE_API_VERSION, decide, taken_as_checked
+from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_lock import (
+    LEASE_API_VERSION, decide, lock_option_problems, taken_as_checked)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._run_inputs import lock_problems
 
 ATTEMPTS = 3  # another run may create or update the Lease between our read and our write
@@ -142,7 +143,8 @@ def main() -> None:
 
 def run(mod: ClusterModule) -> None:
     params = mod.params
-    problems = lock_problems(params["lease_duration"], params["holder"])  # the bounds preflight checks too
+    # the bounds preflight checks too, then the names
+    problems = lock_problems(params["lease_duration"], params["holder"]) + lock_option_problems(params)
     if problems:
         mod.fail("; ".join(problems), problems=problems)
     for attempt in range(ATTEMPTS):

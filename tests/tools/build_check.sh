@@ -14,6 +14,13 @@ echo "built $(basename "$tarball") ($(du -h "$tarball" | cut -f1))"
 ANSIBLE_COLLECTIONS_PATH="$work/collections" "$bin/ansible-galaxy" collection install --force "$tarball" \
   -p "$work/collections" >/dev/null
 test -f "$work/collections/ansible_collections/gpufleet/sharing/MANIFEST.json"
+# Event-Driven Ansible content (docs/awx.md): ansible-rulebook looks for a collection's rulebooks and
+# event sources under extensions/eda/ of the installed collection.
+for eda in rulebooks/gpu_fleet.yml rulebooks/gpu_fleet_controller.yml plugins/event_source/gpu_nodes.py \
+           plugins/event_source/alertmanager.py; do
+  test -f "$work/collections/ansible_collections/gpufleet/sharing/extensions/eda/$eda" \
+    || { echo "the installed collection lacks extensions/eda/$eda"; exit 1; }
+done
 count=0
 for module in "$repo"/plugins/modules/*.py; do
   name=$(basename "$module" .py)
@@ -49,3 +56,13 @@ test -x "$context/_build/tools/helm" || { echo "EE context lacks helm"; exit 1; 
 grep -q "/build/collections/$(basename "$tarball")" "$context/_build/requirements.yml" || { echo "EE requirements.yml does not name the tarball"; exit 1; }
 grep -q "introspect" "$context/Dockerfile" || { echo "EE Dockerfile does not introspect the collections"; exit 1; }
 echo "execution environment: ansible-builder introspect lists the collection's requirements; create wrote a complete context"
+
+# The decision environment of the EDA rulebook (docs/examples/decision-environment.yml): same tarball.
+mkdir "$work/de"
+sed "s/COLLECTION_VERSION/$version/g" "$repo/docs/examples/decision-environment.yml" > "$work/de/decision-environment.yml"
+cp "$tarball" "$work/de/"
+(cd "$work/de" && "$bin/ansible-builder" create -f decision-environment.yml -c context >/dev/null)
+test -f "$work/de/context/_build/collections/$(basename "$tarball")" || { echo "DE context lacks the collection tarball"; exit 1; }
+grep -q "ansible-rulebook" "$work/de/context/_build/requirements.txt" || { echo "DE requirements.txt lacks ansible-rulebook"; exit 1; }
+grep -q "default-jre-headless" "$work/de/context/_build/bindep.txt" || { echo "DE bindep.txt lacks the Java runtime"; exit 1; }
+echo "decision environment: create wrote a context with the collection, ansible-rulebook and Java"

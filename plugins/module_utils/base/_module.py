@@ -43,7 +43,7 @@ from typing import Any, Callable, Dict, Iterator, Mapping, NoReturn, Optional, T
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils.base._changes import Changes
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._changes import Changes, for_callbacks
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._errors import ProblemsError
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._inputs import redact_url, redact_urls
 
@@ -101,6 +101,8 @@ class GpuFleetModule:
         result["changed"] = bool(result.get("changed")) or self.changes.changed
         if self.diff_mode and self.changes.entries and "diff" not in result:
             result["diff"] = self.changes.diff()
+        if "diff" in result:
+            result["diff"] = for_callbacks(result["diff"])  # each side text or a mapping (issue 43 #7)
         return redact_urls(result)  # no URL's user:password@ in a result, a diff or a message
 
     def run(self, body: Callable[["GpuFleetModule"], None]) -> NoReturn:

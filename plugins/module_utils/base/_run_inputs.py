@@ -126,6 +126,20 @@ def unit_names_problems(name: str, value: Any) -> List[str]:
     return problems
 
 
+# An interpreter the probe pod's container runs as its command (exec form, argv[0]: no shell reads it).
+_PROGRAM = re.compile(r"^(/?[A-Za-z0-9_+][A-Za-z0-9._+-]*)(/[A-Za-z0-9_+][A-Za-z0-9._+-]*)*$")
+
+
+def interpreter_problem(name: str, value: Any) -> Optional[str]:
+    """Why ``value`` is no program name (``python3``) or absolute path (``/usr/bin/python3``): a shell string
+    (``python3; id``), arguments, a relative path with ``..``."""
+    if isinstance(value, str) and len(value) <= 255 and _PROGRAM.match(value) and (value.startswith("/") or "/" not in value) \
+            and ".." not in value.split("/"):
+        return None
+    return ("%s %r is not an interpreter: give a program name or an absolute path (letters, digits, '.', '_', '+', '-'; "
+            "no spaces, arguments or shell characters)" % (name, value[:80] if isinstance(value, str) else value))
+
+
 def run_variable_problems(values: Mapping[str, Any]) -> List[str]:
     """The playbook variables that reach a module or a command late in a run (the lock, the probe, the node
     name, the mig role's GPU client services)."""
@@ -139,5 +153,5 @@ def run_variable_problems(values: Mapping[str, Any]) -> List[str]:
     return problems
 
 
-__all__ = ["HOLDER_MAX", "INT32_MAX", "LEASE_MAX", "PROBE_SECONDS_MAX", "UNIT_NAME_MAX", "UNIT_TYPES", "bounded",
+__all__ = ["HOLDER_MAX", "INT32_MAX", "LEASE_MAX", "PROBE_SECONDS_MAX", "UNIT_NAME_MAX", "UNIT_TYPES", "bounded", "interpreter_problem",
            "lock_problems", "node_name_problem", "probe_problems", "run_variable_problems", "unit_names_problems"]

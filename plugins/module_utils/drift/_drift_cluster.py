@@ -107,8 +107,15 @@ def node_rows(node: str, state: Mapping[str, Any], host: str, operator_mig: bool
     return rows
 
 
-def lock_rows(lease: Optional[Mapping[str, Any]], now: float) -> List[Row]:
-    """The rollout lock: held (a rollout runs) or stale (its holder stopped without releasing it)."""
+def lock_rows(lease: Optional[Mapping[str, Any]], now: float, missing_namespace: Optional[str] = None) -> List[Row]:
+    """The rollout lock: held (a rollout runs) or stale (its holder stopped without releasing it); unknown when
+    its namespace does not exist (fleet_info: no Lease can be there, and none can be taken)."""
+    if missing_namespace:
+        return [row(CLUSTER, "rollout lock", "free",
+                    "unknown: namespace %s does not exist (gpufleet_rollout_lock_namespace), so the lock cannot be read "
+                    "and a rollout could not take it" % missing_namespace,
+                    "kubectl create namespace %s, or set gpufleet_rollout_lock_namespace to an existing namespace"
+                    % missing_namespace)]
     spec = (lease or {}).get("spec") or {}
     if not lease:
         return []
@@ -125,8 +132,10 @@ def lock_rows(lease: Optional[Mapping[str, Any]], now: float) -> List[Row]:
 
 def cluster_rows(operator: Mapping[str, Any], chart_version: str, sharing: Mapping[str, Any],
                  nodes: Mapping[str, Mapping[str, Any]], hosts_by_node: Mapping[str, str],
-                 operator_mig: Mapping[str, bool], lease: Optional[Mapping[str, Any]], now: float) -> List[Row]:
-    rows = operator_rows(operator, chart_version) + sharing_rows(sharing, hosts_by_node) + lock_rows(lease, now)
+                 operator_mig: Mapping[str, bool], lease: Optional[Mapping[str, Any]], now: float,
+                 lock_missing_namespace: Optional[str] = None) -> List[Row]:
+    rows = (operator_rows(operator, chart_version) + sharing_rows(sharing, hosts_by_node)
+            + lock_rows(lease, now, lock_missing_namespace))
     for node in sorted(nodes):
         rows += node_rows(node, nodes[node], hosts_by_node.get(node, node), bool(operator_mig.get(node)))
     return rows

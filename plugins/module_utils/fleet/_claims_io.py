@@ -5,7 +5,8 @@
 
 Writes go through ``K8sClient`` (server-side dry runs in check mode). An object the plan names that exists
 without ``app.kubernetes.io/managed-by=gpufleet.sharing`` is refused by name before anything is written;
-the owned ones the plan no longer names are deleted (templates first, then DeviceClasses).
+the owned ones the plan no longer names are deleted (templates first, then DeviceClasses). A template
+whose spec must change is deleted and created again (``recreate``: its spec is immutable).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._verify imp
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_claims import OWNER_KEY, OWNER_VALUE, PlannedDevice
 
 KINDS = ("DeviceClass", "ResourceClaimTemplate")
+IMMUTABLE_SPEC = ("ResourceClaimTemplate",)  # re-created, not replaced (``recreate``)
 Owned = Dict[str, Dict[Tuple[str, str], Dict[str, Any]]]
 
 
@@ -79,14 +81,37 @@ def refusals(mod: Any, bodies: Sequence[Dict[str, Any]], owned: Owned) -> List[s
 
 
 def write(mod: Any, body: Dict[str, Any], live: Optional[Dict[str, Any]]) -> bool:
-    """Create, or replace when its spec differs; the diff is the spec. True when it changed."""
+    """Create; or when its spec differs, replace a DeviceClass and re-create a template (``recreate``).
+    The diff is the spec. True when it changed."""
     if live is not None and contains(body["spec"], live.get("spec")):
         return False
+    what = _what(body)
     if live is None:
         mod.k8s.create(body)
+    elif body["kind"] in IMMUTABLE_SPEC:
+        recreate(mod, body)
+        what += " (deleted and created again: its spec is immutable; claims already made from it keep theirs)"
     else:
         mod.k8s.replace(replacement(live, body["spec"], body["metadata"]["labels"]))
-    return mod.changes.record(_what(body), (live or {}).get("spec"), body["spec"], changed=True)
+    return mod.changes.record(what, (live or {}).get("spec"), body["spec"], changed=True)
+
+
+def recreate(mod: Any, body: Dict[str, Any]) -> None:
+    """A ResourceClaimTemplate whose spec must change is deleted and created again under its name.
+
+    Its spec is immutable (kubernetes pkg/apis/resource/validation ``ValidateResourceClaimTemplateUpdate``:
+    ``ValidateImmutableField`` on ``spec``, 422 "field is immutable"), and pods name it, so the name stays.
+    What Kubernetes does around it (pkg/controller/resourceclaim/controller.go ``handleClaim``): a claim
+    already made from the template is the pod's own object (a controller ownerReference to the pod) and is
+    never read against the template again, so running pods keep their devices; a pod whose claim the
+    controller makes between the delete and the create gets an error that is retried until the template
+    exists again, then the new spec. In check mode the delete is a server-side dry run and the create is
+    not sent (its dry run would be refused with 409: the object still exists); the diff shows the change."""
+    meta = body["metadata"]
+    mod.k8s.delete(body["kind"], meta["name"], meta["namespace"])
+    if not mod.check_mode:
+        mod.k8s.create(body)
+    mod.result.setdefault("replaced", []).append("%s/%s" % (meta["namespace"], meta["name"]))
 
 
 def apply_all(mod: Any, owned: Owned, bodies: Sequence[Dict[str, Any]]) -> None:

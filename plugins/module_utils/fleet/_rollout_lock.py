@@ -13,11 +13,20 @@ create, update (with the new spec), delete, nothing, or refuse with "held by X s
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Dict, NamedTuple, Optional
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._options import object_name_problems, qualified_name_problem
 
 LEASE_API_VERSION = "coordination.k8s.io/v1"
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # metav1.MicroTime
 FREE = "free"  # what a check says of a lock nobody holds
+
+
+def lock_option_problems(params: Mapping[str, Any]) -> List[str]:
+    """The Lease's name and namespace, and ``node_annotation`` (an annotation key: it is looked up on every
+    node), each named; checked before the first request."""
+    problems = object_name_problems([("name", "Lease", params.get("name")), ("namespace", "Namespace", params.get("namespace"))])
+    return problems + [p for p in [qualified_name_problem("node_annotation", params.get("node_annotation"))] if p]
 
 
 class LeaseDecision(NamedTuple):

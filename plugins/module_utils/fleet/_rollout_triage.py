@@ -16,8 +16,9 @@ UNREACHABLE = "unreachable"  # settled: the host could not be planned
 UNCHANGED = "unchanged"      # settled: converged, files in place, no annotation of ours
 FILES_ONLY = "files_only"    # converged layout, but the nvidia-mig-manager files differ (no drain)
 MIG_CHANGE = "mig_change"    # anything else: a GPU to change, a failed plan, or an annotated node
+READVERTISE = "readvertise"  # converged layout, but the node advertises less than its plan (issue 43)
 SETTLED = (UNREACHABLE, UNCHANGED)
-BATCHED = (FILES_ONLY, MIG_CHANGE)  # the outcomes that go through the batches
+BATCHED = (FILES_ONLY, MIG_CHANGE, READVERTISE)  # the outcomes that go through the batches
 
 
 def triage(plan: Optional[Mapping[str, Any]], annotated: bool) -> Dict[str, Any]:
@@ -60,6 +61,20 @@ def with_backend(entry: Mapping[str, Any], backend: str, moves: bool) -> Dict[st
     return answer
 
 
+def readvertise(triaged: Mapping[str, Mapping[str, Any]], failed_nodes: Sequence[str]) -> Dict[str, Dict[str, Any]]:
+    """The triage with each converged node (UNCHANGED) that does not advertise its plan (``failed_nodes``: the
+    nodes gpu_verify's node checks failed) sent through a batch that restarts what advertises: the device
+    plugin and GPU Feature Discovery, or the DRA kubelet plugin, read the GPUs only when they start, so a
+    layout made by hand without a restart stays unadvertised and no other step would restart them."""
+    answer = {}
+    for host, entry in triaged.items():
+        answer[host] = dict(entry)
+        if entry.get("outcome") == UNCHANGED and entry.get("node") in failed_nodes:
+            answer[host].update(outcome=READVERTISE, reason="the node advertises less than its plan (its MIG layout is "
+                                                            "the plan): what advertises is restarted and verified")
+    return answer
+
+
 def steps(entry: Mapping[str, Any], cluster: bool, pause: bool, verify: bool) -> List[str]:
     """The steps the batch runs for a triaged node (``entry``: its triage): none for a settled node.
     ``cluster``: the nodes are managed in Kubernetes; ``pause``: the GPU operands are paused around the
@@ -67,6 +82,8 @@ def steps(entry: Mapping[str, Any], cluster: bool, pause: bool, verify: bool) ->
     outcome = entry.get("outcome")
     if outcome == FILES_ONLY:
         return ["files"]
+    if outcome == READVERTISE:  # no drain: the pods keep their devices while the advertisers restart
+        return [] if not cluster else ["backend"] if entry.get("backend") == DRA else ["restart"] + (["verify"] if verify else [])
     if outcome != MIG_CHANGE:
         return []
     if entry.get("error"):

@@ -24,6 +24,17 @@ GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSc
 _NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
 _PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+# Key prefixes owned by Kubernetes' own components (§17.3): the node lifecycle controller and the kubelet
+# set and remove node.kubernetes.io/* (k8s.io/api core/v1 well_known_taints.go: not-ready, unreachable,
+# unschedulable, memory-/disk-/pid-pressure, network-unavailable, out-of-service), the cloud controller
+# node.cloudprovider.kubernetes.io/* (k8s.io/cloud-provider api/well_known_taints.go: uninitialized,
+# shutdown), kubeadm node-role.kubernetes.io/control-plane; kubernetes.io and k8s.io, with their
+# subdomains, are reserved for Kubernetes core components (the well-known labels, annotations and taints).
+RESERVED_DOMAINS = ("kubernetes.io", "k8s.io")
+# Kubernetes bounds no node's taint count (validateNodeTaints checks each taint and their uniqueness only);
+# every declared taint becomes an operand toleration, and a node's taints are matched against every pod's
+# tolerations: far more than any real node carries.
+MAX_TAINTS = 32
 
 
 def _key_problem(key: Any) -> Optional[str]:
@@ -32,6 +43,9 @@ def _key_problem(key: Any) -> Optional[str]:
     prefix, _sep, name = key.rpartition("/")
     if (prefix and (len(prefix) > 253 or not _PREFIX.match(prefix))) or len(name) > 63 or not _NAME.match(name):
         return "key %r is not a qualified name ([prefix/]name)" % key
+    if any(prefix == domain or prefix.endswith("." + domain) for domain in RESERVED_DOMAINS):
+        return ("key %r is reserved for Kubernetes (the kubelet, the node lifecycle controller or the cloud provider "
+                "sets and removes taints under %s): choose a key of your own domain" % (key, prefix))
     return None
 
 
@@ -39,6 +53,8 @@ def taint_problems(taints: Any, where: str) -> List[str]:
     """Every reason ``taints`` (a list of {key, value, effect}) cannot be set, each naming ``where``."""
     if not isinstance(taints, list):
         return ["%s: taints must be a list of {key, value, effect}, got %r" % (where, taints)]
+    if len(taints) > MAX_TAINTS:
+        return ["%s: %d taints, at most %d per node" % (where, len(taints), MAX_TAINTS)]
     problems = []
     for index, taint in enumerate(taints):
         label = "%s: taint %d" % (where, index + 1)
@@ -158,5 +174,6 @@ def toleration_values(chart_values: Mapping[str, Any], values: Mapping[str, Any]
     return overrides
 
 
-__all__ = ["EFFECTS", "TOLERATION_PATHS", "toleration_values", "GPU_TOLERATION", "OWNED_ANNOTATION", "node_taints", "normal", "owned",
+__all__ = ["EFFECTS", "MAX_TAINTS", "RESERVED_DOMAINS", "TOLERATION_PATHS", "toleration_values", "GPU_TOLERATION", "OWNED_ANNOTATION",
+           "node_taints", "normal", "owned",
            "stranding_problems", "taint_problems", "toleration_for", "tolerations_for", "tolerates", "untolerated"]

@@ -24,7 +24,7 @@ than v1/v2 - raises ``Unsupported``, and the caller runs helm instead. So the an
 only the cost differs. Subcharts are read in the order of their names (helm's own order comes from a
 Go map, so it varies from run to run; what the CRDs are does not).
 
-Pure: file names and contents in, metadata and text out (``_helm.read_chart_files`` reads them).
+Pure: file names and contents in, metadata and text out (``_chart_read.read_chart_files`` reads them).
 """
 
 from __future__ import annotations

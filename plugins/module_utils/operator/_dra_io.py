@@ -59,7 +59,7 @@ class Backends:
             dra, plugin = split_nodes(self.params["dra_nodes"], self.params["device_plugin_nodes"])
         except DraValuesError as exc:
             dra, plugin, problems = [], [], list(exc.problems)
-        if dra or self.params["state"] == "present":
+        if dra or self.params["state"] == "present" or self.params.get("require_dra"):
             version = str((k8s.request("GET", "/version") or {}).get("gitVersion", ""))
             problems = cluster_problems(version, served_versions(k8s)) + problems
             self.mod.result["kubernetes_version"] = version

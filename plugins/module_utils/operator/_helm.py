@@ -5,7 +5,7 @@
 
 ``Helm`` puts the two together over a command runner the module passes in (its ``run_command``):
 one call per step (version, release, values, chart, CRDs, repositories, upgrade), the output parsed,
-a failing command raised as ``HelmFailed``. It, ``read_chart_files`` and ``find_helm`` are the only
+a failing command raised as ``HelmFailed``. It, ``read_chart_files`` (``_chart_read``) and ``find_helm`` are the only
 parts that touch the file system (the binary, local charts, the private values file).
 
 Helm runs only when a step needs it (issue 26): a local chart's metadata and CRDs are read from its
@@ -30,8 +30,8 @@ import tempfile
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._chart_files import (
-    MAX_FILE_SIZE, Chart, ChartFile, Unsupported, archive_files, chart_fields, crds_text, ignore_rules, ignored,
-    load_chart, strip_bom)
+    Chart, Unsupported, chart_fields, crds_text, load_chart)
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._chart_read import NotAChart, check_chart_ref, read_chart_files
 
 MIN_HELM_VERSION = (3, 12, 0)
 
@@ -301,6 +301,8 @@ class Helm:
         if chart_ref not in self._local:
             try:
                 self._local[chart_ref] = load_chart(read_chart_files(chart_ref))
+            except NotAChart as exc:  # a FIFO or a device: helm would block on it or read it (issue 43 #2)
+                raise HelmError(str(exc)) from exc
             except (Unsupported, OSError):
                 self._local[chart_ref] = None
         return self._local[chart_ref]
@@ -359,6 +361,10 @@ class Helm:
         if os.path.isdir(chart_ref):
             return chart_ref
         if is_local_chart(chart_ref):
+            try:
+                check_chart_ref(chart_ref)  # a FIFO or a device would block tarfile (issue 43 #2)
+            except NotAChart as exc:
+                raise HelmError(str(exc)) from exc
             with tarfile.open(chart_ref) as archive:
                 members = [m for m in archive.getmembers() if (m.isfile() or m.isdir()) and not m.name.startswith("/")
                            and ".." not in m.name.split("/")]
@@ -400,49 +406,6 @@ class Helm:
             self.call(self.command.upgrade_install(release, chart_ref, namespace, path, version), "upgrade --install")
         finally:
             os.unlink(path)
-
-
-def read_chart_files(path: str) -> List[ChartFile]:
-    """The files helm loads from a local chart, a directory (walked in lexical order, without what its
-    .helmignore leaves out) or an archive; ``Unsupported`` where ``_chart_files`` says so, and for a
-    symlink or a file that is not regular (helm follows or refuses those)."""
-    if os.path.islink(path):
-        raise Unsupported("%s is a symlink" % path)
-    if not os.path.isdir(path):
-        with open(path, "rb") as handle:
-            return archive_files(handle.read())
-    ignore_file = os.path.join(path, ".helmignore")
-    text = ""
-    if os.path.lexists(ignore_file):
-        if os.path.islink(ignore_file) or not os.path.isfile(ignore_file):
-            raise Unsupported(".helmignore is not a regular file")
-        with open(ignore_file, "rb") as handle:
-            try:
-                text = handle.read().decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise Unsupported(".helmignore is not UTF-8") from exc
-    rules = ignore_rules(text)
-    files: List[ChartFile] = []
-
-    def walk(relative: str) -> None:
-        for entry in sorted(os.scandir(os.path.join(path, relative) if relative else path), key=lambda item: item.name):
-            name = relative + "/" + entry.name if relative else entry.name
-            if entry.is_symlink():
-                raise Unsupported("%s is a symlink" % name)
-            if entry.is_dir():
-                if not ignored(rules, name, True):
-                    walk(name)
-                continue
-            if ignored(rules, name, False):
-                continue
-            if not entry.is_file() or entry.stat().st_size > MAX_FILE_SIZE:
-                raise Unsupported("%s is not a regular file helm loads" % name)
-            with open(entry.path, "rb") as handle:
-                data = handle.read()
-            files.append(ChartFile(name, strip_bom(data)))
-
-    walk("")
-    return files
 
 
 def find_helm(binary: str, search: Callable[[str], str]) -> str:

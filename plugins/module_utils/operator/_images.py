@@ -279,13 +279,34 @@ def proxy_env(values: Mapping[str, Any], proxy: Mapping[str, Any]) -> List[Dict[
 # release that has them all (docs/reference/specs.md §17.5).
 PER_POD_METRICS_ENV = (("KUBERNETES_VIRTUAL_GPUS", "true"), ("DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS", "true"))
 PER_POD_METRICS_EXPORTER = (4, 2, 0)
+# The newest exporter release the collection was checked against (chart v26.7.0, §17.5): a later one is
+# used, with a warning that its settings were not checked.
+PER_POD_METRICS_KNOWN = (4, 8, 3)
 _EXPORTER_TAG = re.compile(r"^(\d+)\.(\d+)\.(\d+)-(\d+)\.(\d+)\.(\d+)(?:-.*)?$")
+
+
+def per_pod_metrics_warnings(tag: str) -> List[str]:
+    """A warning when the exporter release of ``tag`` is newer than any the collection knows (its per-pod
+    settings are assumed, not checked); none for a known or an unparsable tag (per_pod_metrics_env refuses that)."""
+    match = _EXPORTER_TAG.match(tag)
+    exporter = tuple(int(part) for part in match.groups()[3:]) if match else None
+    if exporter is None or exporter <= PER_POD_METRICS_KNOWN:
+        return []
+    return ["per_pod_metrics: DCGM exporter %s (tag %s, dcgmExporter.version) is newer than any release the collection "
+            "knows (%s): its per-pod settings %s are assumed, not checked; see docs/metrics-on-shared-gpus.md"
+            % (".".join(map(str, exporter)), tag, ".".join(map(str, PER_POD_METRICS_KNOWN)),
+               ", ".join(name for name, _value in PER_POD_METRICS_ENV))]
+
+
+def exporter_tag(chart_values: Mapping[str, Any], values: Mapping[str, Any]) -> str:
+    """The DCGM exporter image tag in use (``dcgmExporter.version``: the values over the chart's)."""
+    return str(_at(merge(chart_values, values), ("dcgmExporter", "version")) or "")
 
 
 def per_pod_metrics_env(chart_values: Mapping[str, Any], values: Mapping[str, Any]) -> List[Dict[str, str]]:
     """``dcgmExporter.env`` with per-pod attribution on; ImageError when the exporter tag in use
     (``dcgmExporter.version``) is older than PER_POD_METRICS_EXPORTER or does not say its release."""
-    tag = str(_at(merge(chart_values, values), ("dcgmExporter", "version")) or "")
+    tag = exporter_tag(chart_values, values)
     match = _EXPORTER_TAG.match(tag)
     if not match:
         raise ImageError(["per_pod_metrics: the DCGM exporter tag %r (dcgmExporter.version) does not say its release "
@@ -300,6 +321,7 @@ def per_pod_metrics_env(chart_values: Mapping[str, Any], values: Mapping[str, An
 
 
 __all__ = ["ImageError", "PER_POD_METRICS_ENV", "PER_POD_METRICS_EXPORTER", "PROXY_NAMES", "env_with",
-           "per_pod_metrics_env", "proxy_env", "ImageSlot", "REPO_TAG", "TRIPLE", "chart_images", "docker_config_secret", "image_slots", "merge",
+           "per_pod_metrics_env", "per_pod_metrics_warnings", "exporter_tag", "PER_POD_METRICS_KNOWN", "proxy_env", "ImageSlot",
+           "REPO_TAG", "TRIPLE", "chart_images", "docker_config_secret", "image_slots", "merge",
            "mirror_image", "mirror_repository", "mirror_values", "parse_values_text", "pull_secret_values", "registry_host",
            "registry_problems", "secret_forms", "with_subcharts", "full_chart_values", "OsError"]

@@ -61,6 +61,14 @@ def unknown_operands(operands: Sequence[str]) -> List[str]:
     return [name for name in operands if name not in OPERAND_APPS]
 
 
+def operand_option_problems(operands: Sequence[str]) -> List[str]:
+    """The ``operands`` option: at least one, each an operand of the GPU Operator that the collection knows."""
+    if not operands:
+        return ["operands: empty: name at least one operand (or leave the option out for the default list)"]
+    unknown = unknown_operands(operands)
+    return ["operands: unknown operand(s) %s; known: %s" % (", ".join(unknown), ", ".join(DEFAULT_OPERANDS))] if unknown else []
+
+
 def deploy_label(operand: str) -> str:
     return DEPLOY_PREFIX + operand
 

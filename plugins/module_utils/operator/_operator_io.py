@@ -24,8 +24,8 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._helm im
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._helm_release import (
     ReleaseRecordError, release_from_records, release_selector)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._images import (
-    docker_config_secret, full_chart_values, merge, mirror_values, per_pod_metrics_env, proxy_env,
-    pull_secret_values, registry_host, registry_problems, secret_forms)
+    docker_config_secret, exporter_tag, full_chart_values, merge, mirror_values, per_pod_metrics_env, per_pod_metrics_warnings,
+    proxy_env, pull_secret_values, registry_host, registry_problems, secret_forms)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._inputs import secret_owner_problem
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError
@@ -235,6 +235,8 @@ class GpuOperator:
             return requested
         with self.mod.failing_on():
             env = per_pod_metrics_env(self.chart_values(), requested)
+        for warning in per_pod_metrics_warnings(exporter_tag(self.chart_values(), requested)):
+            self.mod.warn(warning)
         return merge(requested, {"dcgmExporter": {"env": env}})
 
     def with_tolerations(self, requested: Dict[str, Any]) -> Dict[str, Any]:

@@ -28,7 +28,7 @@ from statistics import median
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import find_model
-from ansible_collections.gpufleet.sharing.plugins.module_utils.base._run_inputs import probe_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._run_inputs import interpreter_problem, probe_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._expected import ExpectedNode
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._verify import Check, pods_for
 
@@ -479,6 +479,8 @@ def probe_option_problems(params: Mapping[str, Any]) -> List[str]:
     elif PROBE_MARKER not in params["probe_program"]:
         problems.append("probe_program is not the gpufleet probe (it does not print %r)" % PROBE_MARKER)
     problems += ["%s must not be empty" % option for option in ("probe_image", "probe_python") if not params.get(option)]
+    # argv[0] of the probe container's command (exec form: "python3; id" is no program, the pod would fail to start)
+    problems += [p for p in [interpreter_problem("probe_python", params.get("probe_python"))] if p and params.get("probe_python")]
     return problems
 
 

@@ -18,6 +18,8 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.base._inputs impo
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._mig_strategy import COLLECTION_DEFAULT, preflight_problem
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_teams import team_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._run_inputs import run_variable_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils.run._preflight_inputs import (
+    dra_input_problems, host_name_problems, sharing_config_problems)
 
 SERIAL_ITEM = re.compile(r"^([1-9][0-9]*|([1-9][0-9]?|100)%)$")
 PERCENT = re.compile(r"^([0-9]|[1-9][0-9]|100)$")
@@ -51,7 +53,7 @@ def variable_problems(values: Mapping[str, Any]) -> List[str]:
     if not isinstance(configs, Mapping):
         problems.append("mig_configs must be a mapping of config name to mig-parted items, got %s" % json.dumps(configs, default=str))
     return (problems + run_variable_problems(values) + ["gpu_operator: " + p for p in input_problems(operator_inputs(values))]
-            + team_problems(values))
+            + team_problems(values) + host_name_problems(values))
 
 
 def _first(values: Mapping[str, Any], *names: str) -> Any:
@@ -102,7 +104,11 @@ def host_problems(values: Mapping[str, Any], mig_problems: Sequence[str]) -> Lis
     declared = values.get("gpufleet_gpu_model")
     facts: Dict[str, Any] = dict(values.get("ansible_facts") or {})
     sharing = sharing_problems(values) if backend_of(values) != DRA else []
-    return list(mig_problems) + read_problems(declared, facts) + variable_problems(values) + sharing + dra_host_problems(values)
+    if backend_of(values) != DRA:
+        node = values.get("gpufleet_node_name") or str(values.get("inventory_hostname", ""))
+        sharing += sharing_config_problems(values, node)
+    return (list(mig_problems) + read_problems(declared, facts) + variable_problems(values) + sharing + dra_host_problems(values)
+            + dra_input_problems(values))
 
 
 def sharing_problems(values: Mapping[str, Any]) -> List[str]:

@@ -184,31 +184,89 @@ class TemplateRequest:
     count: int = 1
 
 
+# Bounds of gpufleet_dra_claim_templates (issue 43 #1: a count of 10^9 reached the API server).
+# A claim's request is allocated at most AllocationResultsMaxSize = 32 devices (kubernetes
+# pkg/apis/resource/types.go, the same in k8s.io/api resource/v1), so a larger count can never be met.
+MAX_COUNT = 32
+MAX_ENTRIES = 64  # entries of the list
+MAX_NAMESPACES = 256  # namespaces of one entry
+MAX_KINDS = 64  # kinds of one entry
+MAX_KIND_LENGTH = 253  # a kind, a MIG profile or a resource name
+
+
+def _count_problem(where: str, count: Any) -> Optional[str]:
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        return "%s: count must be a whole number >= 1, got %r" % (where, count)
+    if count > MAX_COUNT:
+        return ("%s: count must be at most %d (Kubernetes gives one request at most %d devices: "
+                "AllocationResultsMaxSize), got %r" % (where, MAX_COUNT, MAX_COUNT, count))
+    return None
+
+
+def _names_problems(where: str, namespaces: Any, kinds: Any) -> List[str]:
+    problems = []
+    if len(namespaces) > MAX_NAMESPACES:
+        problems.append("%s: %d namespaces, at most %d in one entry" % (where, len(namespaces), MAX_NAMESPACES))
+    problems += ["%s: namespace %r is not a DNS label" % (where, ns)
+                 for ns in namespaces[:MAX_NAMESPACES] if not (_DNS_LABEL.fullmatch(str(ns)) and len(str(ns)) <= 63)]
+    if len(kinds) > MAX_KINDS:
+        problems.append("%s: %d kinds, at most %d in one entry" % (where, len(kinds), MAX_KINDS))
+    problems += ["%s: kind %r must be a device kind, a MIG profile or a MIG resource name (a string of at most %d)"
+                 % (where, str(k)[:80], MAX_KIND_LENGTH) for k in kinds[:MAX_KINDS]
+                 if not isinstance(k, str) or not k or len(k) > MAX_KIND_LENGTH]
+    return problems
+
+
 def parse_requests(raw: Sequence[Any]) -> Tuple[List[TemplateRequest], List[str]]:
+    """The entries of ``claim_templates``, each checked and bounded; every problem names the entry."""
     problems: List[str] = []
     requests = []
-    for i, entry in enumerate(raw or ()):
+    raw = list(raw or ())
+    if len(raw) > MAX_ENTRIES:
+        return [], ["claim_templates: %d entries, at most %d (one entry names many namespaces and kinds)"
+                    % (len(raw), MAX_ENTRIES)]
+    for i, entry in enumerate(raw):
         where = "claim_templates[%d]" % i
         if not isinstance(entry, Mapping):
             problems.append("%s: must be a mapping {namespaces, kinds, count}" % where)
             continue
+        known = len(problems)
         unknown = sorted(set(entry) - {"namespaces", "kinds", "count"})
         namespaces = entry.get("namespaces") or []
         kinds = entry.get("kinds") or []
         count = entry.get("count", 1)
         problems += ["%s: unknown key %s (namespaces, kinds, count)" % (where, k) for k in unknown]
-        if isinstance(namespaces, str) or not namespaces:
+        if isinstance(namespaces, (str, Mapping)) or not isinstance(namespaces, Sequence) or not namespaces:
             problems.append("%s: namespaces must be a non-empty list of namespace names" % where)
             namespaces = []
-        problems += ["%s: namespace %r is not a DNS label" % (where, ns) for ns in namespaces if not _DNS_LABEL.match(str(ns))]
-        if isinstance(kinds, str):
+        if isinstance(kinds, (str, Mapping)) or not isinstance(kinds, Sequence):
             problems.append("%s: kinds must be a list of device kinds or MIG profiles" % where)
             kinds = []
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            problems.append("%s: count must be a whole number >= 1, got %r" % (where, count))
-            count = 1
+        bad_count = _count_problem(where, count)
+        problems += _names_problems(where, list(namespaces), list(kinds)) + ([bad_count] if bad_count else [])
+        if len(problems) > known:
+            continue
         requests.append(TemplateRequest(tuple(str(n) for n in namespaces), tuple(str(k) for k in kinds), count))
     return requests, problems
+
+
+def capacity_problems(requests: Sequence[TemplateRequest], kinds: Mapping[str, DeviceKind],
+                      devices: Mapping[str, Sequence[PlannedDevice]]) -> List[str]:
+    """A count no DRA node can meet: a claim's devices come from one node (its allocation has one node
+    selector, and the driver publishes each node's devices in that node's ResourceSlices)."""
+    most: Dict[str, int] = {}
+    for planned in devices.values():
+        for name, number in Counter(d.kind.name for d in planned).items():
+            most[name] = max(most.get(name, 0), number)
+    problems = []
+    for i, request in enumerate(requests):
+        chosen = [resolve_kind(k, kinds) for k in request.kinds] if request.kinds else list(kinds.values())
+        for kind in sorted({k.name: k for k in chosen if k is not None}.values(), key=lambda k: k.name):
+            if request.count > most.get(kind.name, 0):
+                problems.append("claim_templates[%d]: count %d for %s, but no DRA node has more than %d such devices "
+                                "(a claim's devices come from one node): no pod could ever get them"
+                                % (i, request.count, kind.name, most.get(kind.name, 0)))
+    return problems
 
 
 def resolve_kind(wanted: str, kinds: Mapping[str, DeviceKind]) -> Optional[DeviceKind]:

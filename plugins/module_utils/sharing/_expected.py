@@ -61,8 +61,7 @@ def config_problems(cfg: Optional[SharingConfig], gpus: NodeGpus, mig_strategy: 
     cwhere = "sharing config %r on node %r" % (cfg.name, node)
     if start_refusal(mig_strategy, cfg.strategy, any(item.replicas > 1 for item in cfg.resources)):
         problems.append(refusal_problem(cwhere, None if per_node else mig_strategy, mig_strategy))
-    if cfg.strategy == "mps" and gpus.mig_enabled:
-        problems.append("%s: MPS is not supported on MIG-enabled GPUs; use time-slicing or disable MIG" % cwhere)
+    problems.extend(p for p in [mps_on_mig_problem(cfg, gpus, cwhere)] if p)
     if not per_node and cfg.mig_strategy and cfg.mig_strategy != mig_strategy:
         problems.append(
             "%s: flags.migStrategy %s differs from the ClusterPolicy MIG strategy %s, which takes precedence; "
@@ -83,6 +82,13 @@ def config_problems(cfg: Optional[SharingConfig], gpus: NodeGpus, mig_strategy: 
                 % (cwhere, item.name, "/".join(gpus.models) or "its GPUs", ", ".join(sorted(gpus.known_mig_resources)))
             )
     return problems
+
+
+def mps_on_mig_problem(cfg: SharingConfig, gpus: NodeGpus, cwhere: str) -> Optional[str]:
+    """MPS shares whole GPUs only: the device plugin's README rules it out on GPUs in MIG mode (specs §9.2)."""
+    if cfg.strategy == "mps" and gpus.mig_enabled:
+        return "%s: MPS is not supported on MIG-enabled GPUs; use time-slicing or disable MIG" % cwhere
+    return None
 
 
 def absent_resources(cfg: SharingConfig, gpus: NodeGpus, mig_strategy: str, cwhere: str) -> List[str]:

@@ -25,6 +25,7 @@ for _path in (os.path.join(REPO_ROOT, "tests", "unit", "plugins", "module_utils"
 # pylint: disable=wrong-import-position
 from gpulab import gpustate, hosts, tools  # noqa: E402
 from labtools import ensure_collection_path  # noqa: E402
+from prerequisites import missing_prerequisite  # noqa: E402
 
 ensure_collection_path()
 H200_FIXTURES = os.path.join(REPO_ROOT, "tests", "fixtures", "h200")
@@ -38,7 +39,7 @@ def _hosts_problem() -> Optional[str]:
 def pytest_runtest_setup(item) -> None:
     """The one prerequisites marker: ``lab_hosts`` tests need root, sshd and unshare here."""
     if item.get_closest_marker("lab_hosts") is not None and _hosts_problem() is not None:
-        pytest.skip(f"lab hosts cannot run here: {_hosts_problem()}")
+        missing_prerequisite(f"lab hosts cannot run here: {_hosts_problem()}")
 
 
 @pytest.fixture
@@ -82,4 +83,4 @@ def helm_binary():
     try:
         return tools.ensure_helm(os.path.join(REPO_ROOT, ".cache"))
     except tools.ToolError as exc:
-        pytest.skip("helm is not available here: %s" % exc)
+        missing_prerequisite("helm is not available here: %s" % exc)

@@ -12,12 +12,15 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import subprocess
 import sys
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+from ansible.plugins.callback import CallbackBase
 
 from gpulab import gpustate
 from gpulab.cluster import server
@@ -74,6 +77,8 @@ def run_module(name: str, args: Dict[str, Any], tmp_dir: str, check_mode: bool =
     except ValueError:
         raise AssertionError("module %s printed no JSON (rc=%d): %s %s" % (name, proc.returncode, proc.stdout, proc.stderr))
     result.pop("invocation", None)
+    if "diff" in result:  # printed as the default callback prints it: a side it cannot print raises (issue 43 #7)
+        CallbackBase()._get_diff(copy.deepcopy(result["diff"]))  # pylint: disable=protected-access
     return result
 
 

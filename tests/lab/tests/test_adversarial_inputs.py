@@ -477,10 +477,31 @@ def issue21_rel_cases() -> List[Case]:
             + [("node_taints-" + cid, "node_taints", args, words) for cid, args, words in taints])
 
 
+def issue43_cases() -> List[Case]:
+    """Issue 43 (4): accepted silently before (each succeeded, or the probe pods were created and failed)."""
+    kubelet_key = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+    many = [{"key": "t%d" % i, "effect": "NoSchedule"} for i in range(1500)]
+    probe = {"configs": [_ts()], "node_gpus": GPU_H, "probe": True, "probe_program": "print('gpufleet-probe')"}
+    cases: List[Case] = [
+        ("node_taints-kubelet-key", "node_taints", {"nodes": [{"node": "gpu-h", "taints": [kubelet_key]}]},
+         "reserved for Kubernetes"),
+        ("node_taints-cloud-provider-key", "node_taints", {"nodes": [{"node": "gpu-h", "taints": [
+            {"key": "node.cloudprovider.kubernetes.io/uninitialized", "effect": "NoSchedule"}]}]}, "reserved for Kubernetes"),
+        ("node_taints-1500", "node_taints", {"nodes": [{"node": "gpu-h", "taints": many}]}, "1500 taints, at most 32"),
+        ("gpu_verify-probe-python-shell", "gpu_verify", dict(probe, probe_python="python3; id"), "probe_python"),
+        ("gpu_verify-probe-python-args", "gpu_verify", dict(probe, probe_python="python3 -c"), "probe_python"),
+        ("rollout_lock-node-annotation", "rollout_lock", {"holder": "run-1", "node_annotation": "bad annotation"},
+         "node_annotation"),
+        ("gpu_operands-operands-empty", "gpu_operands", {"node": "gpu-h", "state": "paused", "operands": []},
+         "operands: empty"),
+    ]
+    return cases
+
+
 CORPUS: List[Case] = (mig_plan_cases() + gpu_facts_cases() + mig_config_cases() + mig_operator_config_cases()
                       + gpu_sharing_cases() + gpu_verify_cases() + node_maintenance_cases()
                       + mig_node_config_cases() + gpu_operator_cases() + rollout_lock_cases() + duplicate_and_shape_cases())
-CORPUS += issue21_rel_cases()
+CORPUS += issue21_rel_cases() + issue43_cases()
 HOST_MODULES = ("gpu_facts", "mig_config")
 PURE_MODULES = ("mig_plan",)
 

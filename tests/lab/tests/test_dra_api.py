@@ -169,3 +169,23 @@ def test_an_older_kubernetes_does_not_serve_resource_v1(tmp_path, monkeypatch):
         assert caught.value.status == 404
     finally:
         running.stop()
+
+
+def test_a_claim_template_spec_update_is_refused_and_its_labels_may_change(resource_api):
+    """Issue 43 #1: as kubernetes pkg/apis/resource/validation ValidateResourceClaimTemplateUpdate
+    (ValidateImmutableField on spec): 422, "field is immutable"; metadata may still change."""
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "one-gpu", "namespace": "default"},
+                "spec": {"spec": {"devices": {"requests": [_exact()]}}}}
+    made = resource_api.create_namespaced_resource_claim_template("default", template)
+    body = resource_api.api_client.sanitize_for_serialization(made)
+    body["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] = 2
+    with pytest.raises(ApiException) as immutable:
+        resource_api.replace_namespaced_resource_claim_template("one-gpu", "default", body)
+    assert immutable.value.status == 422 and "field is immutable" in immutable.value.body
+    assert "spec" in json.loads(immutable.value.body)["details"]["causes"][0]["field"]
+    body = resource_api.api_client.sanitize_for_serialization(made)
+    body["metadata"].setdefault("labels", {})["team"] = "vision"
+    relabelled = resource_api.replace_namespaced_resource_claim_template("one-gpu", "default", body)
+    assert relabelled.metadata.labels == {"team": "vision"}
+    assert relabelled.spec.spec.devices.requests[0].exactly.count == 1

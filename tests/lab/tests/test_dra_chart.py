@@ -11,6 +11,7 @@ import subprocess
 import time
 
 import pytest
+from prerequisites import missing_prerequisite
 
 from gpulab import gpustate, tools
 from gpulab.cluster import faults, server
@@ -55,7 +56,7 @@ def cli(lab, tmp_path):
     try:
         helm_binary = tools.ensure_helm(os.path.join(REPO_ROOT, ".cache"))
     except tools.ToolError as exc:
-        pytest.skip("helm unavailable: %s" % exc)
+        missing_prerequisite("helm unavailable: %s" % exc)
     kubectl_binary = tools.ensure_kubectl()
     env = dict(os.environ, KUBECONFIG=lab.kubeconfig, HELM_CACHE_HOME=str(tmp_path / "hc"),
                HELM_CONFIG_HOME=str(tmp_path / "hcfg"), HELM_DATA_HOME=str(tmp_path / "hd"))

@@ -98,6 +98,44 @@ def test_a_team_pod_asking_with_the_template_gets_one_mig_device(lab):
     assert log.count("MIG 1g.10gb") == 1, log
 
 
+def _claims(lab: Any) -> Dict[str, Any]:
+    items = (store_get(lab, RESOURCE + "/namespaces/vision/resourceclaims") or {}).get("items") or []
+    return {c["metadata"]["name"]: c for c in items}
+
+
+def test_a_changed_count_re_creates_the_template_and_the_claims_made_from_it_stay(lab):
+    """Issue 43 #1: the lab refuses a template's spec update (422 field is immutable), as the API server does;
+    the module deletes and creates it again; the claim the pod "train" got from the old one keeps its spec."""
+    two = [{"namespaces": ["vision", "nlp"], "kinds": ["1g.10gb"], "count": 2},
+           {"namespaces": ["vision", "nlp"], "kinds": ["gpu-nvidia-h100-80gb-hbm3"]}]
+    path = RESOURCE + "/namespaces/vision/resourceclaimtemplates/mig-1g-10gb"
+    old = store_get(lab, path)
+    claims = _claims(lab)
+    assert len(claims) == 1
+    planned = run_module("gpu_claim_templates", args(lab, claim_templates=two), lab.tmp, check_mode=True, diff=True)
+    assert not planned.get("failed"), planned.get("msg")
+    assert planned["changed"] and planned["replaced"] == ["nlp/mig-1g-10gb", "vision/mig-1g-10gb"]
+    assert store_get(lab, path)["metadata"]["uid"] == old["metadata"]["uid"]
+    applied = run_module("gpu_claim_templates", args(lab, claim_templates=two), lab.tmp)
+    assert not applied.get("failed"), applied.get("msg")
+    new = store_get(lab, path)
+    assert new["metadata"]["uid"] != old["metadata"]["uid"]
+    assert new["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2
+    assert _claims(lab) == claims  # the claim made from the old template is untouched
+    core = client.CoreV1Api(config.new_client_from_config(config_file=lab.kubeconfig))
+    core.create_namespaced_pod("vision", {"metadata": {"name": "train-two"}, "spec": {
+        "restartPolicy": "Never", "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "mig-1g-10gb"}],
+        "containers": [{"name": "main", "image": "cuda", "command": ["nvidia-smi", "-L"],
+                        "resources": {"claims": [{"name": "gpu"}]}}]}})
+    wait_until("the pod finished", lambda: (core.read_namespaced_pod("train-two", "vision").status.phase or "") == "Succeeded",
+               timeout=60)
+    assert core.read_namespaced_pod_log("train-two", "vision").count("MIG 1g.10gb") == 2
+    again = run_module("gpu_claim_templates", args(lab, claim_templates=two), lab.tmp)
+    assert not again.get("failed") and not again["changed"], again
+    back = run_module("gpu_claim_templates", args(lab), lab.tmp)  # count 1 again, for the tests after this one
+    assert not back.get("failed") and back["replaced"] == ["nlp/mig-1g-10gb", "vision/mig-1g-10gb"], back
+
+
 def test_verify_under_dra_slices_and_claim_bound_pods(lab):
     result = run_module("gpu_verify", dict(auth(lab), node_plans=PLANS, dra_nodes=["dm", "df"], configs=[], run_id="dra1",
                                            pod_timeout=60, poll_interval=0.3, junit=True), lab.tmp)

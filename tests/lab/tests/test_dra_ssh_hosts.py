@@ -11,6 +11,7 @@ import subprocess
 import time
 
 import pytest
+from prerequisites import missing_prerequisite
 
 from gpulab import gpustate, hosts, migparted, tools
 from labtools import FAST_ENV, environ
@@ -64,7 +65,7 @@ def lab(tmp_path_factory):
     try:
         helm = tools.ensure_helm(os.path.join(REPO_ROOT, ".cache"))
     except tools.ToolError as exc:
-        pytest.skip("helm unavailable: %s" % exc)
+        missing_prerequisite("helm unavailable: %s" % exc)
     lab_dir = str(tmp_path_factory.mktemp("dra-ssh"))
     with environ(FAST_ENV):
         info = hosts.up(lab_dir, [hosts.parse_host_spec(f"{NODE}=H100-80GB:1")], cluster=True,

@@ -69,6 +69,19 @@ def test_a_converged_fleet_has_no_drift(fleet):
     assert "No drift: the fleet is as planned." in output
 
 
+def test_a_lock_namespace_that_does_not_exist_is_unknown_not_no_drift(fleet):
+    """Issue 43 (5): the Lease is looked for in a namespace that does not exist: drift cannot know whether a
+    rollout holds the lock (and a rollout could not take it there); it used to report "No drift"."""
+    before = snapshot(fleet)
+    result, output, report = drift(fleet, gpufleet_rollout_lock_namespace="no-such-ns")
+    assert result.returncode != 0 and "No drift" not in output, output[-3000:]
+    assert [(r["node"], r["what"]) for r in report["drift"]] == [("(cluster)", "rollout lock")], report["drift"]
+    row = report["drift"][0]
+    assert row["found"].startswith("unknown: namespace no-such-ns does not exist"), row
+    assert "kubectl create namespace no-such-ns" in row["converge"], row
+    assert snapshot(fleet) == before
+
+
 def test_hand_changes_are_exactly_the_rows_and_nothing_changes(fleet):
     k8s = fleet.k8s
     state = fleet.hosts["flt-0"]["state_file"]

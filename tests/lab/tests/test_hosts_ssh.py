@@ -16,6 +16,7 @@ import sys
 from typing import List
 
 import pytest
+from prerequisites import missing_prerequisite
 
 
 import labtools
@@ -86,8 +87,9 @@ def test_tools_without_simulation_are_refused(lab):
     assert "not simulated on lab hosts" in result.stderr
 
 
-@pytest.mark.skipif(not hosts.can_lock_mounts(), reason="no user namespaces here: mounts are not locked")
 def test_root_on_a_host_cannot_undo_the_lab_mounts(lab):
+    if not hosts.can_lock_mounts():
+        missing_prerequisite("no user namespaces here: mounts are not locked")
     with open(os.path.join(hosts.LabPaths(lab.dir).host_dir("gpu-a100"), "nsinit-status.json"),
               encoding="utf-8") as handle:
         assert json.load(handle)["locked"] is True

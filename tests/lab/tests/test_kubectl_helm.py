@@ -8,6 +8,7 @@ import subprocess
 import textwrap
 
 import pytest
+from prerequisites import missing_prerequisite
 
 from gpulab import tools
 from gpulab.cluster import faults, server
@@ -45,7 +46,7 @@ def helm(lab, tmp_path_factory):
     try:
         binary = tools.ensure_helm(os.path.join(REPO_ROOT, ".cache"))
     except tools.ToolError as exc:
-        pytest.skip("helm unavailable: %s" % exc)
+        missing_prerequisite("helm unavailable: %s" % exc)
     home = tmp_path_factory.mktemp("helm-home")
     env = dict(os.environ, KUBECONFIG=lab.kubeconfig, HELM_CACHE_HOME=str(home / "cache"),
                HELM_CONFIG_HOME=str(home / "config"), HELM_DATA_HOME=str(home / "data"))

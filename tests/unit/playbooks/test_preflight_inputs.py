@@ -101,3 +101,30 @@ def test_preflight_refuses_gpu_client_names_that_are_no_systemd_units(tmp_path):
     for index, unit in ((1, '--now'), (2, '-H'), (3, 'a b'), (4, '../x'), (5, '')):
         assert "h100-a: mig_gpu_clients[%d] '%s' is not a systemd unit name" % (index, unit) in output, unit
     assert 'h100-b: mig_gpu_clients' not in output
+
+
+def test_site_refuses_the_later_plays_inputs_in_preflight_before_the_operator_play(tmp_path):
+    """Issue 43 (3, 4): the DRA driver's release inputs, the claim templates, the report directory, a sharing
+    config with replicas 0 and a host name that is no node name used to pass preflight; site.yml went on to the
+    operator play (here: no cluster at all) and they were refused, if at all, by their own plays later."""
+    report_file = tmp_path / 'not-a-dir'
+    report_file.write_text('x')
+    output = refused_output(tmp_path, 'site.yml', '''        h100-a:
+          gpufleet_gpu_model: H100-80GB
+          gpu_sharing_config: {name: ts0, strategy: time-slicing, resources: [{name: nvidia.com/gpu, replicas: 0}]}
+        "h100;reboot":
+          gpufleet_gpu_model: H100-80GB
+''', '-e', 'gpufleet_report_dir=%s' % report_file, '-e', 'dra_driver_namespace=DRA_ns',
+                            '-e', 'dra_driver_chart_version=25.12', '-e', '{"dra_driver_values": "x"}',
+                            '-e', '{"gpufleet_dra_claim_templates": [{"namespaces": ["Team_A"], "count": 0}]}')
+    assert 'Preflight found' in output and 'nothing was changed' in output
+    for words in ("gpufleet_report_dir '%s' exists and is not a directory" % report_file,
+                  "h100-a: gpu_sharing_config: sharing config 'ts0' resources[0] (nvidia.com/gpu): replicas must be >= 2, got 0",
+                  "h100;reboot: inventory host name 'h100;reboot' is not a Kubernetes node name",
+                  "h100-a: dra_driver_namespace: invalid Namespace name 'DRA_ns'",
+                  "h100-a: dra_driver_chart_version: chart version '25.12' does not parse",
+                  "h100-a: dra_driver_values must be a mapping of chart values, got 'x'",
+                  "h100-a: gpufleet_dra_claim_templates: claim_templates[0]: namespace 'Team_A' is not a DNS label",
+                  "h100-a: gpufleet_dra_claim_templates: claim_templates[0]: count must be a whole number >= 1, got 0"):
+        assert words in output, words
+    assert 'PLAY [Cluster - the GPU Operator]' not in output  # nothing after preflight ran

@@ -138,3 +138,15 @@ def test_cluster_rows_and_summary():
         ("b", "label nvidia.com/mig.config.state", SITE + " --limit host-b")]
     assert summary(rows, 2) == {"rows": 2, "nodes": 2, "drifted": [CLUSTER, "b"], "ok": False}
     assert summary([], 2)["ok"]
+
+
+def test_a_lock_namespace_that_does_not_exist_is_no_no_drift():
+    """Issue 43 (5): the Lease cannot be read in a namespace that does not exist; drift cannot know whether a
+    rollout runs, and a rollout could not take the lock there: a row, never "No drift"."""
+    rows = lock_rows(None, 0.0, missing_namespace="no-such-ns")
+    assert rows == [row(CLUSTER, "rollout lock", "free",
+                        "unknown: namespace no-such-ns does not exist (gpufleet_rollout_lock_namespace), so the lock "
+                        "cannot be read and a rollout could not take it",
+                        "kubectl create namespace no-such-ns, or set gpufleet_rollout_lock_namespace to an existing namespace")]
+    rows = cluster_rows(UNCHANGED, "", {}, {}, {}, {}, None, 0.0, lock_missing_namespace="no-such-ns")
+    assert not summary(rows, 1)["ok"] and rows[0]["what"] == "rollout lock"

@@ -2,7 +2,7 @@
 `make system-deps`) loads the report of a lab run, the test reads the DOM the browser built and the
 browser's own network log, and the screenshot is left in tests/output/fleet-report.png for people.
 
-Skipped without Chromium, except under `make test` (GPUFLEET_REQUIRE_BROWSER=1), where that fails.
+Skipped without Chromium, except under `make test` (GPUFLEET_REQUIRE_PREREQUISITES=1, tests/unit/plugins/module_utils/prerequisites.py), where that fails.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import pytest
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.report._report_html import render_html
 
+from prerequisites import missing_prerequisite
 from report_dom import Tree, disagreements
 from test_report_html import DRIFT, load
 
@@ -36,9 +37,7 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(name="chromium")
 def fixture_chromium():
     if not CHROMIUM:
-        if os.environ.get("GPUFLEET_REQUIRE_BROWSER"):
-            pytest.fail("chromium is not installed: run `make system-deps` (Debian's chromium package)")
-        pytest.skip("chromium is not installed (make system-deps installs it)")
+        missing_prerequisite("chromium is not installed", "`make system-deps` installs Debian's chromium package")
     return CHROMIUM
 
 

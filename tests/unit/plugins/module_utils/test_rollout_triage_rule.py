@@ -141,3 +141,21 @@ def test_restart_selectors_skip_what_the_restore_brought_back():
     assert restart_selectors(["nvidia-dcgm-exporter", "nvidia-dcgm"]) == both
     assert restart_selectors(["nvidia-device-plugin-daemonset", "nvidia-dcgm"]) == ["app=gpu-feature-discovery"]
     assert restart_selectors(["nvidia-device-plugin-daemonset", "gpu-feature-discovery", "nvidia-dcgm-exporter"]) == []
+
+
+def test_a_converged_node_that_advertises_less_than_its_plan_is_readvertised():
+    """Issue 43 (6): the host's layout is the plan, but its device plugin was not restarted after a change by
+    hand; the node advertises the old devices. Such a node used to be settled (nothing restarted, every run
+    failed verification); now it goes through a batch that restarts what advertises and verifies."""
+    from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import BATCHED, readvertise
+    settled = {"a": {"outcome": "unchanged", "node": "gpu-a", "gpus": [], "reason": ""},
+               "b": {"outcome": "unchanged", "node": "gpu-b", "gpus": [], "reason": ""},
+               "c": {"outcome": "mig_change", "node": "gpu-c", "gpus": [0], "reason": ""},
+               "d": {"outcome": "unreachable", "node": "gpu-d", "gpus": [], "reason": "x"}}
+    answer = readvertise(settled, ["gpu-b", "gpu-c", "gpu-d"])
+    assert answer["a"] == settled["a"] and answer["c"] == settled["c"] and answer["d"] == settled["d"]
+    assert answer["b"]["outcome"] == "readvertise" and "readvertise" in BATCHED
+    assert steps(answer["b"], cluster=True, pause=True, verify=True) == ["restart", "verify"]
+    assert steps(dict(answer["b"], backend="dra"), cluster=True, pause=True, verify=True) == ["backend"]
+    assert steps(answer["b"], cluster=True, pause=True, verify=False) == ["restart"]
+    assert steps(answer["b"], cluster=False, pause=True, verify=True) == []

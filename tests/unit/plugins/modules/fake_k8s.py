@@ -20,6 +20,12 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s import _clust
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._apply import ApplyResult
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError, K8sTimeout
 
+import callback_diff  # the test directory is on sys.path, as for fake_k8s itself
+
+
+# kubernetes pkg/apis/resource/validation: ValidateResourceClaimUpdate / ValidateResourceClaimTemplateUpdate
+IMMUTABLE_SPEC = ("ResourceClaim", "ResourceClaimTemplate")
+
 
 class FakeK8s:
     def __init__(self):
@@ -154,10 +160,24 @@ class FakeK8s:
         key = (body["kind"], body["metadata"].get("namespace"), body["metadata"]["name"])
         if key not in self.objects:
             raise K8sError("%s %s not found" % (body["kind"], body["metadata"]["name"]), status=404)
+        if body["kind"] in IMMUTABLE_SPEC and body.get("spec") != self.objects[key].get("spec"):
+            raise K8sError("%s %s: spec: Invalid value: field is immutable" % (body["kind"], body["metadata"]["name"]),
+                           status=422)
         if self._write(("replace", body["kind"], body["metadata"]["name"]), dry_run):
             return copy.deepcopy(body)
         self.objects[key] = copy.deepcopy(body)
         return copy.deepcopy(body)
+
+    def update(self, kind, name, mutate, namespace=None, dry_run=None):
+        """Read-modify-write as K8sClient.update: (changed, before, after)."""
+        live = self.get(kind, name, namespace)
+        if live is None:
+            raise K8sError("%s %s not found" % (kind, name), status=404)
+        wanted = mutate(copy.deepcopy(live))
+        if wanted is None:
+            return False, live, live
+        wanted.setdefault("kind", kind)
+        return True, live, self.replace(wanted, dry_run=dry_run)
 
     def ensure_namespace(self, name, labels=None, dry_run=None):
         if ("Namespace", None, name) in self.objects:
@@ -226,4 +246,6 @@ def run(module, args, fake, monkeypatch, check_mode=False, diff=False):
     with patch_module_args(payload):
         with pytest.raises(ModuleExit) as info:
             module.main()
+    if "diff" in info.value.result:
+        callback_diff.render(info.value.result["diff"])  # every diff a test asks for must print (issue 43 #7)
     return info.value.result, info.value.failed

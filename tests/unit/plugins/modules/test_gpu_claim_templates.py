@@ -112,3 +112,26 @@ def test_a_converged_run_does_not_read_its_own_objects_again(monkeypatch):
     again, failed = run(module, args(), fake, monkeypatch)
     assert not failed and not again["changed"], again
     assert gets == []
+
+
+def test_a_changed_count_re_creates_the_template_and_check_mode_only_dry_runs_the_delete(monkeypatch):
+    """Issue 43 #1: a template's spec is immutable (the fake refuses its update with 422, as the API server)."""
+    fake = cluster()
+    one = [{"namespaces": ["vision"], "kinds": ["1g.10gb"], "count": 1}]
+    two = [{"namespaces": ["vision"], "kinds": ["1g.10gb"], "count": 2}]
+    result, failed = run(module, args(claim_templates=one), fake, monkeypatch)
+    assert not failed, result
+    writes = len(fake.writes)
+    planned, failed = run(module, args(claim_templates=two), fake, monkeypatch, check_mode=True, diff=True)
+    assert not failed and planned["changed"] and planned["replaced"] == ["vision/mig-1g-10gb"], planned
+    assert fake.dry_writes == [("delete", "ResourceClaimTemplate", "mig-1g-10gb")] and len(fake.writes) == writes
+    assert "deleted and created again" in planned["diff"]["before_header"]
+    assert planned["diff"]["after"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2
+    applied, failed = run(module, args(claim_templates=two), fake, monkeypatch)
+    assert not failed, applied["msg"]
+    assert fake.writes[writes:] == [("delete", "ResourceClaimTemplate", "mig-1g-10gb"),
+                                    ("create", "ResourceClaimTemplate", "mig-1g-10gb")]
+    template = fake.obj("ResourceClaimTemplate", "mig-1g-10gb", "vision")
+    assert template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2
+    again, failed = run(module, args(claim_templates=two), fake, monkeypatch)
+    assert not failed and not again["changed"] and "replaced" not in again
