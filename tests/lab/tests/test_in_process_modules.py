@@ -24,7 +24,7 @@ import pytest
 
 from ansible.release import __version__ as CORE_VERSION
 
-from ansible_collections.gpufleet.sharing.plugins.plugin_utils._core_internals import PROVEN, minor_version, proven_on
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._core_internals import PROVEN, minor_version, proven_on, surface
 from labtools import BUILD
 # The harness of the cluster module tests: the lab cluster (gpu-a, gpu-b) in this process.
 from test_cluster_modules_operator import lab  # noqa: F401 pylint: disable=unused-import
@@ -184,7 +184,6 @@ def test_a_run_loads_the_collections_code_once_in_the_main_process(lab, tmp_path
 def test_the_proven_versions_are_the_only_ones_the_worker_path_takes():
     """The fallback decision itself, for versions this venv is not: an unproven minor version, however
     close, gets a reason naming it and the proven ones; a proven one gets none."""
-    from ansible_collections.gpufleet.sharing.plugins.plugin_utils._core_internals import surface
     for version in ("2.16.19", "2.18.19", "2.22.0", "3.0.0"):
         found, why = surface(version)
         assert found is None and ("ansible-core %s is not among" % version) in why and "2.19, 2.20, 2.21" in why
