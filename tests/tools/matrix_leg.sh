@@ -29,17 +29,22 @@ export GPUFLEET_TEST_LAB_ADDRESS=${GPUFLEET_TEST_LAB_ADDRESS:-127.0.2$minor.2}
 export ANSIBLE_COLLECTIONS_PATH=$repo/.build ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0
 python=${GPUFLEET_MATRIX_PYTHON:-}
 if [ -z "$python" ]; then
-  for candidate in python3.12 "$HOME/.pyenv/versions/3.12"*/bin/python3.12; do
-    command -v "$candidate" >/dev/null 2>&1 && { python=$(command -v "$candidate"); break; }
+  for candidate in "$HOME/.pyenv/versions/3.12"*/bin/python3.12 python3.12; do
+    # (a pyenv shim exists for every version pyenv knows, and fails unless that version is selected)
+    "$candidate" -c 'import sys; assert sys.version_info[:2] == (3, 12)' >/dev/null 2>&1 && { python=$(command -v "$candidate"); break; }
   done
 fi
 [ -n "$python" ] || { echo "no Python 3.12 found: set GPUFLEET_MATRIX_PYTHON" >&2; exit 2; }
 
 leg_start=$SECONDS
 summary=()
-step() {  # step NAME COMMAND...: run, time, remember
+step() {  # step NAME COMMAND...: run, time, remember (GPUFLEET_LEG_SKIP: names of steps to skip, comma-separated)
   local name=$1 started=$SECONDS
   shift
+  if [[ ",${GPUFLEET_LEG_SKIP:-}," == *",$name,"* ]]; then
+    summary+=("$(printf '%-34s %4s    skipped (GPUFLEET_LEG_SKIP)' "$name" -)")
+    return 0
+  fi
   echo "== [ansible-core $version] $name"
   if "$@"; then
     summary+=("$(printf '%-34s %4d s  ok' "$name" $((SECONDS - started)))")
@@ -73,6 +78,7 @@ docs() {  # every module's documentation renders
   "$venv/bin/ansible-doc" -t module "${modules[@]}" >/dev/null
 }
 
+main() {  # the whole leg in a function: bash has read all of it before it runs (safe to edit meanwhile)
 make -s collection
 step "venv (ansible-core $version)" install
 step "sanity" env GPUFLEET_VENV="$venv" tests/tools/sanity.sh
@@ -84,3 +90,5 @@ step "second run (changed=0)" "$venv/bin/python" tests/lab/demo.py --dir "$lab_d
 step "--check --diff (changed=0)" "$venv/bin/python" tests/lab/demo.py --dir "$lab_dir" --again --check
 step "ansible-doc of every module" docs
 report
+}
+main
