@@ -27,7 +27,8 @@ pytestmark = pytest.mark.lab_hosts
 HOST = "py-h100"
 CORE = tuple(int(part) for part in CORE_VERSION.split(".")[:2])
 # The oldest target Python of each ansible-core (its support matrix), and the collection's minimum.
-OLDEST_TARGET = (3, 6) if CORE <= (2, 16) else (3, 7) if CORE == (2, 17) else (3, 8)
+# (2.16: 2.7 and 3.6+; 2.17: 3.7+; 2.18, 2.19: 3.8+; 2.20, 2.21: 3.9+, ansible/module_utils/basic.py _PY_MIN.)
+OLDEST_TARGET = (3, 6) if CORE <= (2, 16) else (3, 7) if CORE == (2, 17) else (3, 8) if CORE <= (2, 19) else (3, 9)
 MINIMUM = (3, 7)
 
 
