@@ -107,7 +107,7 @@ def rerun_unchanged(playbook, env, started):
     if proc.returncode != 0 or not recap or changed:
         print('Second run: NOT idempotent (exit %d): %s' % (proc.returncode, changed or 'no PLAY RECAP'), file=sys.stderr)
         return proc.returncode or 1
-    print('Second run finished in %.0f s with changed=0 on every host.' % (time.time() - started))
+    print('Re-run%s finished in %.0f s with changed=0 on every host.' % (' (--check --diff)' if '--check' in playbook else '', time.time() - started))
     return 0
 
 
