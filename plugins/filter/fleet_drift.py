@@ -24,7 +24,8 @@ description:
     (C(gpufleet_gpu_read), as the rollout's triage does); the operator's release and values
     (M(gpufleet.sharing.gpu_operator) in check mode), the sharing configs and labels
     (M(gpufleet.sharing.gpu_sharing) in check mode), what each node advertises (M(gpufleet.sharing.gpu_verify)
-    without pods), the state labels, annotations, cordons and rollout lock (M(gpufleet.sharing.fleet_info)).
+    without pods), the state labels, annotations, cordons and rollout lock (M(gpufleet.sharing.fleet_info)),
+    and the Kueue team quotas (M(gpufleet.sharing.gpu_quotas) with O(quotas) from C(state=verified)).
   - Returns C(drift), a list of rows C(node), C(what), C(planned), C(found), C(since) (a time the cluster gave, else
     null) and C(converge) (the command that converges it), and C(summary). What a node advertises is reported
     only when no other row explains it (its MIG layout, its sharing label, the operator or the sharing configs).
@@ -51,6 +52,12 @@ options:
     description: M(gpufleet.sharing.fleet_info)'s result.
     type: dict
     default: {}
+  quotas:
+    description:
+      - M(gpufleet.sharing.gpu_quotas)'s result with C(state=verified) and C(fail_on_mismatch=false) ({} when
+        there is no team); each check that is not ok is a row, a failed result one row.
+    type: dict
+    default: {}
 """
 
 EXAMPLES = r"""
@@ -71,7 +78,8 @@ _value:
 @hostvars_once
 def fleet_drift(hostvars: Mapping[str, Any], hosts: Sequence[str], operator: Optional[Mapping[str, Any]] = None,
                 chart_version: str = "", sharing: Optional[Mapping[str, Any]] = None,
-                verify: Optional[Mapping[str, Any]] = None, info: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+                verify: Optional[Mapping[str, Any]] = None, info: Optional[Mapping[str, Any]] = None,
+                quotas: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     cache: Dict[Tuple[str, bool], Prepared] = {}
     causes: List[Dict[str, Any]] = []
     by_node, operator_mig = {}, {}
@@ -86,7 +94,8 @@ def fleet_drift(hostvars: Mapping[str, Any], hosts: Sequence[str], operator: Opt
                             operator_mig[node])
     info = info or {}
     causes += cluster_rows(operator or {}, chart_version or "", sharing or {}, info.get("nodes") or {}, by_node,
-                           operator_mig, info.get("lease"), float(info.get("now") or 0), info.get("lock_namespace_missing"))
+                           operator_mig, info.get("lease"), float(info.get("now") or 0), info.get("lock_namespace_missing"),
+                           quotas or {})
     checks = ((verify or {}).get("report") or {}).get("checks") or []
     rows = merge_rows(causes, advertised_rows(checks, by_node))
     answer = {"drift": rows, "summary": summary(rows, len(hosts))}

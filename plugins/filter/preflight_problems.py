@@ -11,7 +11,8 @@ from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import 
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._report_dir import report_dir_problem
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._mig_selection import mig_selection_problems, unread_index_notes
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._taints import taint_report
-from ansible_collections.gpufleet.sharing.plugins.module_utils.run._preflight import gpu_models, host_problems, shared_node_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils.run._preflight import (
+    fleet_team_problems, gpu_models, host_problems, shared_node_problems)
 
 DOCUMENTATION = r"""
 name: preflight_problems
@@ -27,6 +28,8 @@ description:
   - The selection is also checked against the GPUs the host's read found (C(gpufleet_gpus), when
     C(gpufleet_gpu_model) is not declared) - an item whose C(devices) name no GPU the host has, a config
     selecting none of its MIG-capable GPUs.
+  - Then what concerns the whole fleet - a team's share (C(gpufleet_teams)) of a MIG profile that no GPU model of
+    the checked hosts has.
   - Then each host that could not be checked (not in O(checked), or without a recorded MIG selection).
   - The companion filter C(preflight_notes) (same input, no options) lists what could not be checked - GPU
     indexes named on a host whose model is declared (no read).
@@ -94,6 +97,7 @@ def preflight_problems(hostvars: Mapping[str, Any], hosts: Sequence[str], tolera
             continue
         problems += ["%s: %s" % (host, problem) for problem in host_problems(values, _mig_problems(values))]
         problems += taint_report(hostvars, [host], values.get("gpu_operator_tolerations", tolerations or []))
+    problems += fleet_team_problems([hostvars[h] for h in hosts if NOT_CHECKED % h not in unchecked])
     return problems + unchecked
 
 

@@ -12,8 +12,8 @@ short_description: Install NVIDIA's DRA driver for GPUs and put each node on its
 version_added: 0.3.0
 description:
   - The second allocation backend beside the GPU Operator's device plugin (C(docs/dra.md)). Checks that the
-    cluster can do Dynamic Resource Allocation (Kubernetes 1.34 or newer serving C(resource.k8s.io/v1)) and
-    that every named node exists; any problem fails the task before anything is written.
+    cluster can do Dynamic Resource Allocation (Kubernetes 1.34.2 or newer, the driver's minimum, serving
+    C(resource.k8s.io/v1)) and that every named node exists; any problem fails the task before anything is written.
   - Puts each node of O(dra_nodes) on DRA (the operator's deploy label C(nvidia.com/gpu.deploy.device-plugin=false)
     turns its device plugin off, C(gpufleet.sharing/gpu-backend=dra) selects it for the kubelet plugin) and
     each node of O(device_plugin_nodes) that was on DRA back on the device plugin. A node in both lists is
@@ -21,7 +21,9 @@ description:
   - Installs or upgrades the driver's Helm release with the values from a private file (GPUs through DRA,
     ComputeDomains off, O(feature_gates), O(tolerations) added to the kubelet plugin's), the images on
     O(registry) and the pull secrets, with the GPU Operator's own rules (M(gpufleet.sharing.gpu_operator)).
-  - Feature gates the driver refuses together, or a O(values) entry contradicting the backend, are refused.
+  - Feature gates unknown to the driver version being installed, or that it refuses together, or a O(values) entry
+    contradicting the backend, are refused.
+  - NVIDIA's project calls GPU allocation through DRA "not yet officially supported" (README, v0.5.0).
 author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
@@ -44,7 +46,7 @@ options:
     default: present
   require_dra:
     description:
-      - With O(state=nodes), check that the cluster can run DRA (Kubernetes 1.34 or newer serving
+      - With O(state=nodes), check that the cluster can run DRA (Kubernetes 1.34.2 or newer serving
         C(resource.k8s.io/v1)) even when O(dra_nodes) is empty - the preflight of a run that installs the
         driver (C(gpufleet_dra_manage)) before any host is on DRA. V(present) always checks it.
     type: bool
@@ -62,11 +64,25 @@ options:
     type: bool
     default: true
   chart_ref:
-    description: Repository chart (repo/name), oci:// reference or local chart path.
+    description:
+      - Repository chart (repo/name), oci:// reference or local chart path.
+      - The chart is C(dra-driver-nvidia-gpu) from 0.4.0 and C(nvidia-dra-driver-gpu) before
+        (kubernetes-sigs/dra-driver-nvidia-gpu C(docs/upgrade.md)); a repository chart of the other name for
+        O(chart_version) is refused before anything is changed.
     type: str
-    default: nvidia/nvidia-dra-driver-gpu
+    default: nvidia/dra-driver-nvidia-gpu
   chart_version:
-    description: The chart version, required for a repository chart (pinned).
+    description:
+      - The chart version, required for a repository chart (pinned).
+      - Ordered as upstream orders its releases (the calendar line 25.x before SemVer 0.4); a step back is refused
+        unless O(allow_downgrade). An upgrade of a release of the old chart C(nvidia-dra-driver-gpu) to the new
+        one sets C(nameOverride=nvidia-dra-driver-gpu), as upstream's C(docs/upgrade.md) asks, so that the objects
+        and the pods' selector label keep their names; later runs keep it.
+    type: str
+  driver_root:
+    description:
+      - The kubelet plugin's C(nvidiaDriverRoot) - C(/run/nvidia/driver) when the GPU Operator's driver container
+        installs the driver, C(/) for a driver on the host. Unset leaves the chart's default (C(/)).
     type: str
   repo_url:
     description: The chart repository's URL, added or corrected and refreshed when set.
@@ -101,7 +117,9 @@ options:
     type: dict
     default: {}
   tolerations:
-    description: Tolerations added to the kubelet plugin's (the chart's own are kept).
+    description:
+      - Tolerations added to the kubelet plugin's. Written only when one is not already among the chart's
+        defaults (C(nvidia.com/gpu:NoSchedule) from chart 0.4.0), and then with them, so the defaults are kept.
     type: list
     elements: dict
     default: []
@@ -169,7 +187,8 @@ seealso:
   - module: gpufleet.sharing.gpu_operator
   - module: gpufleet.sharing.node_maintenance
 notes:
-  - Facts from NVIDIA/k8s-dra-driver-gpu (C(deployments/helm), C(pkg/featuregates)); see C(docs/dra.md).
+  - Facts from kubernetes-sigs/dra-driver-nvidia-gpu v0.5.0 (C(deployments/helm), C(pkg/featuregates)); see
+    C(docs/dra.md).
 """
 
 EXAMPLES = r"""
@@ -182,7 +201,8 @@ EXAMPLES = r"""
 
 - name: DRA for the MIG nodes, the device plugin elsewhere
   gpufleet.sharing.gpu_dra_driver:
-    chart_version: 25.8.1
+    chart_version: 0.5.0
+    driver_root: /run/nvidia/driver
     dra_nodes: [a100-01, a100-02]
     device_plugin_nodes: [h200-01]
     registry: mirror.example.com:5000
@@ -216,6 +236,12 @@ kubernetes_version:
   returned: when O(state=present), or O(state=nodes) with O(dra_nodes)
   type: str
   sample: v1.34.2
+kubelet_plugin_selector:
+  description: The label selector of the release's kubelet plugin pods (C(<name>-component=kubelet-plugin), the name
+    being the chart's or its C(nameOverride)).
+  returned: when O(state=present)
+  type: str
+  sample: dra-driver-nvidia-gpu-component=kubelet-plugin
 waiting:
   description: On a wait timeout, each node still waiting and why (for example the ResourceSlice devices missing).
   returned: on a wait timeout
@@ -238,7 +264,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.base._inputs impo
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operator_io import mask_secrets
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import helm_release_argspec
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._options import object_name_problems
-from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operator_release import chart_version_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_versions import chart_version_problems
 
 ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     state=dict(type="str", choices=["present", "absent", "nodes"], default="present"),
@@ -246,8 +272,9 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     device_plugin_nodes=dict(type="list", elements="str", default=[]),
     expected_gpus=dict(type="dict", default={}),
     feature_gates=dict(type="dict", default={}),
+    driver_root=dict(type="str"),
     require_dra=dict(type="bool", default=False),
-    **helm_release_argspec("nvidia-dra-driver-gpu", "nvidia/nvidia-dra-driver-gpu", 600),
+    **helm_release_argspec("nvidia-dra-driver-gpu", "nvidia/dra-driver-nvidia-gpu", 600),
 )
 
 

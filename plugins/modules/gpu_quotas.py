@@ -19,15 +19,18 @@ description:
   - O(state=present) applies Kueue C(kueue.x-k8s.io/v1beta2) C(ResourceFlavor)s (C(nodeLabels), C(nodeTaints),
     C(tolerations)), one C(ClusterQueue) per team (resource groups, nominal quotas, C(cohortName), borrowing and
     lending limits, a C(namespaceSelector) on the team's namespaces) and a C(LocalQueue) named after the team in
-    each of its namespaces, and deletes the objects of ours the plan no longer names.
+    each of its namespaces, and deletes the objects of ours the plan no longer names. Resource groups of the
+    user's own in a team's C(ClusterQueue) (no C(nvidia.com/) resource, no C(gpufleet-) flavor, for example
+    C(cpu) and C(memory), so that pods asking for them are admitted) are kept as they are.
   - O(state=shrunk) applies per team, flavor and resource the smaller of the live and the planned quota, and
     deletes nothing (the step before nodes change in a rollout). O(state=verified) changes nothing and
     returns the proof rows (RV(checks)).
   - Objects carry C(app.kubernetes.io/managed-by=gpufleet.sharing). A planned object that exists without
     that label is refused by name before anything is written; objects without it are never changed or deleted.
   - Bad input (O(teams), a sum over capacity, a team namespace that does not exist, a cluster without Kueue's
-    API) fails naming the team, the resource and the reason, before anything is written. A share of a resource
-    no planned node advertises gives no quota, with a warning.
+    API, a share of a MIG profile no GPU model of the fleet has, a Kueue C(deviceClassMappings) name that is not
+    a label key) fails naming the team, the resource and the reason, before anything is written. A share of a
+    resource no planned node advertises now gives no quota, with a warning.
 author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
@@ -135,7 +138,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_obje
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_io import (
     advertised_nodes, delete, planned_nodes, read_owned, refusals, write)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_objects import (
-    cluster_queue, live_quotas, local_queue, quota_checks, resource_flavor, summary, with_quotas)
+    cluster_queue, live_quotas, local_queue, quota_checks, resource_flavor, summary, users_groups, with_quotas)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_plan import (
     flavors_of, group_problems, plan_quotas, resource_groups, shrunk)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_teams import parse_teams
@@ -159,7 +162,7 @@ def run(mod: ClusterModule) -> None:
     teams, problems = parse_teams(p["teams"])
     if problems:
         mod.fail("invalid gpufleet_teams: %s" % "; ".join(problems), problems=problems)
-    nodes, devices, listed = planned_nodes(mod)
+    nodes, devices, listed = planned_nodes(mod, teams)
     mappings = device_class_mappings(list(fleet_kinds(devices).values()))
     mod.result.update(kueue_device_class_mappings=mappings,
                       kueue_config=with_mappings({"apiVersion": KUEUE_CONFIG_API, "kind": "Configuration"}, mappings))
@@ -172,7 +175,7 @@ def run(mod: ClusterModule) -> None:
     if p["state"] == "shrunk":
         plan = with_quotas(plan, {t.name: shrunk(plan.quotas[t.name], before[t.name]) for t in teams})
     problems = plan.problems + mapping_problems(mappings)
-    problems += [m for t in teams for m in group_problems(t.name, resource_groups(plan.quotas[t.name]))]
+    problems += [m for t in teams for m in group_problems(t.name, resource_groups(plan.quotas[t.name]), users_groups(live[t.name]))]
     if problems:
         mod.fail("the team quotas cannot be applied: %s" % "; ".join(problems), problems=problems)
     mod.result.update(flavors=[{"name": f.name, "product": f.product, "nodes": list(f.nodes), "capacity": dict(f.capacity)}
@@ -184,7 +187,7 @@ def run(mod: ClusterModule) -> None:
     if p["state"] == "shrunk":  # flavors of the layout being left stay until the quotas on them are gone
         planned_names = {f["metadata"]["name"] for f in flavors}
         flavors += [o for (_ns, name), o in sorted(owned_objs["ResourceFlavor"].items()) if name not in planned_names]
-    queues = [cluster_queue(t, plan.quotas[t.name]) for t in teams]
+    queues = [cluster_queue(t, plan.quotas[t.name], users_groups(live[t.name])) for t in teams]  # the user's groups kept
     locals_ = [local_queue(t, ns) for t in teams for ns in t.namespaces]
     refused = refusals(mod, flavors + queues + locals_, owned_objs)
     if refused:

@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Drift rows of the cluster side (pure): the operator's release and values (gpu_operator in check
 mode), the sharing configs and labels (gpu_sharing in check mode), the operator's state labels,
-our annotations and cordons on the nodes, and the rollout lock (fleet_info's read)."""
+our annotations and cordons on the nodes, the rollout lock (fleet_info's read), and the Kueue team quotas
+(gpu_quotas with state verified)."""
 
 from __future__ import annotations
 
@@ -76,6 +77,19 @@ def sharing_rows(result: Mapping[str, Any], hosts_by_node: Mapping[str, str]) ->
     return rows
 
 
+def quota_rows(result: Mapping[str, Any]) -> List[Row]:
+    """gpu_quotas' answer with ``state: verified`` (``fail_on_mismatch: false``): one row per check that is not
+    ok - a team's live nominal quota that differs from the plan, a flavor whose teams' quotas exceed what its
+    nodes advertise now. A failed answer is one row (drift cannot say "no drift" when it could not compare)."""
+    if not result or result.get("skipped"):
+        return []
+    if result.get("failed"):
+        return [row(CLUSTER, "Kueue team quotas", "as planned", "cannot be compared: %s" % result.get("msg"), SITE)]
+    return [row(CLUSTER, "Kueue %s %s %s" % (c.get("node"), c.get("kind"), c.get("name")), c.get("expected"),
+                None if c.get("actual") in (None, "None") else c.get("actual"), SITE)
+            for c in result.get("checks") or [] if not c.get("ok")]
+
+
 def _flat(tree: Any, prefix: str = "") -> str:
     if isinstance(tree, dict):
         return ", ".join(_flat(value, "%s%s." % (prefix, key)) for key, value in sorted(tree.items()))
@@ -133,9 +147,10 @@ def lock_rows(lease: Optional[Mapping[str, Any]], now: float, missing_namespace:
 def cluster_rows(operator: Mapping[str, Any], chart_version: str, sharing: Mapping[str, Any],
                  nodes: Mapping[str, Mapping[str, Any]], hosts_by_node: Mapping[str, str],
                  operator_mig: Mapping[str, bool], lease: Optional[Mapping[str, Any]], now: float,
-                 lock_missing_namespace: Optional[str] = None) -> List[Row]:
+                 lock_missing_namespace: Optional[str] = None, quotas: Optional[Mapping[str, Any]] = None) -> List[Row]:
     rows = (operator_rows(operator, chart_version) + sharing_rows(sharing, hosts_by_node)
             + lock_rows(lease, now, lock_missing_namespace))
+    rows += quota_rows(quotas or {})
     for node in sorted(nodes):
         rows += node_rows(node, nodes[node], hosts_by_node.get(node, node), bool(operator_mig.get(node)))
     return rows

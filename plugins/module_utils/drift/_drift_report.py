@@ -26,6 +26,7 @@ CLUSTER_ITEMS = (
     ("GPU Operator release and values", ("GPU Operator",)),
     ("sharing configs", ("device-plugin ConfigMap", "ClusterPolicy", "sharing plan")),
     ("rollout lock", ("rollout lock",)),
+    ("Kueue team quotas", ("Kueue ",)),
 )
 SUITE = "gpufleet.sharing.drift"
 

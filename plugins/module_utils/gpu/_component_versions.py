@@ -24,7 +24,7 @@ DEFAULT_CHART_VERSION = "v26.7.0"
 # Every released GPU Operator chart -> the device plugin (and GPU Feature Discovery, same image) it
 # deploys: the release tags of NVIDIA/gpu-operator and deployments/gpu-operator/values.yaml
 # `devicePlugin.version` at each tag (docs/reference/specs.md §9.8, which also names the release notes
-# that agree). There is no chart v26.7.1 and no device plugin v0.20.1 tag.
+# that agree). Only tags read are rows; releases reported after the snapshots read are in REPORTED.
 CHART_DEVICE_PLUGIN: Tuple[Tuple[Version, Version], ...] = (
     ((22, 9, 0), (0, 12, 3)), ((22, 9, 1), (0, 13, 0)), ((22, 9, 2), (0, 13, 0)),
     ((23, 3, 0), (0, 14, 0)), ((23, 3, 1), (0, 14, 0)), ((23, 3, 2), (0, 14, 0)),
@@ -38,6 +38,22 @@ CHART_DEVICE_PLUGIN: Tuple[Tuple[Version, Version], ...] = (
     ((26, 3, 0), (0, 19, 0)), ((26, 3, 1), (0, 19, 0)), ((26, 3, 2), (0, 19, 2)), ((26, 3, 3), (0, 19, 3)),
     ((26, 7, 0), (0, 20, 0)),
 )
+# Releases reported after the repository snapshots the table was checked against (docs/reference/specs.md
+# §9.8, "Reported, not read"): (component, version, what is known and from where). They are not rows: a chart
+# or plugin named here keeps the nearest row's behaviour, and the warning says where it was reported.
+_NOT_READ = "the tag is not in the snapshot read, so what it changes is not checked"
+REPORTED: Tuple[Tuple[str, Version, str], ...] = (
+    ("device plugin", (0, 20, 1), "NVIDIA/k8s-device-plugin PR #2057 (update to 0.20.1, merged 2026-09-22); " + _NOT_READ),
+    ("GPU Operator", (26, 7, 1), "third-party advisories only (not a tag of NVIDIA/gpu-operator in the snapshot read, "
+                                 "newest v26.7.0); the device plugin it deploys is not known"),
+    ("GPU Operator", (26, 7, 2), "third-party advisories only (not a tag of NVIDIA/gpu-operator in the snapshot read, "
+                                 "newest v26.7.0); the device plugin it deploys is not known"),
+    ("mig-parted", (0, 15, 1), "third-party advisories only (not a tag of NVIDIA/mig-parted in the snapshot read, "
+                               "newest v0.15.0); the collection follows v0.15.0"),
+)
+# The newest device-plugin release the table and the rules were checked against.
+NEWEST_PLUGIN: Version = max(plugin for _chart, plugin in CHART_DEVICE_PLUGIN)
+
 # The first device-plugin release of each behaviour (docs/reference/specs.md §9.9-§9.11).
 MPS_FAIL_REQUESTS_CONFIGURABLE: Version = (0, 20, 0)
 MIG_SUFFIX_RESOURCES: Version = (0, 20, 0)
@@ -103,6 +119,22 @@ class DevicePlugin:
         return found
 
 
+def reported(component: str, version: Version) -> Optional[str]:
+    """Where a release the table does not read was reported, or None."""
+    return next((source for name, found, source in REPORTED if name == component and found == version), None)
+
+
+def _newer_plugin(plugin: DevicePlugin) -> DevicePlugin:
+    """A plugin newer than every release checked keeps the newest one's rules (its version is compared as is),
+    with a note that names it and, when it was reported, where."""
+    if plugin.version <= NEWEST_PLUGIN:
+        return plugin
+    note = ("device plugin %s is newer than every release the collection was checked against (newest %s): its rules "
+            "are taken as %s's" % (plugin.name, show(NEWEST_PLUGIN), show(NEWEST_PLUGIN)))
+    source = reported("device plugin", plugin.version)
+    return DevicePlugin(plugin.version, plugin.source, note + (". Reported: %s" % source if source else ""))
+
+
 def from_chart(chart_text: str, source: str) -> DevicePlugin:
     chart = parse_version(chart_text, "GPU Operator chart version (%s)" % source)
     row_chart, plugin = nearest_row(chart)
@@ -112,6 +144,9 @@ def from_chart(chart_text: str, source: str) -> DevicePlugin:
                "§9.8): assuming device plugin %s, as chart %s deploys; set device_plugin_version to the plugin "
                "it runs if that is wrong" % (source, show(chart), show(CHART_DEVICE_PLUGIN[0][0]),
                                              show(CHART_DEVICE_PLUGIN[-1][0]), show(plugin), show(row_chart)))
+    where = reported("GPU Operator", chart)
+    if where:
+        assumed += ". GPU Operator %s is reported by %s" % (show(chart), where)
     return DevicePlugin(plugin, "%s %s, assumed as chart %s" % (source, show(chart), show(row_chart)), assumed)
 
 
@@ -122,11 +157,11 @@ def resolve_device_plugin(device_plugin_version: Optional[str], policy: Optional
     option through the table, else the default chart. Raises VersionError for an option that does not
     parse; a ClusterPolicy tag that is not a version (a digest, a custom tag) is passed over."""
     if device_plugin_version:
-        return DevicePlugin(parse_version(device_plugin_version, "device plugin version (option device_plugin_version)"),
-                            "option device_plugin_version")
+        return _newer_plugin(DevicePlugin(parse_version(device_plugin_version, "device plugin version (option device_plugin_version)"),
+                                          "option device_plugin_version"))
     tag = (((policy or {}).get("spec") or {}).get("devicePlugin") or {}).get("version")
     if isinstance(tag, str) and _VERSION.match(tag.strip()):
-        return DevicePlugin(parse_version(tag, "device plugin version"), "ClusterPolicy spec.devicePlugin.version")
+        return _newer_plugin(DevicePlugin(parse_version(tag, "device plugin version"), "ClusterPolicy spec.devicePlugin.version"))
     if operator_version:
         return from_chart(operator_version, "option operator_version: chart")
     return from_chart(DEFAULT_CHART_VERSION, "default chart")
@@ -136,5 +171,5 @@ NEWEST = DevicePlugin(CHART_DEVICE_PLUGIN[-1][1], "newest known")
 
 
 __all__ = ["CHART_DEVICE_PLUGIN", "DEFAULT_CHART_VERSION", "DevicePlugin", "MIG_SUFFIX_RESOURCES",
-           "MPS_FAIL_REQUESTS_CONFIGURABLE", "NEWEST", "SHARED_DEVICES_ALLOCATION_POLICY", "VersionError",
+           "MPS_FAIL_REQUESTS_CONFIGURABLE", "NEWEST", "NEWEST_PLUGIN", "REPORTED", "reported", "SHARED_DEVICES_ALLOCATION_POLICY", "VersionError",
            "device_plugin_for_chart", "from_chart", "nearest_row", "parse_version", "resolve_device_plugin", "show"]

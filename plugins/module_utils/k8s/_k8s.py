@@ -519,6 +519,11 @@ class K8sClient:
     def set_node_annotations(self, node: str, annotations: Dict[str, Optional[str]], dry_run: Optional[bool] = None) -> Tuple[bool, Dict[str, Any]]:
         return self._set_metadata_map("Node", node, "annotations", annotations, dry_run=dry_run)
 
+    def set_annotations(self, kind: KindRef, name: str, annotations: Dict[str, Optional[str]],
+                        namespace: Optional[str] = None, dry_run: Optional[bool] = None) -> Tuple[bool, Dict[str, Any]]:
+        """Set (value) or remove (None) annotations of any object, the others kept. Returns (changed, object)."""
+        return self._set_metadata_map(kind, name, "annotations", annotations, namespace=namespace, dry_run=dry_run)
+
     def set_labels(self, kind: KindRef, name: str, labels: Dict[str, Optional[str]],
                    namespace: Optional[str] = None, dry_run: Optional[bool] = None) -> Tuple[bool, Dict[str, Any]]:
         return self._set_metadata_map(kind, name, "labels", labels, namespace=namespace, dry_run=dry_run)

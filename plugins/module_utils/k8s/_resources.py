@@ -101,6 +101,8 @@ BUILTIN_TYPES: Dict[str, ResourceType] = dict((rt.kind, rt) for rt in [
     ResourceType("resource.k8s.io/v1", "ResourceSlice", "resourceslices", False),
     ResourceType("resource.k8s.io/v1", "ResourceClaim", "resourceclaims", True),
     ResourceType("resource.k8s.io/v1", "ResourceClaimTemplate", "resourceclaimtemplates", True),
+    # Cluster API (kubernetes-sigs/cluster-api v1.14.0, the stored version): node_group_annotations
+    ResourceType("cluster.x-k8s.io/v1beta2", "MachineDeployment", "machinedeployments", True),
 ])
 
 

@@ -457,11 +457,22 @@ def desired_layout(current: Mapping[str, Any], desired: Optional[DesiredGpu]) ->
 # Default named configs (docs/reference/specs.md §6.5), derived from the catalog
 
 
+# NVIDIA's default config names each ``all-<profile>`` config once for every GPU that has the profile: its
+# item asks a fixed count (``devices: all``, no device-filter), which is each model's maximum except here.
+# ``all-1g.24gb`` is 4 x 1g.24gb in NVIDIA/mig-parted v0.15.0 deployments/systemd/config-default.yaml (and
+# NVIDIA/gpu-operator v26.7.0 assets/state-mig-manager/0400_configmap.yaml), also on a GB200 board that
+# prints 1g.24gb, whose maximum is 7. Under NVIDIA's name the collection asks what NVIDIA's file asks
+# (docs/reference/specs.md §6.5); tests/unit/plugins/module_utils/test_nvidia_default_mig_config.py checks
+# every name and model of the catalog.
+NVIDIA_FIXED_COUNTS: Dict[str, int] = {"1g.24gb": 4}
+
+
 def default_configs(models: Optional[Sequence[GpuModel]] = None) -> Dict[str, List[Dict[str, Any]]]:
     """``all-disabled``, ``all-enabled``, ``all-balanced`` and ``all-<profile>`` for every model.
 
-    ``all-<profile>`` fills the GPU with the profile's maximum count (``+me`` becomes ``.me`` in
-    the name, as mig-parted names them); models asking for the same ``mig-devices`` share one item
+    ``all-<profile>`` fills the GPU with the profile's maximum count, or with the count NVIDIA's default
+    config gives that name (``NVIDIA_FIXED_COUNTS``; ``+me`` becomes ``.me`` in the name, as mig-parted names
+    them); models asking for the same ``mig-devices`` share one item
     whose ``device-filter`` lists all their PCI ids.
     """
     models = list(MODELS if models is None else models)
@@ -472,7 +483,8 @@ def default_configs(models: Optional[Sequence[GpuModel]] = None) -> Dict[str, Li
     per_name: Dict[str, List[Tuple[GpuModel, Dict[str, int]]]] = {}
     for model in models:
         for profile in model.profiles:
-            per_name.setdefault("all-" + profile.name.replace("+", "."), []).append((model, {profile.name: profile.max_instances}))
+            count = min(NVIDIA_FIXED_COUNTS.get(profile.name, profile.max_instances), profile.max_instances)
+            per_name.setdefault("all-" + profile.name.replace("+", "."), []).append((model, {profile.name: count}))
     configs["all-balanced"] = _filtered_items([(model, dict(model.balanced)) for model in models])
     for name in sorted(per_name, key=_config_sort_key):
         configs[name] = _filtered_items(per_name[name])

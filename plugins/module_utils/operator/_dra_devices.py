@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What a node's DRA kubelet plugin should publish, from the host's GPU read, and what it publishes (pure).
 
-The real driver (NVIDIA/k8s-dra-driver-gpu 22407113, ``cmd/gpu-kubelet-plugin/deviceinfo.go`` and
+The real driver (kubernetes-sigs/dra-driver-nvidia-gpu v0.5.0, ``cmd/gpu-kubelet-plugin/deviceinfo.go`` and
 ``mig.go``) publishes one device per full GPU (attributes ``type`` = gpu, ``uuid``) and one per MIG
 device (``type`` = mig, ``uuid``, ``parentUUID``, ``profile``) in ``ResourceSlice``s of driver
 ``gpu.nvidia.com``; a GPU in MIG mode is not published as a whole GPU. It reads the GPUs when it starts.

@@ -14,7 +14,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_dev
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_preflight import cluster_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_values import (
     DEVICE_PLUGIN_LABEL,
-    KUBELET_PLUGIN_SELECTOR,
+    KUBELET_PLUGIN_SELECTORS,
     DraValuesError,
     driver_values,
     node_labels,
@@ -24,7 +24,14 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._gpu_ope
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError, K8sTimeout
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._resources import ResourceType
-from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operator_release import parse_chart_version
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_versions import (
+    NEW_CHART,
+    OLD_CHART,
+    chart_name,
+    selector,
+    upgrade_name_override,
+    version_key,
+)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operator_io import GpuOperator
 
 DEVICE_PLUGIN_APP = "nvidia-device-plugin-daemonset"
@@ -88,8 +95,8 @@ class Backends:
         and, for a node in O(expected_gpus), its ResourceSlices listing exactly those devices); else what is wrong."""
         pods = [p for p in k8s.pods_on_node(name) if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
         labels = [(p.get("metadata") or {}).get("labels") or {} for p in pods]
-        key, value = KUBELET_PLUGIN_SELECTOR.split("=")
-        kubelet_plugin = [p for p, lab in zip(pods, labels) if lab.get(key) == value]
+        wanted = [tuple(s.split("=")) for s in KUBELET_PLUGIN_SELECTORS]  # the old chart's label or the new one's
+        kubelet_plugin = [p for p, lab in zip(pods, labels) if any(lab.get(k) == v for k, v in wanted)]
         if self.backend[name] != "dra":
             return "the DRA kubelet plugin still runs" if kubelet_plugin else None
         if any(lab.get("app") == DEVICE_PLUGIN_APP for lab in labels):
@@ -128,23 +135,43 @@ class DraDriver(GpuOperator):
     """The DRA driver's release and the nodes of each backend."""
 
     def check_upgrade_path(self, info: Dict[str, Any], wanted_version: str) -> None:
-        """Only a step back is refused (unless allow_downgrade): the operator's release lines are not the driver's."""
+        """Only a step back is refused (unless allow_downgrade), in the driver's own order: the calendar line
+        (25.12.0) comes before SemVer 0.4 (_dra_versions); upstream has no way back to 25.12.0 from 0.4."""
         installed = (info or {}).get("chart_version")
         if not installed or self.params["allow_downgrade"]:
             return
         try:
-            older = parse_chart_version(wanted_version) < parse_chart_version(installed)
+            older = version_key(wanted_version) < version_key(installed)
         except ValueError as exc:
             self.mod.fail("cannot check the upgrade path: %s" % exc)
         if older:
             self.mod.fail("chart downgrade from %s (installed) to %s (asked) is refused; keep %s or newer, or set "
                           "allow_downgrade" % (installed, wanted_version, installed), release=info)
 
-    def requested_values(self) -> Dict[str, Any]:
+    def check_chart_ref(self) -> None:
+        """A repository chart named for the other side of the 0.4.0 rename is refused before anything: helm would
+        find no such version."""
+        p = self.params
+        ref, version = p["chart_ref"], p["chart_version"]
+        name = ref.rsplit("/", 1)[-1]
+        if not version or name not in (OLD_CHART, NEW_CHART) or "://" in ref or ref.startswith(("/", ".")):
+            return
+        try:
+            wanted = chart_name(version)
+        except ValueError as exc:
+            self.mod.fail("invalid chart_version, nothing was changed: %s" % exc)
+        if wanted != name:
+            self.mod.fail("chart_ref %s does not hold DRA driver %s, nothing was changed: from 0.4.0 the chart is %s "
+                          "(before, %s; kubernetes-sigs/dra-driver-nvidia-gpu docs/upgrade.md)"
+                          % (ref, version, NEW_CHART, OLD_CHART))
+
+    def requested_values(self, version: Optional[str] = None, name_override: str = "") -> Dict[str, Any]:
         p = self.params
         try:
             chart = self.chart_values().get("kubeletPlugin") or {} if p["tolerations"] else {}
-            return driver_values(p["feature_gates"], p["tolerations"], p["values"], chart.get("tolerations") or [])
+            return driver_values(p["feature_gates"], p["tolerations"], p["values"], chart.get("tolerations") or [],
+                                 version=version or p["chart_version"], driver_root=p["driver_root"],
+                                 name_override=name_override)
         except DraValuesError as exc:
             self.mod.fail("invalid values, nothing was changed: %s" % exc, problems=exc.problems)
 
@@ -161,15 +188,19 @@ class DraDriver(GpuOperator):
         k8s = self.mod.k8s
         backends = Backends(self.mod)
         backends.check_cluster(k8s)
-        requested = self.requested_values()
+        self.check_chart_ref()
+        self.requested_values()  # refused before the repository is touched
         self.ensure_repo()
         meta = self.helm.chart_metadata(params["chart_ref"], params["chart_version"])
         wanted_version = params["chart_version"] or meta["version"]
-        values = self.with_pull_secrets(k8s, self.mirrored(requested))
         entry = self.release_entry()
         info = release_info(entry, meta["name"])
         self.check_upgrade_path(info, wanted_version)
         before = self.helm.values(params["release_name"], params["namespace"]) if entry is not None else {}
+        override = upgrade_name_override(str(info.get("chart") or ""), before or {}, meta["name"]) if info else ""
+        requested = self.requested_values(wanted_version, override)
+        values = self.with_pull_secrets(k8s, self.mirrored(requested))
+        result["kubelet_plugin_selector"] = selector(str(values.get("nameOverride") or meta["name"]))
         result.update(release=info, release_values=self.redacted(values))
         result["action"] = action = release_action(entry, meta["name"], wanted_version, before, values)
         backends.label_nodes(k8s)

@@ -3,12 +3,14 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The DRA driver's Helm values and the node labels of each backend (pure).
 
-Keys are those of NVIDIA's chart (NVIDIA/k8s-dra-driver-gpu 22407113,
-``deployments/helm/dra-driver-nvidia-gpu/values.yaml``; v25.8.1 ``nvidia-dra-driver-gpu`` has the same):
-``resources.gpus.enabled`` with ``gpuResourcesEnabledOverride`` (``templates/validation.yaml`` refuses GPUs
-through DRA without it, because the driver cannot share a node with the device plugin),
-``resources.computeDomains.enabled``, ``featureGates``, ``kubeletPlugin.nodeSelector`` and
-``kubeletPlugin.tolerations``. The device plugin is turned off per node with the operator's deploy label
+Keys are those of NVIDIA's chart (kubernetes-sigs/dra-driver-nvidia-gpu v0.5.0, read at main 9593204,
+``deployments/helm/dra-driver-nvidia-gpu/values.yaml``; v0.4.1 and v25.12.0 ``nvidia-dra-driver-gpu`` have the
+same keys): ``resources.gpus.enabled`` with ``gpuResourcesEnabledOverride`` (``templates/validation.yaml``
+refuses GPUs through DRA without it, because the driver cannot share a node with the device plugin),
+``resources.computeDomains.enabled``, ``featureGates``, ``nvidiaDriverRoot``, ``nameOverride``,
+``kubeletPlugin.nodeSelector`` and ``kubeletPlugin.tolerations`` (default ``[]`` in v25.12.0,
+``nvidia.com/gpu:NoSchedule`` from v0.4.0: written only when the inventory adds to it, else the default would
+be wiped). The device plugin is turned off per node with the operator's deploy label
 ``nvidia.com/gpu.deploy.device-plugin=false`` (gpu-operator docs, "GPU Operator with DRA").
 """
 
@@ -17,22 +19,26 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_preflight import gate_problems, gate_values
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_versions import NEW_CHART, OLD_CHART, selector
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._images import merge
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._errors import ProblemsError
 
 DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
 BACKEND_LABEL = "gpufleet.sharing/gpu-backend"
-KUBELET_PLUGIN_SELECTOR = "nvidia-dra-driver-gpu-component=kubelet-plugin"
+# The kubelet plugin pods' selector label per release name (templates/_helpers.tpl, selectorLabels): the old
+# chart's, kept by an upgrade with nameOverride, and the new chart's from v0.4.0.
+KUBELET_PLUGIN_SELECTORS = (selector(OLD_CHART), selector(NEW_CHART))
 
 
 class DraValuesError(ProblemsError):
     """Values the driver or its chart would refuse; ``problems`` lists each."""
 
 
-def _explicit(gates: Mapping[str, Any]) -> Dict[str, bool]:
-    """Only the gates the inventory sets (the chart passes them as --feature-gates)."""
-    merged, problems = gate_values(gates)
-    problems += gate_problems(merged)
+def _explicit(gates: Mapping[str, Any], version: Optional[str]) -> Dict[str, bool]:
+    """Only the gates the inventory sets (the chart passes them as --feature-gates), checked against the
+    driver ``version`` being installed."""
+    merged, problems = gate_values(gates, version)
+    problems += gate_problems(merged, version)
     if problems:
         raise DraValuesError(problems)
     return {name: bool(value) for name, value in sorted(gates.items())}
@@ -40,19 +46,28 @@ def _explicit(gates: Mapping[str, Any]) -> Dict[str, bool]:
 
 def driver_values(feature_gates: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]],
                   values: Optional[Mapping[str, Any]] = None, chart_tolerations: Sequence[Mapping[str, Any]] = (),
-                  compute_domains: bool = False) -> Dict[str, Any]:
-    """The release's values: GPUs through DRA on the nodes labelled for DRA only, the gates asked for,
-    ``tolerations`` added to the kubelet plugin's (``chart_tolerations``, the chart's own, kept: ``[]`` in
-    v25.8.1 and v25.12.0, ``nvidia.com/gpu`` from 0.5), then ``values`` merged; a ``values`` entry that
-    contradicts a typed setting is refused."""
+                  compute_domains: bool = False, version: Optional[str] = None, driver_root: Optional[str] = None,
+                  name_override: str = "") -> Dict[str, Any]:
+    """The release's values: GPUs through DRA on the nodes labelled for DRA only, the gates asked for (checked
+    against driver ``version``), ``tolerations`` added to the kubelet plugin's (``chart_tolerations``, the
+    chart's own) only when they add one, ``nvidiaDriverRoot`` from the driver mode, ``nameOverride`` kept on an
+    upgrade from the old chart, then ``values`` merged; a ``values`` entry that contradicts a typed setting is
+    refused."""
     extra = dict(values or {})
+    plugin: Dict[str, Any] = {"nodeSelector": {BACKEND_LABEL: "dra"}}
     planned: Dict[str, Any] = {
         "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": compute_domains}},
         "gpuResourcesEnabledOverride": True,
-        "kubeletPlugin": {"nodeSelector": {BACKEND_LABEL: "dra"},
-                          "tolerations": _tolerations(extra, tolerations, chart_tolerations)},
+        "kubeletPlugin": plugin,
     }
-    gates = _explicit(feature_gates)
+    added = _tolerations(extra, tolerations, chart_tolerations)
+    if added is not None:
+        plugin["tolerations"] = added
+    if driver_root:
+        planned["nvidiaDriverRoot"] = driver_root
+    if name_override:
+        planned["nameOverride"] = name_override
+    gates = _explicit(feature_gates, version)
     if gates:
         planned["featureGates"] = gates
     problems = _contradictions(planned, extra)
@@ -62,11 +77,14 @@ def driver_values(feature_gates: Mapping[str, Any], tolerations: Sequence[Mappin
 
 
 def _tolerations(extra: Mapping[str, Any], ours: Sequence[Mapping[str, Any]],
-                 chart: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+                 chart: Sequence[Mapping[str, Any]]) -> Optional[List[Dict[str, Any]]]:
+    """The kubelet plugin's tolerations to write, or None when ours add nothing to the base (the user's
+    ``values`` list, else the chart's defaults): writing a list replaces the chart's."""
     plugin = extra.get("kubeletPlugin") if isinstance(extra.get("kubeletPlugin"), Mapping) else {}
     base = plugin.get("tolerations") if isinstance(plugin.get("tolerations"), list) else chart
     found = [dict(t) for t in base]
-    return found + [dict(t) for t in ours if dict(t) not in found]
+    added = [dict(t) for t in ours if dict(t) not in found]
+    return found + added if added else None
 
 
 def _contradictions(planned: Mapping[str, Any], extra: Mapping[str, Any], path: str = "") -> List[str]:

@@ -22,6 +22,8 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._fleet_read
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._resources import BUILTIN_TYPES, label_selector
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_objects import OWNER, owned
+from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_teams import Team, fleet_profile_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import GpuModel, find_model
 
 TYPES = {kind: BUILTIN_TYPES[kind] for kind in ("ResourceFlavor", "ClusterQueue", "LocalQueue")}  # API_VERSION
 SPEC_FIELDS = {"ResourceFlavor": ("nodeLabels", "nodeTaints", "tolerations"),
@@ -30,11 +32,30 @@ SPEC_FIELDS = {"ResourceFlavor": ("nodeLabels", "nodeTaints", "tolerations"),
 QUANTITY_FIELDS = ("nominalQuota", "borrowingLimit", "lendingLimit")
 
 
-def planned_nodes(mod: Any) -> Tuple[List[Dict[str, Any]], Dict[str, List[PlannedDevice]], List[Dict[str, Any]]]:
+def plan_models(plans: Mapping[str, Any]) -> List[GpuModel]:
+    """The MIG-capable catalog models of the hosts' plans (declared ``gpus`` or read ``gpu_facts``); none when a
+    host's GPUs are not known, so that nothing is judged on a part of the fleet."""
+    models: Dict[str, GpuModel] = {}
+    for plan in plans.values():
+        entries = list(plan.gpus) or list(plan.gpu_facts)
+        if not entries:
+            return []
+        for gpu in entries:
+            model = find_model(str(gpu.get("model") or gpu.get("name") or ""), gpu.get("pci_device_id"))
+            if model is not None:
+                models[model.key] = model
+    return [models[k] for k in sorted(models)]
+
+
+def planned_nodes(mod: Any, teams: Sequence[Team]) -> Tuple[List[Dict[str, Any]], Dict[str, List[PlannedDevice]], List[Dict[str, Any]]]:
     """Per node in the plan: what it will advertise, its labels (the plan's over the live ones), its taints;
     a DRA node (option ``dra_nodes``) offers its planned devices instead. Also the DRA nodes' devices, and
-    the node list as read (what ``advertised_nodes`` judges when nothing was written since)."""
+    the node list as read (what ``advertised_nodes`` judges when nothing was written since). Fails, before
+    anything is written, on a team's share of a MIG profile no GPU model of the fleet has."""
     read, fleet = planned_fleet(mod)
+    unknown = fleet_profile_problems(teams, plan_models(read.plans))
+    if unknown:
+        mod.fail("invalid gpufleet_teams: %s" % "; ".join(unknown), problems=unknown)
     dra = mod.params["dra_nodes"]
     devices, problems = plan_devices(fleet, read.plans, dra) if dra else ({}, [])
     if problems:

@@ -10,6 +10,7 @@ module changes and deletes only objects with that label.
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -23,6 +24,7 @@ OWNER_KEY = "app.kubernetes.io/managed-by"
 OWNER_VALUE = "gpufleet.sharing"
 OWNER = {OWNER_KEY: OWNER_VALUE}
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"
+GPU_PREFIX = "nvidia.com/"
 
 
 def owned(obj: Optional[Mapping[str, Any]]) -> bool:
@@ -52,14 +54,29 @@ def _resource(team: Team, resource: str, nominal: int) -> Dict[str, Any]:
     return entry
 
 
-def cluster_queue(team: Team, quotas: Quotas) -> Dict[str, Any]:
-    """The team's ClusterQueue: one resource group per connected set of flavors and resources."""
-    groups = []
+def users_group(group: Mapping[str, Any]) -> bool:
+    """A resource group the user added to a team's ClusterQueue (for ``cpu``, ``memory``, ...): it covers no
+    ``nvidia.com/`` resource and names none of the collection's flavors. The module keeps such groups as they
+    are and owns the others (docs/quotas.md, "Pods that also ask for cpu or memory")."""
+    return not any(str(r).startswith(GPU_PREFIX) for r in group.get("coveredResources") or []) and \
+        not any(str(f.get("name", "")).startswith(FLAVOR_PREFIX) for f in group.get("flavors") or [])
+
+
+def users_groups(cq: Optional[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+    """The live ClusterQueue's resource groups of the user's own, in their order."""
+    return [copy.deepcopy(g) for g in ((cq or {}).get("spec") or {}).get("resourceGroups") or [] if users_group(g)]
+
+
+def cluster_queue(team: Team, quotas: Quotas, kept: Sequence[Mapping[str, Any]] = ()) -> Dict[str, Any]:
+    """The team's ClusterQueue: one resource group per connected set of flavors and resources, then the
+    user's own groups (``kept``) as they are."""
+    groups: List[Any] = []
     for group in resource_groups(quotas):
         covered = group[0][1] if group else []
         groups.append({"coveredResources": covered, "flavors": [
             {"name": flavor, "resources": [_resource(team, r, quotas[flavor].get(r, 0)) for r in covered]}
             for flavor, _covered in group]})
+    groups.extend(copy.deepcopy(dict(g)) for g in kept)
     spec: Dict[str, Any] = {
         "namespaceSelector": {"matchExpressions": [
             {"key": NAMESPACE_LABEL, "operator": "In", "values": sorted(team.namespaces)}]},
@@ -86,9 +103,12 @@ def units(value: Any) -> int:
 
 
 def live_quotas(cq: Optional[Mapping[str, Any]]) -> Quotas:
-    """flavor -> resource -> nominal quota of a ClusterQueue (empty when there is none)."""
+    """flavor -> resource -> nominal quota of a ClusterQueue's own groups (empty when there is none; the
+    user's groups are not the collection's quota)."""
     quotas: Quotas = {}
     for group in ((cq or {}).get("spec") or {}).get("resourceGroups") or []:
+        if users_group(group):
+            continue
         for flavor in group.get("flavors") or []:
             for res in flavor.get("resources") or []:
                 quotas.setdefault(flavor["name"], {})[res["name"]] = units(res.get("nominalQuota", 0))

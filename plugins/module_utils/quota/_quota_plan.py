@@ -174,11 +174,13 @@ def resource_groups(quotas: Quotas) -> List[List[Tuple[str, List[str]]]]:
     return result
 
 
-def group_problems(team: str, groups: Sequence[Sequence[Tuple[str, List[str]]]]) -> List[str]:
-    """Kueue's limits: at most 16 resource groups, 64 flavors and 64 resources each."""
+def group_problems(team: str, groups: Sequence[Sequence[Tuple[str, List[str]]]], kept: Sequence[Any] = ()) -> List[str]:
+    """Kueue's limits: at most 16 resource groups (``kept``: the user's own groups count too), 64 flavors and
+    64 resources each."""
     problems = []
-    if len(groups) > MAX_RESOURCE_GROUPS:
-        problems.append("team %s: %d resource groups, Kueue allows %d" % (team, len(groups), MAX_RESOURCE_GROUPS))
+    if len(groups) + len(kept) > MAX_RESOURCE_GROUPS:
+        problems.append("team %s: %d resource groups%s, Kueue allows %d" % (
+            team, len(groups) + len(kept), " (%d of your own)" % len(kept) if kept else "", MAX_RESOURCE_GROUPS))
     for group in groups:
         if len(group) > MAX_PER_GROUP or (group and len(group[0][1]) > MAX_PER_GROUP):
             problems.append("team %s: a resource group of %d flavors and %d resources, Kueue allows %d of each"

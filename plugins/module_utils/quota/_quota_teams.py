@@ -16,10 +16,20 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import GpuModel
+
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # The extended resources the collection plans (docs/sharing.md): full GPUs, MIG devices, shared ones.
-GPU_RESOURCE = re.compile(r"^nvidia\.com/(gpu|mig-[0-9]+g\.[0-9]+gb(\+[a-z]+)*|mig-[0-9]+c\.[0-9]+g\.[0-9]+gb)(\.shared)?$")
+# A suffixed profile is advertised with every '+' turned into '.' (NVIDIA/k8s-device-plugin v0.20.0,
+# internal/rm/rm.go: ``strings.ReplaceAll("mig-"+p.String(), "+", ".")``): ``1g.10gb+me`` is
+# ``nvidia.com/mig-1g.10gb.me``, ``1g.24gb+me.all`` ``...mig-1g.24gb.me.all``, ``1g.24gb+gfx``
+# ``...mig-1g.24gb.gfx``, ``1g.24gb-me`` stays. A '+' is never advertised, and Kueue refuses it in a
+# resource name (a qualified name, kubernetes-sigs/kueue v0.19.2 pkg/webhooks/common.go).
+GPU_RESOURCE = re.compile(r"^nvidia\.com/(gpu|mig-[0-9]+g\.[0-9]+gb(\.me|\.me\.all|\.gfx|-me)?"
+                          r"|mig-[0-9]+c\.[0-9]+g\.[0-9]+gb)(\.shared)?$")
+MIG_PREFIX = "nvidia.com/mig-"
+_SUFFIXED = re.compile(r"^([0-9]+g\.[0-9]+gb)\.(me|me\.all|gfx)$")
 PERCENT = re.compile(r"^([0-9]+(\.[0-9]+)?)%$")
 TEAM_KEYS = ("name", "namespaces", "shares", "cohort", "borrowing_limit", "lending_limit")
 
@@ -149,4 +159,32 @@ def team_problems(values: Mapping[str, Any]) -> List[str]:
     overcommit = values.get("gpufleet_quota_overcommit", False)
     if not isinstance(overcommit, bool):
         problems.append("gpufleet_quota_overcommit must be true or false, got %r" % (overcommit,))
+    return problems
+
+
+def profile_of(resource: str) -> Optional[str]:
+    """The GI profile of a MIG resource as nvidia-smi and mig-parted name it (``nvidia.com/mig-1g.10gb.me.shared``
+    -> ``1g.10gb+me``); None for a full GPU or a compute-instance name."""
+    base = resource[:-len(".shared")] if resource.endswith(".shared") else resource
+    if not base.startswith(MIG_PREFIX) or re.match(r"^[0-9]+c\.", base[len(MIG_PREFIX):]):
+        return None
+    suffix = base[len(MIG_PREFIX):]
+    return _SUFFIXED.sub(r"\1+\2", suffix)
+
+
+def fleet_profile_problems(teams: Sequence[Team], models: Sequence[GpuModel]) -> List[str]:
+    """A share of a MIG profile that no GPU model of the fleet has can never give quota (issue 43): refused,
+    naming the team, the resource and the fleet's MIG-capable models. ``models``: every MIG-capable model
+    of the fleet; the caller passes none when a host's GPUs are not known (nothing is judged then)."""
+    if not models:
+        return []
+    profiles = {p.name for m in models for p in m.profiles}
+    names = ", ".join(sorted({m.key for m in models}))
+    problems = []
+    for team in teams:
+        for resource, _share in team.shares:
+            profile = profile_of(resource)
+            if profile is not None and profile not in profiles:
+                problems.append("gpufleet_teams (team %r): resource %s: no GPU of the fleet has MIG profile %s "
+                                "(the fleet's MIG-capable models: %s)" % (team.name, resource, profile, names))
     return problems

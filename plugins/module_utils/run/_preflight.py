@@ -16,7 +16,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_preflight import DRA, backend_of, dra_host_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._inputs import input_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._mig_strategy import COLLECTION_DEFAULT, preflight_problem
-from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_teams import team_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_teams import (
+    fleet_profile_problems, parse_teams, team_problems)
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import find_model
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._run_inputs import run_variable_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils.run._preflight_inputs import (
     dra_input_problems, host_name_problems, sharing_config_problems)
@@ -79,6 +81,25 @@ def gpu_models(declared: Optional[str], gpus: Sequence[Mapping[str, Any]]) -> Li
         if gpu.get("pci_device_id") not in models:
             models.append(gpu.get("pci_device_id"))
     return models
+
+
+def fleet_team_problems(hosts: Sequence[Mapping[str, Any]]) -> List[str]:
+    """The fleet-wide check of ``gpufleet_teams`` (each host's own check is ``variable_problems``): a MIG
+    profile that no GPU model of the hosts has. Judged only when every host's GPUs are known (declared or read)."""
+    if not hosts:
+        return []
+    teams, problems = parse_teams(hosts[0].get("gpufleet_teams"))
+    if problems or not teams:
+        return []  # reported per host
+    models: Dict[str, Any] = {}
+    for values in hosts:
+        ids = gpu_models(values.get("gpufleet_gpu_model"), (values.get("ansible_facts") or {}).get("gpufleet_gpus") or [])
+        if not ids:
+            return []
+        for model in (find_model(str(i)) for i in ids if i):
+            if model is not None:
+                models[model.key] = model
+    return fleet_profile_problems(teams, [models[k] for k in sorted(models)])
 
 
 def read_problems(declared: Optional[str], facts: Mapping[str, Any]) -> List[str]:

@@ -17,7 +17,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs im
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._run_inputs import node_name_problem
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._resources import name_problem
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_values import DraValuesError, driver_values
-from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operator_release import parse_chart_version
+from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_versions import version_key
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_claims import parse_requests
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._expected import mps_on_mig_problem
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._node_gpus import node_gpus_from_plan
@@ -69,7 +69,7 @@ def dra_input_problems(values: Mapping[str, Any]) -> List[str]:
     version = values.get("dra_driver_chart_version")
     if version not in (None, ""):
         try:
-            parse_chart_version(version)
+            version_key(version)  # the driver's own release order (25.12.0 before 0.4.0)
         except ValueError as exc:
             problems.append("dra_driver_chart_version: %s" % exc)
     problems += _values_problems(values.get("dra_driver_values"))

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What users write under the DRA backend, from the fleet plan (pure, no I/O; docs/dra.md).
 
-Facts followed (NVIDIA's DRA driver for GPUs, kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1):
+Facts followed (NVIDIA's DRA driver for GPUs, kubernetes-sigs/dra-driver-nvidia-gpu v0.5.0):
 
 - the kubelet plugin publishes, per node, one device per full GPU that has MIG off (name
   ``gpu-<minor>``, attribute ``type`` ``gpu``) and one per MIG device that exists when it starts on a
@@ -29,6 +29,7 @@ same devices through the driver's own classes too.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -48,11 +49,30 @@ REQUEST = "gpu"
 # sharing strategy of the plan -> (the driver's GpuConfig strategy, the alpha feature gate it needs)
 SHARING = {"time-slicing": ("TimeSlicing", "TimeSlicingSettings"), "mps": ("MPS", "MPSSupport")}
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# A kind name is a label value (gpufleet.sharing/device-kind, <= 63) and, with CLASS_SUFFIX, the DeviceClass name,
+# which Kueue validates as a label key name (<= 63, pkg/config/validation.go): so at most 63 - 17 = 46 characters.
+MAX_KIND = 63 - len(CLASS_SUFFIX)
+_DIGEST = 8
 
 
 def slug(text: str) -> str:
     """Lower case, every run of other characters one '-' (a DNS label part)."""
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def bounded(name: str) -> str:
+    """``name`` when it fits MAX_KIND; else its first characters, '-', and the first 8 hex digits of its SHA-256:
+    short, stable across runs and versions, and distinct for distinct names (docs/dra.md, "Device kinds")."""
+    if len(name) <= MAX_KIND:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:_DIGEST]
+    return "%s-%s" % (name[:MAX_KIND - _DIGEST - 1].rstrip("-"), digest)
+
+
+def profile_slug(profile: str) -> str:
+    """A MIG profile as a DNS label part: a '-' of the name is doubled, every other character outside [a-z0-9] is
+    one '-' (so 1g.24gb-me and 1g.24gb+me, two profiles of the RTX PRO 6000, stay two kinds)."""
+    return re.sub(r"[^a-z0-9-]", "-", profile.lower().replace("-", "--")).strip("-")
 
 
 def _cel_string(value: str) -> str:
@@ -99,12 +119,12 @@ class DeviceKind:
 
 
 def mig_kind(profile: str) -> DeviceKind:
-    return DeviceKind("mig-" + slug(profile), "mig", profile=profile)
+    return DeviceKind(bounded("mig-" + profile_slug(profile)), "mig", profile=profile)
 
 
 def gpu_kind(product: Optional[str], sharing: Optional[str] = None) -> DeviceKind:
     name = "gpu-" + slug(product) if product else "gpu"
-    return DeviceKind(name + ("-" + sharing if sharing else ""), "gpu", product=product, sharing=sharing)
+    return DeviceKind(bounded(name + ("-" + sharing if sharing else "")), "gpu", product=product, sharing=sharing)
 
 
 @dataclass(frozen=True)

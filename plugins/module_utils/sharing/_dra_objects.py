@@ -23,9 +23,11 @@ from typing import Any, Dict, List, Mapping, Sequence, Tuple
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_claims import (
     API_VERSION, DRIVER, KIND_LABEL, OWNER_KEY, OWNER_VALUE, REQUEST, SHARING, DeviceKind, TemplateRequest,
     resolve_kind)
+from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._options import qualified_name_problem
 
 GPU_CONFIG_API = "resource.nvidia.com/v1beta1"
 KUEUE_CONFIG_API = "config.kueue.x-k8s.io/v1beta2"
+_KEY_RULE = "a name of at most 63 letters, digits, '-', '_' or '.' after an optional DNS-subdomain prefix and '/'"
 
 
 def _meta(name: str, kind: DeviceKind, namespace: str = "") -> Dict[str, Any]:
@@ -88,12 +90,24 @@ def device_class_mappings(kinds: Sequence[DeviceKind]) -> List[Dict[str, Any]]:
 
 
 def mapping_problems(mappings: Sequence[Mapping[str, Any]]) -> List[str]:
-    """Kueue's limits (pkg/config/validation.go, v0.19.2): at most 16 mappings, 8 DeviceClasses each."""
+    """What Kueue's manager refuses in ``resources.deviceClassMappings`` (kubernetes-sigs/kueue v0.19.2,
+    pkg/config/validation.go, validateDeviceClassMappings): more than 16 mappings, more than 8 DeviceClasses
+    in one, and a resource name or DeviceClass name that is not a label key (``content.IsLabelKey``: an
+    optional DNS-subdomain prefix and '/', then a name of at most 63 characters). One bad entry makes Kueue
+    refuse its whole configuration, so the manager does not start."""
     problems = []
     if len(mappings) > 16:
         problems.append("Kueue deviceClassMappings: %d resources, Kueue allows 16" % len(mappings))
-    problems += ["Kueue deviceClassMappings: resource %s has %d DeviceClasses, Kueue allows 8" % (m["name"], len(m["deviceClassNames"]))
-                 for m in mappings if len(m["deviceClassNames"]) > 8]
+    for mapping in mappings:
+        if qualified_name_problem("", mapping["name"]):
+            problems.append("Kueue deviceClassMappings: resource %r is not a label key (Kueue refuses the whole "
+                            "configuration): %s" % (mapping["name"], _KEY_RULE))
+        if len(mapping["deviceClassNames"]) > 8:
+            problems.append("Kueue deviceClassMappings: resource %s has %d DeviceClasses, Kueue allows 8"
+                            % (mapping["name"], len(mapping["deviceClassNames"])))
+        problems += ["Kueue deviceClassMappings: resource %s: DeviceClass %r is not a label key (Kueue refuses the "
+                     "whole configuration): %s" % (mapping["name"], name, _KEY_RULE)
+                     for name in mapping["deviceClassNames"] if qualified_name_problem("", name)]
     return problems
 
 

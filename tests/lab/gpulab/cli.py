@@ -6,6 +6,8 @@
     status --dir DIR [--json]
     kubeconfig --dir DIR --service-account NS/NAME --out PATH [--apply RBAC.yml ...]
            a kubeconfig whose token gets only what RBAC binds to that ServiceAccount
+    kueue-admit --kubeconfig K --pod POD.json [--exclude-resource-prefix P ...] [--quota-check-strategy S]
+           would the lab's Kueue admit the pod, and where (gpulab/cluster/kueue_pod.py); rc 0: admitted
 
 The lab is a test instrument, not the product (see tests/lab/README.md).
 """
@@ -18,7 +20,7 @@ import sys
 from typing import List, Optional
 
 from gpulab import hosts
-from gpulab.cluster import access
+from gpulab.cluster import access, kueue_pod
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,6 +45,13 @@ def _parser() -> argparse.ArgumentParser:
     kubeconfig.add_argument("--out", required=True, help="path of the kubeconfig to write (mode 0600)")
     kubeconfig.add_argument("--apply", action="append", default=[], metavar="FILE",
                             help="YAML file of RBAC objects to create first (repeatable)")
+    admit = commands.add_parser("kueue-admit", help="would the lab's Kueue admit this pod (JSON), and where")
+    admit.add_argument("--kubeconfig", required=True)
+    admit.add_argument("--pod", required=True, help="the pod as JSON (label kueue.x-k8s.io/queue-name, namespace)")
+    admit.add_argument("--exclude-resource-prefix", action="append", default=[],
+                       help="Kueue's resources.excludeResourcePrefixes (repeatable)")
+    admit.add_argument("--quota-check-strategy", default="BlockUndeclared", choices=["BlockUndeclared", "IgnoreUndeclared"],
+                       help="Kueue's resources.quotaCheckStrategy")
     return parser
 
 
@@ -62,6 +71,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.command == "kubeconfig":
             return access.main(["--dir", args.dir, "--service-account", args.service_account,
                                 "--kubeconfig", args.out] + [a for f in args.apply for a in ("--apply", f)])
+        if args.command == "kueue-admit":
+            return kueue_pod.main(args.kubeconfig, args.pod, args.quota_check_strategy, args.exclude_resource_prefix)
         if args.command == "down":
             stopped = hosts.down(args.dir)
             print(f"stopped: {', '.join(stopped)}" if stopped else "nothing running")

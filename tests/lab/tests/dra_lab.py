@@ -18,6 +18,7 @@ FAST = manager.Settings(resync_seconds=0.2, operand_start_delay=0.05, pod_start_
 DRIVER_NS = "nvidia-dra-driver-gpu"
 PLUGIN_DS = "nvidia-dra-driver-gpu-kubelet-plugin"
 IMAGE = "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0"
+IMAGE_0_5 = "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.5.0"
 CLASS_EXPR = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == '%s'"
 
 
@@ -44,7 +45,8 @@ def mig_layout(path: str, per_gpu: Dict[int, Optional[Dict[str, int]]]) -> None:
 
 
 class DraLab:
-    def __init__(self, tmp_path: Any, layout: Dict[str, List[Any]], plugin: bool = True, gates: str = ""):
+    def __init__(self, tmp_path: Any, layout: Dict[str, List[Any]], plugin: bool = True, gates: str = "",
+                 image: str = IMAGE, env: Optional[Dict[str, str]] = None):
         self.store = Store()
         assert dra_api.install(self.store, (1, 36, 0))
         self.paths: Dict[str, str] = {}
@@ -61,6 +63,8 @@ class DraLab:
                                                       "spec": {"selectors": [{"cel": {"expression": CLASS_EXPR % kind}}]}})
         self.hosts = hosts
         self.gates = gates
+        self.image = image
+        self.env = dict(env or {})
         self.controllers: Any = None
         if plugin:
             self.deploy_plugin()
@@ -77,11 +81,12 @@ class DraLab:
         env = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
         if self.gates:
             env.append({"name": "FEATURE_GATES", "value": self.gates})
+        env += [{"name": key, "value": value} for key, value in sorted(self.env.items())]
         labels = {"nvidia-dra-driver-gpu-component": "kubelet-plugin"}
         self.store.create("apps/v1/daemonsets", {
             "metadata": {"name": PLUGIN_DS, "namespace": DRIVER_NS},
             "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
-                "containers": [{"name": "gpus", "image": IMAGE, "env": env}]}}}})
+                "containers": [{"name": "gpus", "image": self.image, "env": env}]}}}})
 
     def plugin_pod(self, node: str) -> Dict[str, Any]:
         pods = [p for p in self.store.items("v1/pods", DRIVER_NS, field_selector=f"spec.nodeName={node}")

@@ -26,7 +26,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._helm im
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 STANDINS = [os.path.join(REPO, "tests", "lab", "charts", name)
-            for name in ("gpu-operator-standin", "nvidia-dra-driver-gpu-standin")]
+            for name in ("gpu-operator-standin", "nvidia-dra-driver-gpu-standin", "dra-driver-nvidia-gpu-standin")]
 
 
 class Recorder:

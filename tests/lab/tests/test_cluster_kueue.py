@@ -76,6 +76,20 @@ def test_cluster_queue_rules(store, changes, message):
     assert message in _invalid(store, kueue.CQ_KEY, _cq(**changes))
 
 
+@pytest.mark.parametrize("name", ["nvidia.com/mig-1g.10gb+me", "nvidia.com/mig 1g", "Bad.Prefix/x", "nvidia.com/" + "m" * 64])
+def test_cluster_queue_resource_names_are_label_keys(store, name):
+    """Kueue's webhook validates every coveredResources name as a label key (kubernetes-sigs/kueue v0.19.2
+    pkg/webhooks/common.go validateResourceName, content.IsLabelKey): a '+' is refused (issue 42)."""
+    obj = copy.deepcopy(CQ)
+    group = obj["spec"]["resourceGroups"][0]
+    group["coveredResources"] = [name]
+    group["flavors"][0]["resources"][0]["name"] = name
+    assert "spec.resourceGroups[0].coveredResources[0]: Invalid value: %r" % name in _invalid(store, kueue.CQ_KEY, obj)
+    group["coveredResources"] = ["nvidia.com/mig-1g.10gb.me"]
+    group["flavors"][0]["resources"][0]["name"] = "nvidia.com/mig-1g.10gb.me"
+    store.create(kueue.CQ_KEY, obj)
+
+
 def test_cluster_queue_group_rules(store):
     obj = copy.deepcopy(CQ)
     group = obj["spec"]["resourceGroups"][0]
@@ -96,6 +110,15 @@ def test_cluster_queue_group_rules(store):
     ({"tolerations": [{"key": "a", "operator": "Exists", "value": "x"}]}, "a value must be empty"),
     ({"tolerations": [{"key": "a", "effect": "NoSchedule", "tolerationSeconds": 3}]}, "'NoExecute'"),
     ({"nodeLabels": {"l%d" % i: "v" for i in range(9)}}, "nodeLabels"),
+    # Kueue's webhook (kubernetes-sigs/kueue v0.19.2 pkg/webhooks/resourceflavor_webhook.go, ValidateResourceFlavor):
+    # nodeLabels as metav1 ValidateLabels, nodeTaints as the core validateNodeTaints (issue 42)
+    ({"nodeLabels": {"bad key!": "v"}}, "spec.nodeLabels: Invalid value: 'bad key!': name part must consist"),
+    ({"nodeLabels": {"nvidia.com/gpu.product": "NVIDIA H100"}}, "spec.nodeLabels: Invalid value: 'NVIDIA H100': a valid label"),
+    ({"nodeLabels": {"k": "v" * 64}}, "a valid label must be"),
+    ({"nodeTaints": [{"key": "gpu", "value": "a", "effect": "NoSchedule"}, {"key": "gpu", "value": "b", "effect": "NoSchedule"}]},
+     "spec.nodeTaints[1]: Duplicate value"),
+    ({"nodeTaints": [{"key": "bad key", "effect": "NoSchedule"}]}, "spec.nodeTaints[0].key: Invalid value: 'bad key'"),
+    ({"nodeTaints": [{"key": "k", "value": "a b", "effect": "NoSchedule"}]}, "spec.nodeTaints[0].value: Invalid value: 'a b'"),
 ])
 def test_resource_flavor_rules(store, spec, message):
     assert message in _invalid(store, kueue.RF_KEY, {"metadata": {"name": "f"}, "spec": spec})

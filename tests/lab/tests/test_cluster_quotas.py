@@ -12,7 +12,7 @@ from typing import Any, Dict
 import pytest
 from kubernetes import client, config as kconfig
 
-from gpulab.cluster import kueue_admission, server
+from gpulab.cluster import kueue_admission, kueue_pod, server
 from labtools import run_module, wait_until
 from test_cluster_modules_sharing import auth, install_operator, metrics, start_lab, store_get, writes
 
@@ -66,7 +66,7 @@ def lab(tmp_path_factory):
 def quota_of(lab: Any, team: str) -> Dict[str, Dict[str, int]]:
     cq = store_get(lab, KUEUE + "/clusterqueues/" + team)
     return {f["name"]: {r["name"]: int(r["nominalQuota"]) for r in f["resources"]}
-            for g in cq["spec"]["resourceGroups"] for f in g["flavors"]}
+            for g in cq["spec"]["resourceGroups"] for f in g["flavors"] if f["name"].startswith("gpufleet-")}
 
 
 def test_bad_input_names_team_resource_reason_and_changes_nothing(lab):
@@ -76,6 +76,11 @@ def test_bad_input_names_team_resource_reason_and_changes_nothing(lab):
     assert result.get("failed")
     assert "gpufleet_teams[0] (team 'vision'): namespace 'Vision_Train' is not a DNS label" in result["msg"]
     assert "gpufleet_teams[1] (team 'nlp'): resource 'nvidia.com/tpu': unknown resource" in result["msg"]
+    # Issue 43 (4): a profile no GPU of the fleet has (H100-80GB, A100-40GB) was accepted and the queue written empty.
+    result = run_module("gpu_quotas", args(lab, teams=[dict(NLP, shares={"nvidia.com/mig-9g.99gb": 2})]), lab.tmp)
+    assert result.get("failed") and result["msg"] == (
+        "invalid gpufleet_teams: gpufleet_teams (team 'nlp'): resource nvidia.com/mig-9g.99gb: no GPU of the fleet has "
+        "MIG profile 9g.99gb (the fleet's MIG-capable models: A100-40GB, H100-80GB)")
     greedy = [dict(VISION, shares={A100_MIG1: 5}), dict(NLP, shares={A100_MIG1: "50%"})]
     result = run_module("gpu_quotas", args(lab, teams=greedy), lab.tmp)
     assert result.get("failed") and ("resource nvidia.com/mig-1g.5gb, flavor %s: the teams' quotas add up to 8 "
@@ -157,6 +162,41 @@ def test_what_the_derived_quota_admits_fits_the_nodes(lab):
         {"coveredResources": [H100_MIG1], "flavors": [{"name": H100_FLAVOR, "resources": [{"name": H100_MIG1, "nominalQuota": 28}]}]}]))
     _admitted, _pending, unplaced = _admitted_everywhere(lab, dict(queues, vision=promised))
     assert len(unplaced) == 28 + 3 - 14 and "no node of the flavor has" in unplaced[0]
+
+
+def test_a_pod_that_also_asks_for_cpu_and_memory(lab):
+    """Issue 42: Kueue admits a workload only when every resource it asks for is covered by the ClusterQueue
+    (kueue_admission.py, from Kueue's flavor assigner). The queues cover GPU resources; the user's own resource
+    group for cpu and memory in the team's ClusterQueue is kept by the module, and the pod is admitted."""
+    pod = {"name": "train", "count": 1, "requests": {H100_MIG1: 1, "cpu": "2", "memory": "8Gi"}}
+    queue = store_get(lab, KUEUE + "/clusterqueues/vision")
+    admitted, pending = kueue_admission.admit(queue, [pod])
+    assert admitted == [] and pending[0][1] == ("couldn't assign flavors to pod set main: resource cpu unavailable "
+                                                "in ClusterQueue")
+    assert kueue_admission.admit(queue, [pod], exclude_resource_prefixes=["cpu", "memory"])[0][0][1] == (H100_FLAVOR,)
+    assert kueue_admission.admit(queue, [pod], quota_check_strategy="IgnoreUndeclared")[0][0][1] == (H100_FLAVOR,)
+    manifest = {"metadata": {"name": "train", "namespace": "vision-train", "labels": {"kueue.x-k8s.io/queue-name": "vision"}},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "8Gi", H100_MIG1: "1"}}},
+                                        {"name": "d", "resources": {"requests": {"cpu": "1"}}}]}}
+    assert kueue_pod.check(lab.kubeconfig, manifest)["reason"] == pending[0][1]
+    custom = client.CustomObjectsApi(kconfig.new_client_from_config(config_file=lab.kubeconfig))
+    custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "resourceflavors", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}, "spec": {}})
+    cq = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "vision")
+    cq["spec"]["resourceGroups"].append({"coveredResources": ["cpu", "memory"], "flavors": [
+        {"name": "default-flavor", "resources": [{"name": "cpu", "nominalQuota": "64"}, {"name": "memory", "nominalQuota": "256Gi"}]}]})
+    custom.replace_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "vision", cq)
+    again = run_module("gpu_quotas", args(lab), lab.tmp)
+    assert not again.get("failed") and again["changed"] is False, again
+    queue = store_get(lab, KUEUE + "/clusterqueues/vision")
+    admitted, pending = kueue_admission.admit(queue, [pod])
+    assert pending == [] and admitted[0][1] == ("default-flavor", H100_FLAVOR)
+    flavors = {f["metadata"]["name"]: f for f in store_get(lab, KUEUE + "/resourceflavors")["items"]}
+    assert kueue_admission.place(admitted, flavors, store_get(lab, "/api/v1/nodes")["items"]) == []
+    assert kueue_pod.check(lab.kubeconfig, manifest) == {"admitted": True, "flavors": ["default-flavor", H100_FLAVOR],
+                                                         "reason": "", "unplaced": []}
+    verified = run_module("gpu_quotas", args(lab, state="verified"), lab.tmp)
+    assert not verified.get("failed"), verified.get("msg")
 
 
 def test_a_mig_change_shrinks_first_and_grows_after(lab):

@@ -1,6 +1,7 @@
 """The simulated GPU kubelet plugin of NVIDIA's DRA driver (gpulab.cluster.dra.plugin/slices):
 slices from the host's GPU state with the real driver's names and attributes (dra-driver-nvidia-gpu
-v25.12.0), a snapshot taken only at start, and no start beside the NVIDIA device plugin."""
+v25.12.0, v0.4.1, v0.5.0 = main 9593204), a snapshot taken only at start, the gates of each release, the driver
+root, DynamicMIG as the driver runs it, and a start beside the device plugin (the real plugin has no check)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from gpulab import gpustate
 from gpulab.cluster.dra import api as dra_api
 
-from dra_lab import DraLab, mig_layout, wait_for
+from dra_lab import IMAGE_0_5, DraLab, mig_layout, wait_for
 
 NODE = "gpu-a"
 
@@ -75,7 +76,9 @@ def test_a_mig_partition_made_after_start_is_published_only_after_a_restart(lab)
     assert before < set(after)
 
 
-def test_the_plugin_refuses_to_start_while_the_device_plugin_runs_on_its_node(lab):
+def test_the_plugin_starts_beside_the_device_plugin_as_the_real_one_does(lab):
+    """kubernetes-sigs/dra-driver-nvidia-gpu (v25.12.0 .. v0.5.0) has no device-plugin check in
+    cmd/gpu-kubelet-plugin; only the chart's templates/validation.yaml guards with gpuResourcesEnabledOverride."""
     made = lab(plugin=False)
     labels = {"app": "nvidia-device-plugin"}
     made.store.create("apps/v1/daemonsets", {"metadata": {"name": "nvidia-device-plugin", "namespace": "kube-system"}, "spec": {
@@ -85,16 +88,50 @@ def test_the_plugin_refuses_to_start_while_the_device_plugin_runs_on_its_node(la
     wait_for("the device plugin", lambda: [p for p in made.store.items("v1/pods", "kube-system")
                                            if (p.get("status") or {}).get("phase") == "Running"])
     made.deploy_plugin()
+    wait_for("the plugin beside the device plugin", lambda: made.plugin_running(NODE) and made.slice_devices(NODE))
 
+
+def _crash_message(made):
     def crashing():
         statuses = (made.plugin_pod(NODE).get("status") or {}).get("containerStatuses") or []
         return statuses and (statuses[0]["state"].get("waiting") or {}).get("reason") == "CrashLoopBackOff" and statuses[0]
-    status = wait_for("CrashLoopBackOff", crashing)
-    message = status["lastState"]["terminated"]["message"]
-    assert "NVIDIA device plugin is running on node gpu-a" in message and "kube-system/nvidia-device-plugin-" in message
-    assert made.store.items(dra_api.RESOURCESLICES) == []
-    made.store.delete("apps/v1/daemonsets", "kube-system", "nvidia-device-plugin")
-    wait_for("the plugin after the device plugin left", lambda: made.plugin_running(NODE) and made.slice_devices(NODE))
+    return wait_for("CrashLoopBackOff", crashing)["lastState"]["terminated"]["message"]
+
+
+def test_device_metadata_is_unknown_to_25_12_and_known_to_0_5(lab):
+    old = lab(gates="DeviceMetadata=true,PassthroughSupport=true").start()
+    assert "unrecognized feature gate: DeviceMetadata" in _crash_message(old)
+    assert old.store.items(dra_api.RESOURCESLICES) == []
+    old.stop()
+    new = lab(gates="DeviceMetadata=true,PassthroughSupport=true", image=IMAGE_0_5).start()
+    wait_for("the 0.5.0 plugin", lambda: new.plugin_running(NODE) and new.slice_devices(NODE))
+
+
+def test_0_5_refuses_device_metadata_without_passthrough(lab):
+    made = lab(gates="DeviceMetadata=true", image=IMAGE_0_5).start()
+    assert "feature gate DeviceMetadata requires PassthroughSupport to also be enabled" in _crash_message(made)
+
+
+def test_a_wrong_driver_root_keeps_the_plugin_from_starting(lab):
+    made = lab(env={"NVIDIA_DRIVER_ROOT": "/run/nvidia/driver"}, image=IMAGE_0_5).start()
+    message = _crash_message(made)
+    assert message.startswith("/driver-root (/run/nvidia/driver on host): nvidia-smi: not found")
+    assert "the NVIDIA driver on node gpu-a is under /" in message
+
+
+def test_dynamic_mig_destroys_unknown_mig_devices_and_publishes_every_placement(lab):
+    """cmd/gpu-kubelet-plugin (v0.5.0): DestroyUnknownMIGDevices at start, then the full GPU and every possible
+    MIG placement are published."""
+    made = lab({NODE: [("A100-40GB", 1)]}, gates="DynamicMIG=true", image=IMAGE_0_5)
+    mig_layout(made.paths[NODE], {0: {"3g.20gb": 2}})
+    made.start()
+    devices = wait_for("the slice", lambda: made.plugin_running(NODE) and made.slice_devices(NODE))
+    assert gpustate.load(made.paths[NODE]).gpus[0].mig_devices() == []
+    assert "gpu-0" in devices
+    migs = [d for d in devices.values() if d["attributes"]["type"]["string"] == "mig"]
+    one_g = [d for d in migs if d["attributes"]["profile"]["string"] == "1g.5gb"]
+    assert len(one_g) == 7 and {d["name"] for d in one_g} == {"gpu-0-mig-1g5gb-19-%d" % i for i in range(7)}
+    assert any(d["attributes"]["profile"]["string"] == "7g.40gb" for d in migs)
 
 
 def test_feature_gates_the_driver_refuses_stop_the_plugin(lab):

@@ -69,6 +69,24 @@ def test_a_converged_fleet_has_no_drift(fleet):
     assert "No drift: the fleet is as planned." in output
 
 
+def test_the_kueue_quotas_are_compared(fleet):
+    """Issue 43 (5): drift.yml compares the Kueue team quotas (gpu_quotas, verified): teams whose queues were
+    never written are one row per planned quota, found absent, converged by site.yml; nothing changes.
+    Runs on the converged fleet, before the hand changes of the next test."""
+    teams = [{"name": "vision", "namespaces": ["vision"], "shares": {"nvidia.com/mig-1g.5gb": "50%"}}]
+    before = snapshot(fleet)
+    result, output, report = drift(fleet, gpufleet_teams=teams, gpufleet_drift_fail=False)
+    assert result.returncode == 0, output[-3000:]
+    rows = [(r["node"], r["what"], r["planned"], r["found"], r["converge"]) for r in report["drift"] if r["what"].startswith("Kueue ")]
+    assert rows == KUEUE_ROWS, rows
+    assert snapshot(fleet) == before
+
+
+# 50% of what both A100s will advertise in the plan: 7 x 1g.5gb on flt-0, 14 on flt-1 (time-sliced, 2 replicas).
+KUEUE_ROWS = [("(cluster)", "Kueue team/vision quota gpufleet-nvidia-a100-sxm4-40gb nvidia.com/mig-1g.5gb", "10", "absent",
+               "ansible-playbook playbooks/site.yml")]
+
+
 def test_a_lock_namespace_that_does_not_exist_is_unknown_not_no_drift(fleet):
     """Issue 43 (5): the Lease is looked for in a namespace that does not exist: drift cannot know whether a
     rollout holds the lock (and a rollout could not take it there); it used to report "No drift"."""
@@ -122,3 +140,4 @@ def test_hand_changes_are_exactly_the_rows_and_nothing_changes(fleet):
     assert result.returncode == 0, output[-3000:]
     assert again["drift"] == report["drift"]
     assert snapshot(fleet) == before
+

@@ -122,7 +122,7 @@ def test_site_refuses_the_later_plays_inputs_in_preflight_before_the_operator_pl
                   "h100-a: gpu_sharing_config: sharing config 'ts0' resources[0] (nvidia.com/gpu): replicas must be >= 2, got 0",
                   "h100;reboot: inventory host name 'h100;reboot' is not a Kubernetes node name",
                   "h100-a: dra_driver_namespace: invalid Namespace name 'DRA_ns'",
-                  "h100-a: dra_driver_chart_version: chart version '25.12' does not parse",
+                  "h100-a: dra_driver_chart_version: '25.12' is not a DRA driver version",
                   "h100-a: dra_driver_values must be a mapping of chart values, got 'x'",
                   "h100-a: gpufleet_dra_claim_templates: claim_templates[0]: namespace 'Team_A' is not a DNS label",
                   "h100-a: gpufleet_dra_claim_templates: claim_templates[0]: count must be a whole number >= 1, got 0"):

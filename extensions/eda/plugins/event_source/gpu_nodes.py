@@ -162,7 +162,7 @@ class NodeWatcher:
         from kubernetes import watch  # pylint: disable=import-outside-toplevel
 
         stream = watch.Watch().stream(self.api.list_node, label_selector=self.selector, resource_version=version,
-                                      timeout_seconds=self.timeout, _preload_content=True)
+                                      timeout_seconds=self.timeout)
         for change in stream:
             if self.stopped:
                 return

@@ -6,7 +6,11 @@ in Kueue v0.19.2), with structural schemas written for the lab from what Kueue's
 (config/components/crd/bases/kueue.x-k8s.io_{resourceflavors,clusterqueues,localqueues}.yaml
 at v0.19.2), and ``problems(key, obj, old)`` adds what the lab's schema walker does not do: the
 CRDs' CEL rules (``x-kubernetes-validations``) and the checks of Kueue's validating webhooks
-(pkg/webhooks/clusterqueue_webhook.go, resourceflavor_webhook.go at v0.19.2). Only spec
+(pkg/webhooks/clusterqueue_webhook.go, resourceflavor_webhook.go, common.go at v0.19.2): every
+``coveredResources`` name a label key (``validateResourceName``, so ``nvidia.com/mig-1g.10gb+me`` is
+refused), a flavor's ``nodeLabels`` as ``metav1validation.ValidateLabels`` checks labels, its
+``nodeTaints`` keys qualified names, values label values, unique by key and effect
+(``validateNodeTaints``, taken by Kueue from Kubernetes' core validation). Only spec
 fields the collection writes, and their neighbours, are modelled; see tests/lab/CLUSTER.md.
 No Kueue controller runs: no status, no admission of Workloads (kueue_admission.py models it).
 """
@@ -16,6 +20,8 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from gpulab.cluster.corevalidation import qualified_name_problem
 
 GROUP = "kueue.x-k8s.io"
 VERSION = "v1beta2"
@@ -127,9 +133,43 @@ def quantity(value: Any) -> Optional[Decimal]:
 # ------------------------------------------------------------------- validation
 
 
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def _label_value_problem(value: Any) -> Optional[str]:
+    if isinstance(value, str) and len(value) <= 63 and _LABEL_VALUE.match(value):
+        return None
+    return ("Invalid value: %r: a valid label must be an empty string or consist of alphanumeric characters, "
+            "'-', '_' or '.', and must start and end with an alphanumeric character (at most 63)" % (value,))
+
+
+def _webhook_rf_problems(spec: Dict[str, Any]) -> Problems:
+    """resourceflavor_webhook.go ValidateResourceFlavor: nodeLabels, then nodeTaints (key, value, unique pair)."""
+    problems: Problems = []
+    for key, value in sorted((spec.get("nodeLabels") or {}).items()):
+        for problem in (qualified_name_problem(key), _label_value_problem(value)):
+            if problem:
+                problems.append(("spec.nodeLabels", problem))
+    seen = set()
+    for i, taint in enumerate(spec.get("nodeTaints") or []):
+        path = "spec.nodeTaints[%d]" % i
+        key_problem = qualified_name_problem(taint.get("key"))
+        if key_problem and taint.get("key"):
+            problems.append((path + ".key", key_problem))
+        value_problem = _label_value_problem(taint.get("value", ""))
+        if value_problem:
+            problems.append((path + ".value", value_problem))
+        pair = (taint.get("key"), taint.get("effect"))
+        if pair in seen:
+            problems.append((path, "Duplicate value: %r: taints must be unique by key and effect pair" % dict(taint)))
+            continue
+        seen.add(pair)
+    return problems
+
+
 def _rf_problems(obj: Dict[str, Any], old: Optional[Dict[str, Any]]) -> Problems:
     spec = obj.get("spec") or {}
-    problems: Problems = []
+    problems: Problems = _webhook_rf_problems(spec)
     for i, taint in enumerate(spec.get("nodeTaints") or []):
         if taint.get("effect") not in _EFFECTS:
             problems.append(("spec.nodeTaints", "Invalid value: \"array\": supported taint effect "
@@ -177,7 +217,10 @@ def _quota_problems(res: Dict[str, Any], path: str, cohort: bool) -> Problems:
 def _group_problems(group: Dict[str, Any], path: str, seen: Dict[str, set], cohort: bool) -> Problems:
     problems: Problems = []
     covered = list(group.get("coveredResources") or [])
-    for name in covered:
+    for i, name in enumerate(covered):
+        problem = qualified_name_problem(name)  # common.go validateResourceName: content.IsLabelKey
+        if problem:
+            problems.append(("%s.coveredResources[%d]" % (path, i), problem))
         if name in seen["resources"]:
             problems.append((path + ".coveredResources", "Duplicate value: %r" % name))
         seen["resources"].add(name)

@@ -32,7 +32,7 @@ def test_a_fleet_as_planned():
     assert result["drift"] == [] and result["summary"] == {"rows": 0, "nodes": 2, "drifted": [], "ok": True}
     assert result["table"] == "No drift: the fleet is as planned."
     suite = ET.fromstring(result["files"]["fleet-drift.xml"])
-    assert suite.get("failures") == "0" and int(suite.get("tests")) == 3 + 7 * 2
+    assert suite.get("failures") == "0" and int(suite.get("tests")) == 4 + 7 * 2
 
 
 def test_every_source_one_row_each():
@@ -57,3 +57,16 @@ def test_items_of_rows():
     assert item_of({"node": "(cluster)", "what": "something new"}) == "other"
     assert item_of({"node": "n", "what": "label nvidia.com/gpu.product"}) == "advertised resources and labels"
     assert "-" in table([{"node": "n", "what": "w", "planned": "p", "found": "f", "since": None}])
+
+
+def test_the_kueue_quotas_are_compared():
+    """Issue 43 (5): drift.yml passes gpu_quotas' verified answer; a hand-edited quota is a cluster row."""
+    quotas = {"checks": [{"node": "team/nlp", "kind": "quota", "name": "gpufleet-a100 nvidia.com/mig-1g.5gb",
+                          "expected": "1", "actual": "50", "ok": False, "message": "live quota differs from the plan"}]}
+    info = {"nodes": {"node-b": {}, "c": {}}, "lease": None, "now": 0}
+    result = fleet_drift(hostvars(), ["b", "c"], quotas=quotas, info=info)
+    assert result["drift"] == [{"node": "(cluster)", "what": "Kueue team/nlp quota gpufleet-a100 nvidia.com/mig-1g.5gb",
+                                "planned": "1", "found": "50", "since": None, "converge": "ansible-playbook playbooks/site.yml"}]
+    suite = ET.fromstring(result["files"]["fleet-drift.xml"])
+    failures = [case.get("name") for case in suite.iter("testcase") if case.find("failure") is not None]
+    assert failures == ["drift Kueue team quotas: Kueue team/nlp quota gpufleet-a100 nvidia.com/mig-1g.5gb"]

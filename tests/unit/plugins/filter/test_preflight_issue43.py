@@ -62,7 +62,7 @@ def test_dra_driver_inputs_are_refused_by_preflight():
     assert problems == [
         "gpu-a: dra_driver_namespace: invalid Namespace name 'DRA_ns': it must be a DNS-1123 label (at most 63 lower-case "
         "letters, digits or '-', starting and ending with a letter or digit)",
-        "gpu-a: dra_driver_chart_version: chart version '25.12' does not parse: expected vMAJOR.MINOR.PATCH such as v26.7.0",
+        "gpu-a: dra_driver_chart_version: '25.12' is not a DRA driver version (X.Y.Z, e.g. 0.5.0 or 25.12.0)",
         "gpu-a: dra_driver_values: values.resources.gpus.enabled is False but the DRA backend needs True"], problems
     assert problems_of(host(dra_driver_values="x"))[0] == "gpu-a: dra_driver_values must be a mapping of chart values, got 'x'"
     assert problems_of(host(dra_driver_namespace="nvidia-dra-driver-gpu", dra_driver_chart_version="25.12.0",

@@ -102,3 +102,22 @@ def test_indexes_a_declared_model_cannot_check_are_noted():
     assert preflight_notes(hostvars, list(hostvars)) == [
         "a100: config x item 0 names GPU 5: not checked against the host's GPUs (gpufleet_gpu_model is declared, "
         "so preflight did not read the host; mig_config refuses an index the host lacks, on the host, before any change)"]
+
+
+def test_a_team_share_of_a_profile_no_gpu_of_the_fleet_has_is_refused():
+    """Issue 43 (4): a share of nvidia.com/mig-9g.99gb was accepted and the team's ClusterQueue rewritten with no
+    GPU quota; the preflight names the team, the input and the fleet's models, once for the fleet."""
+    teams = [{"name": "vision", "namespaces": ["v"], "shares": {"nvidia.com/mig-9g.99gb": 1, "nvidia.com/mig-1g.5gb": 1,
+                                                                  "nvidia.com/mig-1g.10gb.me.shared": 1}}]
+    host = {"mig_selection": SELECTION, "gpufleet_teams": teams}
+    hostvars = {"a100": dict(host, ansible_facts={"gpufleet_gpus": [A100_READ]}),
+                "h100": dict(host, gpufleet_gpu_model="H100-80GB")}
+    problems = preflight_problems(hostvars, list(hostvars))
+    assert problems == ["gpufleet_teams (team 'vision'): resource nvidia.com/mig-9g.99gb: no GPU of the fleet has MIG "
+                        "profile 9g.99gb (the fleet's MIG-capable models: A100-40GB, H100-80GB)"]
+    assert preflight_problems({"a100": hostvars["a100"]}, ["a100"]) == [
+        "gpufleet_teams (team 'vision'): resource nvidia.com/mig-1g.10gb.me.shared: no GPU of the fleet has MIG "
+        "profile 1g.10gb+me (the fleet's MIG-capable models: A100-40GB)",
+        problems[0].replace("A100-40GB, H100-80GB", "A100-40GB")]
+    unknown = dict(host, ansible_facts={})  # a host whose GPUs are not known: nothing is judged
+    assert preflight_problems(dict(hostvars, unknown=unknown), list(hostvars) + ["unknown"]) == []

@@ -199,3 +199,38 @@ def test_the_release_lines_of_the_upgrade_guard_are_the_tables():
     """_operator_release.RELEASE_LINES (the upgrade-path guard) and this table name the same lines."""
     from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._operator_release import RELEASE_LINES
     assert sorted(set(chart[:2] for chart, _plugin in cv.CHART_DEVICE_PLUGIN)) == list(RELEASE_LINES)
+
+
+# ---------------------------------------------------------------------------------------------
+# Releases reported after the snapshots the table was checked against (issue 42 part 3)
+
+
+@pytest.mark.parametrize("chart", ["v26.7.1", "v26.7.2"])
+def test_a_reported_chart_keeps_the_nearest_row_and_the_warning_names_where_it_was_reported(chart):
+    found = cv.resolve_device_plugin(None, None, chart)
+    assert found.name == "v0.20.0" and found.source == "option operator_version: chart %s, assumed as chart v26.7.0" % chart
+    assert "assuming device plugin v0.20.0, as chart v26.7.0 deploys" in found.assumed
+    assert ("GPU Operator %s is reported by third-party advisories only (not a tag of NVIDIA/gpu-operator in the "
+            "snapshot read, newest v26.7.0); the device plugin it deploys is not known" % chart) in found.assumed
+
+
+def test_a_device_plugin_newer_than_every_release_checked_keeps_the_newest_rules_with_a_warning():
+    policy = {"spec": {"devicePlugin": {"version": "v0.20.1"}}}
+    for found in (cv.resolve_device_plugin(None, policy, "v26.7.0"), cv.resolve_device_plugin("v0.20.1", None, None)):
+        assert found.name == "v0.20.1" and found.at_least(cv.MIG_SUFFIX_RESOURCES)
+        assert found.assumed == (
+            "device plugin v0.20.1 is newer than every release the collection was checked against (newest v0.20.0): "
+            "its rules are taken as v0.20.0's. Reported: NVIDIA/k8s-device-plugin PR #2057 (update to 0.20.1, merged "
+            "2026-09-22); the tag is not in the snapshot read, so what it changes is not checked")
+    unreported = cv.resolve_device_plugin("v0.21.0", None, None)
+    assert unreported.assumed.startswith("device plugin v0.21.0 is newer than every release") and "Reported" not in unreported.assumed
+    assert cv.resolve_device_plugin("v0.20.0", None, None).assumed is None
+    assert cv.resolve_device_plugin("v0.19.1", None, None).assumed is None  # a release older than the newest: its own rules
+
+
+def test_the_reported_releases_say_what_is_known_and_from_where():
+    assert [(c, cv.show(v)) for c, v, _source in cv.REPORTED] == [
+        ("device plugin", "v0.20.1"), ("GPU Operator", "v26.7.1"), ("GPU Operator", "v26.7.2"), ("mig-parted", "v0.15.1")]
+    assert all(source for _c, _v, source in cv.REPORTED)
+    rows = {cv.show(chart) for chart, _plugin in cv.CHART_DEVICE_PLUGIN}
+    assert not rows & {"v26.7.1", "v26.7.2"}  # reported, not rows: only tags read are rows

@@ -3,9 +3,12 @@ name, the Kueue deviceClassMappings; the CEL selectors are evaluated with a real
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._dra_plan import plan_devices
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import MODELS
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._dra_claims import (
     DeviceKind, TemplateRequest, fleet_kinds, gate_problems, gpu_kind, kind_capacity, mig_kind, node_devices,
     parse_requests)
@@ -152,3 +155,35 @@ def test_kueue_device_class_mappings_charge_each_class_to_the_device_plugin_reso
 
 def test_device_kind_dict_names_everything_a_user_needs():
     assert DeviceKind("mig-1g-10gb", "mig", "1g.10gb").as_dict()["device_class"] == "mig-1g-10gb.gpufleet.sharing"
+
+
+def test_kueue_refuses_mapping_names_that_are_not_label_keys():
+    """Kueue validates each deviceClassNames entry and each name as a label key: a name part of at most 63
+    characters (kubernetes-sigs/kueue v0.19.2 pkg/config/validation.go, validateDeviceClassMappings)."""
+    long_class = "gpu-" + "x" * 50 + ".gpufleet.sharing"  # 71 characters, no '/': all of it is the name part
+    mappings = [{"name": "nvidia.com/gpu", "deviceClassNames": [long_class, "ok.gpufleet.sharing"]},
+                {"name": "nvidia.com/mig-1g.10gb+me", "deviceClassNames": ["mig.gpufleet.sharing"]}]
+    problems = mapping_problems(mappings)
+    assert ("Kueue deviceClassMappings: resource nvidia.com/gpu: DeviceClass %r is not a label key (Kueue refuses "
+            "the whole configuration): a name of at most 63 letters, digits, '-', '_' or '.' after an optional "
+            "DNS-subdomain prefix and '/'" % long_class) in problems
+    assert any("resource 'nvidia.com/mig-1g.10gb+me' is not a label key" in p for p in problems), problems
+    assert len(problems) == 2
+
+
+def _kueue_label_key(name):
+    """content.IsLabelKey as Kueue calls it (k8s.io/apimachinery validation.IsQualifiedName), written for the test."""
+    prefix, _, part = name.rpartition("/")
+    prefix_ok = not prefix or (len(prefix) <= 253 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", prefix))
+    return bool(prefix_ok) and len(part) <= 63 and bool(re.fullmatch(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]", part))
+
+
+def test_every_catalog_kind_is_refused_exactly_when_kueue_would():
+    """Over every product and MIG profile of the catalog, with every sharing: the mapping is refused before
+    anything is written exactly when Kueue's manager would refuse it (never handed to Kueue to fail on)."""
+    kinds = [mig_kind(p.name) for m in MODELS for p in m.profiles]
+    kinds += [gpu_kind(product, sharing) for m in MODELS for product in m.product_names
+              for sharing in (None, "time-slicing", "mps")]
+    for kind in kinds:
+        refused = bool(mapping_problems(device_class_mappings([kind])))
+        assert refused == (not _kueue_label_key(kind.device_class) or not _kueue_label_key(kind.resource)), kind

@@ -43,9 +43,9 @@ def test_both_backends_on_one_node_is_refused():
 
 
 def test_old_driver_is_named_with_the_minimum():
-    facts = {"gpufleet_gpus": [{"driver_version": "570.133.20"}, {"driver_version": "570.133.20"}]}
+    facts = {"gpufleet_gpus": [{"driver_version": "560.35.03"}, {"driver_version": "560.35.03"}]}
     assert dra_host_problems(dra(ansible_facts=facts)) == [
-        "NVIDIA driver 570.133.20 is too old for the DRA driver: 580 or newer is required"]
+        "NVIDIA driver 560.35.03 is too old for the DRA driver: 565 or newer is required"]
 
 
 def test_cdi_off_in_the_operator_values_is_refused():
@@ -78,12 +78,11 @@ def test_unknown_or_non_boolean_gates():
     assert gate_values([])[1] == ["gpufleet_dra_feature_gates must be a mapping of gate name to true/false, got []"]
 
 
-def test_dynamic_mig_against_a_host_layout_is_refused():
-    problems = dra_host_problems(dra(gpufleet_dra_feature_gates={"DynamicMIG": True},
-                                     mig_selection={"config": "all-1g.10gb"}))
-    assert len(problems) == 1 and "DynamicMIG" in problems[0] and "'all-1g.10gb'" in problems[0]
-    assert dra_host_problems(dra(gpufleet_dra_feature_gates={"DynamicMIG": True},
-                                 mig_selection={"config": "all-disabled"})) == []
+def test_dynamic_mig_is_refused_with_or_without_a_host_layout():
+    for config in ("all-1g.10gb", "all-disabled"):
+        problems = dra_host_problems(dra(gpufleet_dra_feature_gates={"DynamicMIG": True},
+                                         mig_selection={"config": config}))
+        assert len(problems) == 1 and "DynamicMIG is not supported" in problems[0]
 
 
 @pytest.mark.parametrize("text,parsed", [("v1.34.2", (1, 34)), ("v1.35.0-gke.1", (1, 35)), ("v1.33+", (1, 33)),
@@ -93,10 +92,10 @@ def test_kubernetes_versions(text, parsed):
 
 
 def test_cluster_without_resource_v1_is_named():
-    assert cluster_problems("v1.34.1", ["resource.k8s.io/v1", "resource.k8s.io/v1beta2"]) == []
+    assert cluster_problems("v1.34.2", ["resource.k8s.io/v1", "resource.k8s.io/v1beta2"]) == []
     assert cluster_problems("v1.33.4", ["resource.k8s.io/v1beta1"]) == [
         "Kubernetes v1.33.4 is too old for DRA: 1.34 or newer is required (resource.k8s.io/v1 is GA from 1.34)",
         "the API server does not serve resource.k8s.io/v1 (it serves resource.k8s.io/v1beta1): DRA is not available "
         "on this cluster"]
-    problem = cluster_problems("v1.34.0", [])[0]
+    problem = cluster_problems("v1.34.2", [])[0]
     assert problem.endswith("(it serves no resource.k8s.io version): DRA is not available on this cluster")

@@ -10,6 +10,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.drift._drift_clus
     lock_rows,
     node_rows,
     operator_rows,
+    quota_rows,
     sharing_rows,
     summary,
 )
@@ -138,6 +139,26 @@ def test_cluster_rows_and_summary():
         ("b", "label nvidia.com/mig.config.state", SITE + " --limit host-b")]
     assert summary(rows, 2) == {"rows": 2, "nodes": 2, "drifted": [CLUSTER, "b"], "ok": False}
     assert summary([], 2)["ok"]
+
+
+def test_kueue_quota_rows_from_gpu_quotas_verified():
+    """Issue 43 (5): drift compares the Kueue quotas (gpu_quotas state verified, fail_on_mismatch false)."""
+    checks = [{"node": "team/vision", "kind": "quota", "name": "gpufleet-a100 nvidia.com/mig-1g.5gb", "expected": "2",
+               "actual": "5", "ok": False, "message": "live quota differs from the plan"},
+              {"node": "team/nlp", "kind": "quota", "name": "gpufleet-a100 nvidia.com/mig-3g.20gb", "expected": "1",
+               "actual": "None", "ok": False, "message": "live quota differs from the plan"},
+              {"node": "flavor/gpufleet-a100", "kind": "quota-fit", "name": "nvidia.com/mig-1g.5gb", "expected": "<= 4",
+               "actual": "6", "ok": False, "message": "the teams' quotas exceed what the nodes advertise"},
+              {"node": "team/nlp", "kind": "quota", "name": "x", "expected": "1", "actual": "1", "ok": True, "message": ""}]
+    rows = quota_rows({"checks": checks})
+    assert rows == [
+        row(CLUSTER, "Kueue team/vision quota gpufleet-a100 nvidia.com/mig-1g.5gb", "2", "5", SITE),
+        row(CLUSTER, "Kueue team/nlp quota gpufleet-a100 nvidia.com/mig-3g.20gb", "1", None, SITE),
+        row(CLUSTER, "Kueue flavor/gpufleet-a100 quota-fit nvidia.com/mig-1g.5gb", "<= 4", "6", SITE)]
+    assert rows[1]["found"] == "absent"
+    assert quota_rows({}) == [] and quota_rows({"skipped": True}) == [] and quota_rows({"checks": checks[3:]}) == []
+    assert quota_rows({"failed": True, "msg": "Kueue's API is not served"}) == [
+        row(CLUSTER, "Kueue team quotas", "as planned", "cannot be compared: Kueue's API is not served", SITE)]
 
 
 def test_a_lock_namespace_that_does_not_exist_is_no_no_drift():

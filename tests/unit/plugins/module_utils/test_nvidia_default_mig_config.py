@@ -198,3 +198,22 @@ def test_a_gb200_whose_instances_show_its_naming_is_held_to_it():
     assert ma.plan_host(config, "all-1g.47gb", [board]).changes  # common to both namings
     fresh = gpu(0, "0x294110DE", name="NVIDIA GB200")  # no instances: its naming is not known here
     assert ma.plan_host(config, "all-3g.95gb", [fresh]).changes
+
+
+def test_where_the_names_meet_the_collections_defaults_are_nvidias_layouts():
+    """Issue 42 part 3: a config name of NVIDIA's file means the same layout in the collection's derived defaults,
+    for every catalog model (each PCI id) that has the profile. NVIDIA's all-<profile> items without a device-filter
+    ask a fixed count of every GPU (all-1g.24gb is 4 x 1g.24gb), not each model's maximum (GB200's is 7)."""
+    ours, theirs = mp.parse_named_configs(mp.default_configs()), mp.parse_config(nvidia_default())
+    problems = []
+    for model in MODELS:
+        for profile in model.profiles:
+            name = "all-" + profile.name.replace("+", ".")
+            if name not in theirs.names:
+                continue
+            for pci in model.pci_device_ids:
+                got, want = (getattr(mp.desired_state(c.items(name), [_gpu_of(pci)]).get(0), "mig_devices", None)
+                             for c in (ours, theirs))
+                if want is not None and got != want:  # None: NVIDIA's file leaves that GPU alone (see above)
+                    problems.append("%s on %s (%s): ours %s, NVIDIA's %s" % (name, model.key, pci, got, want))
+    assert problems == []

@@ -64,7 +64,7 @@ def test_host_problems_keep_the_order():
 
 
 def test_the_backend_and_what_dra_needs_are_checked_per_host():
-    values = {"gpufleet_gpu_backend": "dra", "ansible_facts": {"gpufleet_gpus": [{"driver_version": "570.1"}]}}
-    assert host_problems(values, []) == ["NVIDIA driver 570.1 is too old for the DRA driver: 580 or newer is required"]
+    values = {"gpufleet_gpu_backend": "dra", "ansible_facts": {"gpufleet_gpus": [{"driver_version": "560.1"}]}}
+    assert host_problems(values, []) == ["NVIDIA driver 560.1 is too old for the DRA driver: 565 or newer is required"]
     assert host_problems({"gpufleet_gpu_backend": "both"}, []) == [
         "gpufleet_gpu_backend must be 'device-plugin' or 'dra', got 'both'"]

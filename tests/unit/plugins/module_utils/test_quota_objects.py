@@ -8,7 +8,8 @@ import pytest
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._resources import BUILTIN_TYPES
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_objects import (
-    API_VERSION, cluster_queue, live_quotas, local_queue, owned, quota_checks, resource_flavor, summary, units)
+    API_VERSION, cluster_queue, live_quotas, local_queue, owned, quota_checks, resource_flavor, summary, units,
+    users_groups)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_plan import Flavor, plan_quotas
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_teams import Team
 
@@ -46,12 +47,29 @@ def test_cluster_queue_of_a_team_in_a_cohort():
 
 
 def test_every_flavor_of_a_group_lists_every_covered_resource():
-    quotas = {"f1": {"a": 1, "b": 2}, "f2": {"b": 3}}
+    a, b = "nvidia.com/mig-1g.5gb", "nvidia.com/mig-2g.10gb"
+    quotas = {"gpufleet-f1": {a: 1, b: 2}, "gpufleet-f2": {b: 3}}
     groups = cluster_queue(NLP, quotas)["spec"]["resourceGroups"]
-    assert groups == [{"coveredResources": ["a", "b"], "flavors": [
-        {"name": "f1", "resources": [{"name": "a", "nominalQuota": 1}, {"name": "b", "nominalQuota": 2}]},
-        {"name": "f2", "resources": [{"name": "a", "nominalQuota": 0}, {"name": "b", "nominalQuota": 3}]}]}]
-    assert live_quotas({"spec": {"resourceGroups": groups}}) == {"f1": {"a": 1, "b": 2}, "f2": {"a": 0, "b": 3}}
+    assert groups == [{"coveredResources": [a, b], "flavors": [
+        {"name": "gpufleet-f1", "resources": [{"name": a, "nominalQuota": 1}, {"name": b, "nominalQuota": 2}]},
+        {"name": "gpufleet-f2", "resources": [{"name": a, "nominalQuota": 0}, {"name": b, "nominalQuota": 3}]}]}]
+    assert live_quotas({"spec": {"resourceGroups": groups}}) == {"gpufleet-f1": {a: 1, b: 2}, "gpufleet-f2": {a: 0, b: 3}}
+
+
+def test_the_users_own_resource_groups_are_kept_and_are_not_quota_of_the_plan():
+    """Issue 42: a group for cpu and memory the user added to a team's ClusterQueue (so that pods asking for
+    them are admitted) is kept after the collection's groups; a group naming a GPU resource or one of the
+    collection's flavors is the collection's."""
+    cpu = {"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default-flavor", "resources": [
+        {"name": "cpu", "nominalQuota": "64"}, {"name": "memory", "nominalQuota": "256Gi"}]}]}
+    gpu_by_hand = {"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "mine", "resources": [
+        {"name": "nvidia.com/gpu", "nominalQuota": 99}]}]}
+    ours = cluster_queue(NLP, {"gpufleet-f1": {MIG1: 7}})
+    live = dict(ours, spec=dict(ours["spec"], resourceGroups=ours["spec"]["resourceGroups"] + [gpu_by_hand, cpu]))
+    assert users_groups(live) == [cpu]
+    assert live_quotas(live) == {"gpufleet-f1": {MIG1: 7}, "mine": {"nvidia.com/gpu": 99}}
+    again = cluster_queue(NLP, {"gpufleet-f1": {MIG1: 5}}, users_groups(live))
+    assert again["spec"]["resourceGroups"][1:] == [cpu] and len(again["spec"]["resourceGroups"]) == 2
 
 
 def test_local_queue_and_ownership():

@@ -8,6 +8,8 @@ import pytest
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.run._preflight import variable_problems
 from ansible_collections.gpufleet.sharing.plugins.module_utils.quota._quota_teams import parse_share, parse_teams, team_problems
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import MODELS
+from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._node_gpus import mig_resource_name
 
 VISION = {"name": "vision", "namespaces": ["vision-train", "vision-dev"],
           "shares": {"nvidia.com/mig-1g.10gb": "50%", "nvidia.com/gpu": 2}, "cohort": "research",
@@ -75,12 +77,34 @@ def test_duplicate_team_and_shapes():
 
 
 @pytest.mark.parametrize("resource", ["nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-1g.10gb",
-                                      "nvidia.com/mig-3g.40gb.shared", "nvidia.com/mig-1g.10gb+me", "nvidia.com/mig-1c.3g.40gb"])
+                                      "nvidia.com/mig-3g.40gb.shared", "nvidia.com/mig-1c.3g.40gb",
+                                      # the device plugin's names of suffixed profiles: '+' becomes '.' (issue 42)
+                                      "nvidia.com/mig-1g.10gb.me", "nvidia.com/mig-1g.24gb.gfx", "nvidia.com/mig-1g.24gb.me.all",
+                                      "nvidia.com/mig-1g.24gb-me", "nvidia.com/mig-1g.10gb.me.shared",
+                                      "nvidia.com/mig-1g.24gb.gfx.shared", "nvidia.com/mig-1g.24gb.me.all.shared",
+                                      "nvidia.com/mig-1g.24gb-me.shared"])
 def test_known_resources(resource):
     assert parse_teams([dict(NLP, shares={resource: 1})])[1] == []
+
+
+@pytest.mark.parametrize("resource", ["nvidia.com/mig-1g.10gb+me", "nvidia.com/mig-1g.24gb+me.all", "nvidia.com/mig-1g.24gb+gfx",
+                                      "nvidia.com/mig-1g.10gb.foo", "nvidia.com/mig-1g.10gb.me.me"])
+def test_names_no_node_advertises_are_refused(resource):
+    """No node advertises a '+' (the device plugin turns it into '.'), and Kueue refuses it as a resource name."""
+    problems = parse_teams([dict(NLP, shares={resource: 1})])[1]
+    assert problems and "resource %r: unknown resource" % resource in problems[0], problems
 
 
 def test_preflight_reports_teams_and_overcommit_flag():
     problems = variable_problems({"gpufleet_teams": [dict(NLP, namespaces=["NLP"])], "gpufleet_quota_overcommit": "yes"})
     assert problems == ["gpufleet_teams[0] (team 'nlp'): namespace 'NLP' is not a DNS label (lower case letters, digits, '-', at most 63)",
                         "gpufleet_quota_overcommit must be true or false, got 'yes'"]
+
+
+def test_every_catalog_profile_can_get_quota():
+    """Every GI profile of every catalog model, under the name the device plugin advertises, and its .shared form."""
+    names = {mig_resource_name(p.name) for m in MODELS for p in m.profiles}
+    assert {"nvidia.com/mig-1g.10gb.me", "nvidia.com/mig-1g.24gb-me", "nvidia.com/mig-1g.24gb.me.all"} & names
+    for name in sorted(names):
+        for resource in (name, name + ".shared"):
+            assert parse_teams([dict(NLP, shares={resource: 1})])[1] == [], resource

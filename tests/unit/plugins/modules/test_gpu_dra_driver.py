@@ -24,9 +24,10 @@ out = ""
 if argv[0] == "version":
     out = "v3.14.2+gc309b6f"
 elif argv[:2] == ["show", "chart"]:
-    out = "apiVersion: v2\nname: nvidia-dra-driver-gpu\nversion: %s\n" % state.get("chart", "25.8.1")
+    out = "apiVersion: v2\nname: %s\nversion: %s\n" % (state.get("name", "nvidia-dra-driver-gpu"), state.get("chart", "25.8.1"))
 elif argv[:2] == ["show", "values"]:
     out = "image:\n  repository: registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu\n  tag: ''\nimagePullSecrets: []\n"
+    out += state.get("chart_values", "")
 elif argv[0] == "list":
     out = json.dumps([state["release"]] if state["release"] else [])
 elif argv[:2] == ["get", "values"]:
@@ -34,7 +35,8 @@ elif argv[:2] == ["get", "values"]:
 elif argv[:2] == ["upgrade", "--install"]:
     state["values"] = json.load(open(argv[argv.index("-f") + 1]))
     state["release"] = {{"name": argv[2], "namespace": "nvidia-dra-driver-gpu", "revision": "1", "status": "deployed",
-                        "chart": "nvidia-dra-driver-gpu-25.8.1", "app_version": "25.8.1"}}
+                        "chart": "%s-%s" % (state.get("name", "nvidia-dra-driver-gpu"), state.get("chart", "25.8.1")),
+                        "app_version": state.get("chart", "25.8.1")}}
     state["upgrades"] += 1
 json.dump(state, open(path, "w"))
 sys.stdout.write(out)
@@ -105,6 +107,8 @@ def args(helm, **extra):
     base = {"helm_binary": helm["binary"], "chart_version": "25.8.1", "dra_nodes": ["a100-01"],
             "device_plugin_nodes": ["h200-01"], "wait": False}
     base.update(extra)
+    base.setdefault("chart_ref", "nvidia/%s" % ("dra-driver-nvidia-gpu" if base["chart_version"].startswith("0.")
+                                                else "nvidia-dra-driver-gpu"))
     return base
 
 
@@ -163,7 +167,8 @@ def test_both_backends_on_one_node_and_a_missing_node_are_refused(helm, monkeypa
 
 def test_gates_the_driver_refuses_change_nothing(helm, monkeypatch, capsys):
     api = Api()
-    result = run(api, monkeypatch, capsys, args(helm, feature_gates={"DynamicMIG": True, "MPSSupport": True}))
+    result = run(api, monkeypatch, capsys, args(helm, chart_version="25.12.0",
+                                                feature_gates={"DynamicMIG": True, "MPSSupport": True}))
     assert result["failed"] and "DynamicMIG and MPSSupport are mutually exclusive" in result["msg"]
     assert api.writes == [] and helm["state"]()["upgrades"] == 0
 
@@ -210,3 +215,77 @@ def test_nodes_state_waits_for_the_slices_to_list_the_read_gpus(helm, monkeypatc
     gpus[0]["mig"]["instances"].pop()
     result = run(api, monkeypatch, capsys, dict(nodes, expected_gpus={"a100-01": gpus}))
     assert not result.get("failed") and not result["changed"], result
+
+
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+NEW_CHART_VALUES = "kubeletPlugin:\n  tolerations:\n  - key: nvidia.com/gpu\n    operator: Exists\n    effect: NoSchedule\n"
+
+
+def _new_chart(helm, version="0.5.0"):
+    state = helm["state"]()
+    state.update(name="dra-driver-nvidia-gpu", chart=version, chart_values=NEW_CHART_VALUES)
+    helm["write"](state)
+
+
+def test_upgrade_from_25_12_to_0_5_keeps_the_names_and_the_selector(helm, monkeypatch, capsys):
+    """docs/upgrade.md (v0.4.1): the first upgrade from the old chart sets nameOverride=nvidia-dra-driver-gpu;
+    25.12.0 -> 0.4.x/0.5.x is an upgrade; later runs keep the override."""
+    api = Api()
+    state = helm["state"]()
+    state["chart"] = "25.12.0"
+    helm["write"](state)
+    first = run(api, monkeypatch, capsys, args(helm, chart_version="25.12.0"))
+    assert first["kubelet_plugin_selector"] == "nvidia-dra-driver-gpu-component=kubelet-plugin", first
+    _new_chart(helm)
+    upgraded = run(api, monkeypatch, capsys, args(helm, chart_version="0.5.0", chart_ref="nvidia/dra-driver-nvidia-gpu"))
+    assert not upgraded.get("failed") and upgraded["action"] == "upgraded", upgraded
+    assert helm["state"]()["values"]["nameOverride"] == "nvidia-dra-driver-gpu"
+    assert upgraded["kubelet_plugin_selector"] == "nvidia-dra-driver-gpu-component=kubelet-plugin"
+    again = run(api, monkeypatch, capsys, args(helm, chart_version="0.5.0", chart_ref="nvidia/dra-driver-nvidia-gpu"))
+    assert again["action"] == "unchanged" and helm["state"]()["values"]["nameOverride"] == "nvidia-dra-driver-gpu"
+    state = helm["state"]()
+    state.update(name="nvidia-dra-driver-gpu", chart="25.12.0", chart_values="")
+    helm["write"](state)
+    back = run(api, monkeypatch, capsys, args(helm, chart_version="25.12.0"))
+    assert back["failed"] and "chart downgrade from 0.5.0 (installed) to 25.12.0 (asked) is refused" in back["msg"]
+
+
+def test_a_fresh_0_5_install_keeps_the_chart_toleration_and_names_its_selector(helm, monkeypatch, capsys):
+    api = Api()
+    _new_chart(helm)
+    result = run(api, monkeypatch, capsys, args(helm, chart_version="0.5.0", chart_ref="nvidia/dra-driver-nvidia-gpu",
+                                                driver_root="/run/nvidia/driver"))
+    assert result["action"] == "installed" and result["kubelet_plugin_selector"] == (
+        "dra-driver-nvidia-gpu-component=kubelet-plugin"), result
+    values = helm["state"]()["values"]
+    assert "tolerations" not in values["kubeletPlugin"] and "nameOverride" not in values
+    assert values["nvidiaDriverRoot"] == "/run/nvidia/driver"
+    taint = {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
+    run(api, monkeypatch, capsys, args(helm, chart_version="0.5.0", chart_ref="nvidia/dra-driver-nvidia-gpu",
+                                       tolerations=[taint]))
+    assert helm["state"]()["values"]["kubeletPlugin"]["tolerations"] == [GPU_TOLERATION, taint]
+
+
+def test_the_old_chart_name_for_a_new_version_is_refused_before_anything(helm, monkeypatch, capsys):
+    api = Api()
+    result = run(api, monkeypatch, capsys, args(helm, chart_version="0.5.0", chart_ref="nvidia/nvidia-dra-driver-gpu"))
+    assert result["failed"] and "from 0.4.0 the chart is dra-driver-nvidia-gpu" in result["msg"], result
+    assert api.writes == [] and helm["state"]()["upgrades"] == 0
+
+
+def test_a_gate_unknown_to_the_version_installed_is_refused(helm, monkeypatch, capsys):
+    api = Api()
+    gates = {"DeviceMetadata": True, "PassthroughSupport": True}
+    result = run(api, monkeypatch, capsys, args(helm, chart_version="25.12.0", feature_gates=gates))
+    assert result["failed"] and "DeviceMetadata is unknown to the DRA driver 25.12.0" in result["msg"], result
+    assert api.writes == [] and helm["state"]()["upgrades"] == 0
+
+
+def test_the_wait_finds_the_new_charts_plugin_pods(helm, monkeypatch, capsys):
+    api = Api()
+    pod = _plugin_pod("a100-01")
+    pod["metadata"]["labels"] = {"dra-driver-nvidia-gpu-component": "kubelet-plugin"}
+    api.objects["/api/v1/pods"] = {"metadata": {}, "items": [pod]}
+    result = run(api, monkeypatch, capsys, {"state": "nodes", "dra_nodes": ["a100-01"], "wait": True, "wait_timeout": 1,
+                                            "wait_interval": 0.01})
+    assert not result.get("failed"), result

@@ -1,50 +1,83 @@
 """The GPU kubelet plugin of NVIDIA's DRA driver, as a lab container program.
 
-A pod of the chart's ``<name>-kubelet-plugin`` DaemonSet (image ``*k8s-dra-driver-gpu*``) runs
-this program for its ``gpus`` container (kubernetes-sigs/dra-driver-nvidia-gpu v25.12.0,
-``deployments/helm/nvidia-dra-driver-gpu/templates/kubeletplugin.yaml``); the
-``compute-domains`` container just runs. At start the plugin:
+A pod of the chart's ``<name>-kubelet-plugin`` DaemonSet runs this program for its ``gpus`` container:
+image ``*k8s-dra-driver-gpu*`` (kubernetes-sigs/dra-driver-nvidia-gpu v25.12.0,
+``deployments/helm/nvidia-dra-driver-gpu/templates/kubeletplugin.yaml``) or ``*dra-driver-nvidia-gpu*``
+(v0.4.1 and v0.5.0, ``deployments/helm/dra-driver-nvidia-gpu``; v0.5.0 read at main 9593204, the snapshot has
+no v0.5.0 tag); the ``compute-domains`` container just runs. The release is the image tag. At start the plugin:
 
-1. reads ``FEATURE_GATES`` (``Key=bool,...``, the chart's ``featureGates`` value) and refuses
-   unknown gates and the combinations ``pkg/featuregates/featuregates.go`` refuses (DynamicMIG
-   with PassthroughSupport, NVMLDeviceHealthCheck or MPSSupport), with the driver's wording;
-2. refuses to run while a pod of the NVIDIA device plugin runs on its node (lab modelling choice:
-   the chart's ``validation.yaml`` refuses ``resources.gpus.enabled`` unless the operator says the
-   device plugin is off, ``gpuResourcesEnabledOverride``; the lab makes the collision visible on the
-   node instead of leaving two allocators to hand out the same GPUs);
+1. waits for the NVIDIA driver under ``NVIDIA_DRIVER_ROOT`` (the chart's ``nvidiaDriverRoot``, default ``/``):
+   the real init container (``hack/kubelet-plugin-prestart.sh``, v0.4.1) loops until it finds nvidia-smi
+   there. In the lab the driver is under ``/run/nvidia/driver`` when the GPU Operator's driver pod runs on the
+   node, else under ``/``; a wrong root fails the start with the script's wording, every restart checks again;
+2. reads ``FEATURE_GATES`` (``Key=bool,...``, the chart's ``featureGates`` value) and refuses gates its
+   release does not know (``pkg/featuregates/featuregates.go`` per tag: v25.12.0 knows 8, v0.4.1 adds
+   DeviceMetadata, v0.5.0 FabricManagerPartitioning, HostManagedIMEXDaemon, DRAListTypeAttributes and
+   ConsumableShares) and the combinations its ``ValidateFeatureGates`` refuses, with the driver's wording;
 3. snapshots the node's devices from the GPU state (``slices.devices``) and publishes its
    ResourceSlice. It never re-reads the GPUs while it runs (``GetPerGpuAllocatableDevices`` runs
    once in ``NewDeviceState``): a MIG device made later is published only after the pod restarts.
+   With ``DynamicMIG`` it first destroys the MIG devices its checkpoint does not know
+   (``cmd/gpu-kubelet-plugin/driver.go`` calls ``DestroyUnknownMIGDevices``; the lab plugin keeps no
+   checkpoint, so every MIG device on a MIG-capable GPU goes) and publishes every full GPU and every possible
+   MIG placement (``slices.dynamic_devices``; the real plugin uses KEP 4815 partitionable devices with
+   shared counters, which the lab leaves out).
 
+It does not look for a device plugin on its node: the real plugin has no such check; only the chart's
+``templates/validation.yaml`` refuses ``resources.gpus.enabled`` without ``gpuResourcesEnabledOverride``.
 A failing start makes the container crash-loop (``CrashLoopBackOff``, the message in
-``lastState.terminated.message`` and the pod log); every restart checks again. When the pod stops,
-its node's slices of ``gpu.nvidia.com`` are deleted (the kubelet removes the slices of a driver
-that unregisters). DynamicMIG's partitionable slices are not modelled: that gate alone is refused
-with a lab message.
+``lastState.terminated.message`` and the pod log). When the pod stops, its node's slices of
+``gpu.nvidia.com`` are deleted (the kubelet removes the slices of a driver that unregisters).
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from gpulab import gpustate
 from gpulab.cluster.containers import Outcome
 from gpulab.cluster.dra import api, slices
 from gpulab.cluster.errors import ApiError
 
-IMAGE_MARK = "k8s-dra-driver-gpu"
+IMAGE_MARK = "k8s-dra-driver-gpu"  # v25.12.0's image, nvcr.io/nvidia/k8s-dra-driver-gpu
+IMAGE_MARKS = (IMAGE_MARK, "dra-driver-nvidia-gpu")  # from v0.4.0, registry.k8s.io/dra-driver-nvidia/...
 GPUS_CONTAINER = "gpus"
-KNOWN_GATES = ("TimeSlicingSettings", "MPSSupport", "IMEXDaemonsWithDNSNames", "PassthroughSupport",
+# The gates each release knows, pkg/featuregates/featuregates.go at v25.12.0, v0.4.1 and main 9593204 (0.5.0).
+GATES_25_12 = ("TimeSlicingSettings", "MPSSupport", "IMEXDaemonsWithDNSNames", "PassthroughSupport",
                "NVMLDeviceHealthCheck", "DynamicMIG", "ComputeDomainCliques", "CrashOnNVLinkFabricErrors")
+GATES_0_4 = GATES_25_12 + ("DeviceMetadata",)
+GATES_0_5 = GATES_0_4 + ("FabricManagerPartitioning", "HostManagedIMEXDaemon", "DRAListTypeAttributes",
+                         "ConsumableShares")
+KNOWN_GATES = GATES_25_12
+DEFAULT_ON = ("IMEXDaemonsWithDNSNames", "ComputeDomainCliques", "CrashOnNVLinkFabricErrors")
 DEVICE_PLUGIN_CONTAINERS = ("nvidia-device-plugin", "nvidia-device-plugin-ctr")
 DEVICE_PLUGIN_DAEMONSET = "nvidia-device-plugin-daemonset"
+DRIVER_DAEMONSET = "nvidia-driver-daemonset"  # the GPU Operator's driver container (lab operator, common.py)
+OPERATOR_DRIVER_ROOT = "/run/nvidia/driver"
 Obj = Dict[str, Any]
 
 
 def is_plugin_container(pod: Mapping[str, Any], container: Mapping[str, Any]) -> bool:
     del pod
-    return IMAGE_MARK in str(container.get("image", ""))
+    return any(mark in str(container.get("image", "")) for mark in IMAGE_MARKS)
+
+
+def release(image: str) -> Tuple[int, int]:
+    """The driver's release line from the image tag: (0, 3) for v25.12.x (upstream maps ~25.12 to 0.3),
+    (0, 4), (0, 5), ...; an unreadable tag is the newest line the lab knows."""
+    tag = image.rsplit(":", 1)[-1].lstrip("v") if ":" in image.rsplit("/", 1)[-1] else ""
+    parts = [p for p in tag.split("-")[0].split(".")[:2] if p.isdigit()]
+    if len(parts) < 2:
+        return (0, 5)
+    major, minor = int(parts[0]), int(parts[1])
+    if major >= 25:
+        return (0, {(25, 3): 1, (25, 8): 2, (25, 12): 3}.get((major, minor), 3))
+    return (major, minor)
+
+
+def known_gates(line: Tuple[int, int]) -> Tuple[str, ...]:
+    return GATES_0_5 if line >= (0, 5) else GATES_0_4 if line >= (0, 4) else GATES_25_12
 
 
 def _env(container: Mapping[str, Any], name: str) -> str:
@@ -54,23 +87,43 @@ def _env(container: Mapping[str, Any], name: str) -> str:
     return ""
 
 
-def feature_gates(text: str) -> Dict[str, bool]:
-    """``A=true,B=false,`` -> gates; ValueError with the driver's wording."""
+def feature_gates(text: str, line: Tuple[int, int] = (0, 3)) -> Dict[str, bool]:
+    """``A=true,B=false,`` -> gates for the release ``line``; ValueError with the driver's wording
+    (ValidateFeatureGates of that release, over the defaults)."""
     gates: Dict[str, bool] = {}
+    known = known_gates(line)
     for item in (part.strip() for part in text.split(",")):
         if not item:
             continue
         key, _sep, value = item.partition("=")
-        if key not in KNOWN_GATES:
+        if key not in known:
             raise ValueError("unrecognized feature gate: %s" % key)
         if value.lower() not in ("true", "false"):
             raise ValueError("invalid value of %s=%s, err: strconv.ParseBool: parsing %r: invalid syntax" % (key, value, value))
         gates[key] = value.lower() == "true"
-    if gates.get("DynamicMIG"):
-        for other in ("PassthroughSupport", "NVMLDeviceHealthCheck", "MPSSupport"):
-            if gates.get(other):
-                raise ValueError("feature gate DynamicMIG is currently mutually exclusive with %s" % other)
+    merged = dict({name: name in DEFAULT_ON for name in known}, **gates)
+    if merged["ComputeDomainCliques"] and not merged["IMEXDaemonsWithDNSNames"]:
+        raise ValueError("feature gate ComputeDomainCliques requires IMEXDaemonsWithDNSNames to also be enabled")
+    exclusive = [("DynamicMIG", other) for other in ("PassthroughSupport", "NVMLDeviceHealthCheck", "MPSSupport")]
+    if line >= (0, 4):
+        exclusive.append(("PassthroughSupport", "NVMLDeviceHealthCheck"))
+    for one, other in exclusive:
+        if merged[one] and merged[other]:
+            raise ValueError("feature gate %s is currently mutually exclusive with %s" % (one, other))
+    if line >= (0, 4) and merged["DeviceMetadata"] and not merged["PassthroughSupport"]:
+        raise ValueError("feature gate DeviceMetadata requires PassthroughSupport to also be enabled")
     return gates
+
+
+def driver_pod(store: Any, node: str) -> Optional[str]:
+    """name of a live pod of the GPU Operator's driver DaemonSet on `node`, if any."""
+    for pod in store.items("v1/pods", field_selector="spec.nodeName=%s" % node):
+        meta = pod["metadata"]
+        if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        if DRIVER_DAEMONSET in [ref.get("name") for ref in meta.get("ownerReferences") or []]:
+            return meta["name"]
+    return None
 
 
 def device_plugin_pod(store: Any, node: str) -> Optional[str]:
@@ -103,21 +156,22 @@ class KubeletPluginProgram:
         if container.get("name") != GPUS_CONTAINER:
             return Outcome(log="I lab: %s container running\n" % container.get("name"))
         node = pod["spec"]["nodeName"]
+        root = _env(container, "NVIDIA_DRIVER_ROOT") or "/"
+        where = OPERATOR_DRIVER_ROOT if driver_pod(self.store, node) else "/"
+        if root.rstrip("/") != where.rstrip("/"):
+            return _failure("/driver-root (%s on host): nvidia-smi: not found, libnvidia-ml.so.1: not found (the NVIDIA "
+                            "driver on node %s is under %s; set nvidiaDriverRoot)" % (root, node, where))
         try:
-            gates = feature_gates(_env(container, "FEATURE_GATES"))
+            gates = feature_gates(_env(container, "FEATURE_GATES"), release(str(container.get("image", ""))))
         except ValueError as exc:
             return _failure("error validating feature gates: %s" % exc)
-        if gates.get("DynamicMIG"):
-            return _failure("lab: the DynamicMIG feature gate is not modelled by the GPU lab")
-        other = device_plugin_pod(self.store, node)
-        if other:
-            return _failure("the NVIDIA device plugin is running on node %s (pod %s): the DRA driver for GPUs cannot "
-                            "manage the GPUs of a node where the device plugin allocates them; turn the device plugin "
-                            "off on this node first" % (node, other))
         path = self.state_path_for(node)
         if not path:
             return _failure("error creating driver: no NVIDIA GPU found on node %s" % node)
-        announced = slices.devices(gpustate.load(path))
+        if gates.get("DynamicMIG"):
+            announced = slices.dynamic_devices(_destroy_unknown_mig_devices(path))
+        else:
+            announced = slices.devices(gpustate.load(path))
         self._publish(node, announced)
         with self._lock:
             self.devices[node] = announced
@@ -163,6 +217,15 @@ class KubeletPluginProgram:
             self.store.create(api.RESOURCESLICES, obj)
 
 
+def _destroy_unknown_mig_devices(path: str) -> Any:
+    """DestroyUnknownMIGDevices without a checkpoint: every MIG device of the host goes (MIG mode stays)."""
+    with gpustate.locked(path) as state:
+        for gpu in state.gpus:
+            if gpu.mig_current:
+                gpu.gpu_instances = []
+    return gpustate.load(path)
+
+
 def node_slices(store: Any, node: str) -> List[Obj]:
     try:
         found = store.items(api.RESOURCESLICES)
@@ -176,5 +239,5 @@ def _failure(message: str) -> Outcome:
     return Outcome(ok=False, log="E lab: %s\n" % message, message=message, exit_code=1)
 
 
-__all__ = ["GPUS_CONTAINER", "IMAGE_MARK", "KubeletPluginProgram", "device_plugin_pod", "feature_gates",
-           "is_plugin_container", "node_slices"]
+__all__ = ["GPUS_CONTAINER", "IMAGE_MARK", "IMAGE_MARKS", "KubeletPluginProgram", "device_plugin_pod", "driver_pod",
+           "feature_gates", "is_plugin_container", "node_slices", "release"]

@@ -11,7 +11,10 @@ capacities), ``deviceinfo.go``/``mig.go`` ``CanonicalName``/``ToCanonicalName`` 
 start>``). Versions go through semver (``580.95.05`` -> ``580.95.5``, ``9.0`` -> ``9.0.0``); NVML's
 brand of these data-center GPUs is ``Nvidia`` (go-nvlib ``GetBrandAsString``), the architecture is
 capitalised (``Hopper``). The lab GPU's minor number is its index. Not modelled: ``pcieRoot`` and
-``addressingMode`` attributes, VFIO devices, the DynamicMIG partitionable-device slices.
+``addressingMode`` attributes, VFIO devices. With the DynamicMIG gate (``driver.go`` ``publishResources``,
+``nvlib.go``) the plugin publishes every full GPU and every possible MIG placement (one device per GPU-instance
+profile and placement start, named as above); the lab lists them in the one slice and leaves out the shared
+counters (KEP 4815) that make a placement and its GPU exclusive.
 """
 
 from __future__ import annotations
@@ -97,6 +100,30 @@ def devices(state: Any) -> List[Obj]:
     return sorted(found, key=lambda device: device["name"])
 
 
+def placement_device(gpu: Any, state: Any, profile: Any, start: int) -> Obj:
+    """One possible MIG placement of a GPU under DynamicMIG (no MIG device exists yet: no uuid)."""
+    attributes = {"type": {"string": "mig"}, "parentUUID": {"string": gpu.uuid}, "profile": {"string": profile.name}}
+    attributes.update(_common(gpu, state))
+    attributes[PCI_BUS_ID] = {"string": gpu.pci_bus_id.lower()}
+    capacity = {"memory": {"value": binary_si(int(float(profile.memory_gib) * 1024) << 20)}}
+    for index in range(start, start + profile.size):
+        capacity["memorySlice%d" % index] = {"value": "1"}
+    return {"name": mig_device_name(gpu.index, profile.name, profile.profile_id, start), "attributes": attributes,
+            "capacity": capacity}
+
+
+def dynamic_devices(state: Any) -> List[Obj]:
+    """What the plugin announces with DynamicMIG: every full GPU, and for a MIG-capable GPU every placement of
+    every GPU-instance profile of its model, sorted by name."""
+    found: List[Obj] = []
+    for gpu in state.gpus:
+        found.append(gpu_device(gpu, state))
+        if gpu.mig_capable:
+            model = load_model(gpu.model)
+            found += [placement_device(gpu, state, profile, start) for profile in model.profiles for start in profile.starts]
+    return sorted(found, key=lambda device: device["name"])
+
+
 def node_slice(node: Mapping[str, Any], announced: List[Obj], generation: int) -> Obj:
     """The plugin's one ResourceSlice for `node` with the `announced` devices (owned by the Node)."""
     meta = node["metadata"]
@@ -111,4 +138,4 @@ def node_slice(node: Mapping[str, Any], announced: List[Obj], generation: int) -
     }
 
 
-__all__ = ["DRIVER", "PCI_BUS_ID", "binary_si", "devices", "gpu_device", "mig_device", "mig_device_name", "node_slice", "semver"]
+__all__ = ["DRIVER", "PCI_BUS_ID", "binary_si", "devices", "dynamic_devices", "placement_device", "gpu_device", "mig_device", "mig_device_name", "node_slice", "semver"]
