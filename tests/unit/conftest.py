@@ -20,7 +20,8 @@ import re  # noqa: E402
 
 from ansible.release import __version__ as _CORE_VERSION  # noqa: E402
 
-_NEEDS_219 = re.compile(r"ansible\.module_utils\.testing|trust_as_template|ansible\._internal|^from (fake_k8s|test_gpu_operator|test_gpu_dra_driver|test_mig_config|test_node_maintenance) import|^import fake_k8s",
+_NEEDS_219 = re.compile(r"ansible\.module_utils\.testing|trust_as_template|ansible\._internal|^import fake_k8s"
+                        r"|^from (fake_k8s|test_gpu_operator|test_gpu_dra_driver|test_mig_config|test_node_maintenance) import",
                         re.MULTILINE)
 _OLD_CORE = tuple(int(part) for part in _CORE_VERSION.split(".")[:2]) < (2, 19)
 _LEFT_OUT = []
