@@ -11,7 +11,7 @@ from ansible_collections.gpufleet.sharing.plugins.plugin_utils._hostvars import 
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._read_plan import read_plan
 from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_read_plan import Prepared
 from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import (
-    BATCHED, UNPLANNED, readvertise, restart_selectors, steps, triage, with_backend)
+    BATCHED, UNPLANNED, readvertise, restart_selectors, steps, triage, underadvertised_nodes, with_backend)
 
 DOCUMENTATION = r"""
 name: rollout_triage
@@ -39,10 +39,11 @@ description:
     V(files_only); V(refuse) for a failed plan; V(restart) and V(verify) (V(backend) on DRA) for V(readvertise);
     none for a settled host), given C(cluster), C(pause) and C(verify) (booleans, default true).
   - The filter C(rollout_readvertise) in the same file takes the triage and the registered answer of
-    M(gpufleet.sharing.gpu_verify) without pods for the V(unchanged) nodes, and gives each of those whose node
-    checks failed (it advertises less than its plan, typically a layout made by hand without restarting the
-    device plugin) the outcome V(readvertise) - a batch restarts what advertises and verifies the node, with no
-    drain; a failure leaves it cordoned with the reason.
+    M(gpufleet.sharing.gpu_verify) without pods for the V(unchanged) nodes, and gives each of those whose checks
+    of what it advertises failed (capacity, allocatable, a DRA node's ResourceSlices - it advertises less than its
+    plan, typically a layout made by hand without restarting the device plugin) the outcome V(readvertise) -
+    a batch restarts what advertises and verifies the node, with no drain; a failure leaves it cordoned with
+    the reason.
   - The filter C(rollout_restart_selectors) in the same file turns the registered answer of
     M(gpufleet.sharing.gpu_operands) with O(gpufleet.sharing.gpu_operands#module:state=restored) into the
     pod selectors of the restart step, V(app=nvidia-device-plugin-daemonset) and V(app=gpu-feature-discovery)
@@ -132,8 +133,8 @@ def rollout_steps(entry: Mapping[str, Any], cluster: bool = True, pause: bool = 
 def rollout_readvertise(triaged: Mapping[str, Any], verified: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """The triage with the converged nodes that ``verified`` (gpu_verify's node checks, no pods) found not
     advertising their plan sent through a restart of what advertises (outcome ``readvertise``)."""
-    failed = (((verified or {}).get("report") or {}).get("summary") or {}).get("failed_nodes") or []
-    return readvertise(triaged or {}, list(failed))
+    checks = ((verified or {}).get("report") or {}).get("checks") or []
+    return readvertise(triaged or {}, underadvertised_nodes(checks))
 
 
 def rollout_restart_selectors(restored: Optional[Mapping[str, Any]]) -> List[str]:

@@ -363,7 +363,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_modu
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import FLEET_ARGSPEC, METRICS_ARGSPEC, POD_ARGSPEC, PROBE_ARGSPEC
 from ansible_collections.gpufleet.sharing.plugins.module_utils.sharing._expected import ExpectedNode
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._verify import (
-    HAS_JMESPATH, Check, build_report, option_problems, pods_for, render_junit, render_table)
+    HAS_JMESPATH, Check, build_report, option_problems, render_junit, render_table)
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._pods import PodRun
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._dra_verify import pods_for_devices, report_nodes
 from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._probe import (
@@ -415,7 +415,7 @@ def run(mod: ClusterModule) -> None:
     hostnames = {n["metadata"]["name"]: labels_of(n).get("kubernetes.io/hostname") for n in nodes}
     claim_pods = pods_for_devices([d for node in sorted(devices) for d in devices[node]])  # DRA: bound to claims
     if p["pods"] and not mod.check_mode:
-        pods.run(expected, hostnames, [w for e in expected for w in pods_for(e)] + claim_pods)
+        pods.run(expected, hostnames, pods.wanted_for(expected) + claim_pods)
     if p["probe"] and not mod.check_mode:
         probe.run(expected, hostnames)
     checks += pods.checks + metrics.checks(pods.pods) + probe.checks

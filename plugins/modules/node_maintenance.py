@@ -66,6 +66,15 @@ options:
     type: list
     elements: str
     default: []
+  pod_uids:
+    description:
+      - With O(state=drain), evict only the node's pods whose UID is in this list, for example the pods
+        that hold a device of the GPUs a MIG change touches (the rollout's per-GPU scope,
+        C(gpufleet_mig_drain_scope=gpu)); the other pods stay on the node, listed in RV(left_on_node)
+        with the reason. The drain rules (DaemonSet, mirror, C(emptyDir), unmanaged pods) apply to the
+        listed pods. An empty list evicts nothing (the node is still cordoned); omitted, every pod.
+    type: list
+    elements: str
   delete_emptydir_data:
     description: Evict pods that use C(emptyDir) volumes; the data in those volumes is lost.
     type: bool
@@ -199,6 +208,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     state=dict(type="str", required=True, choices=["cordon", "drain", "uncordon", "restart_pods"]),
     namespace=dict(type="str", default="gpu-operator"),
     pod_selectors=dict(type="list", elements="str", default=[]),
+    pod_uids=dict(type="list", elements="str"),
     delete_emptydir_data=dict(type="bool", default=False),
     force=dict(type="bool", default=False),
     grace_period=dict(type="int"),
@@ -233,6 +243,10 @@ def option_problems(params: Dict[str, Any]) -> List[str]:
     problems = object_name_problems([("node", "Node", params["node"]), ("namespace", "Namespace", params["namespace"])])
     problems += number_problems(params, {"timeout": 0, "grace_period": 0}, ["poll_interval"])
     problems += [p for p in (selector_problem("pod_selectors", s) for s in params["pod_selectors"]) if p]
+    problems += ["pod_uids: %r is not a pod UID" % uid for uid in params["pod_uids"] or []
+                 if not uid or len(uid) > 128 or not all(c.isalnum() or c == "-" for c in uid)]
+    if params["pod_uids"] is not None and params["state"] != "drain":
+        problems.append("pod_uids: only with state=drain")
     problems += ["annotations: the value of %s must be a string (or null to remove it), got %s" % (k, type(v).__name__)
                  for k, v in (params["annotations"] or {}).items() if v is not None and not isinstance(v, str)]
     return problems + [p for p in (qualified_name_problem("annotations", k) for k in params["annotations"] or {}) if p]
@@ -256,7 +270,8 @@ def maintain(mod: ClusterModule) -> None:
         drainer = Drainer(k8s, name, params["delete_emptydir_data"], params["force"], params["timeout"],
                           params["poll_interval"], params["grace_period"],
                           progress=lambda what, elapsed, detail: mod.log(
-                              "node_maintenance: %s: %.0fs: %s" % (what, elapsed, detail)))
+                              "node_maintenance: %s: %.0fs: %s" % (what, elapsed, detail)),
+                          only_uids=None if params["pod_uids"] is None else frozenset(params["pod_uids"]))
         to_evict, mod.result["left_on_node"], blocking = drainer.plan()
         if blocking:
             # Validate before changing anything: the node is not even cordoned.

@@ -61,6 +61,17 @@ def with_backend(entry: Mapping[str, Any], backend: str, moves: bool) -> Dict[st
     return answer
 
 
+# gpu_verify's node checks of what a node advertises: the device plugin's extended resources, a DRA node's
+# ResourceSlice devices. A failed check of another kind (a label, a plan that cannot be made) is no reason
+# to restart what advertises.
+ADVERTISED_CHECKS = ("capacity", "allocatable", "slice")
+
+
+def underadvertised_nodes(checks: Sequence[Mapping[str, Any]]) -> List[str]:
+    """The nodes with a failed check of what they advertise (gpu_verify's report ``checks``), sorted."""
+    return sorted({str(c.get("node")) for c in checks if not c.get("ok") and c.get("kind") in ADVERTISED_CHECKS})
+
+
 def readvertise(triaged: Mapping[str, Mapping[str, Any]], failed_nodes: Sequence[str]) -> Dict[str, Dict[str, Any]]:
     """The triage with each converged node (UNCHANGED) that does not advertise its plan (``failed_nodes``: the
     nodes gpu_verify's node checks failed) sent through a batch that restarts what advertises: the device

@@ -23,7 +23,7 @@ cordoned (``force`` lifts it anyway).
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import AbstractSet, Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._k8s import K8sClient
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._api_errors import K8sError
@@ -124,18 +124,26 @@ def _controller(pod: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     return None
 
 
+NOT_CHOSEN = "holds no device of the GPUs that change"
+
+
 def classify_pods(pods: List[Dict[str, Any]], delete_emptydir_data: bool = False, force: bool = False,
+                  only_uids: Optional[AbstractSet[str]] = None,
                   ) -> Tuple[List[Dict[str, Any]], List[Dict[str, str]], List[Dict[str, str]]]:
     """Split the pods of a node into (to_evict, skipped, blocking).
 
     skipped and blocking entries are {"pod": "ns/name", "reason": ...}; blocking pods stop the
-    drain before anything is changed (the caller lists them in the error)."""
+    drain before anything is changed (the caller lists them in the error). With ``only_uids`` (a
+    per-GPU drain, issue 38) the other pods are skipped before any rule is applied to them."""
     to_evict: List[Dict[str, Any]] = []
     skipped: List[Dict[str, str]] = []
     blocking: List[Dict[str, str]] = []
     for pod in sorted(pods, key=pod_key):
         meta = pod.get("metadata") or {}
         key = pod_key(pod)
+        if only_uids is not None and str(meta.get("uid", "")) not in only_uids:
+            skipped.append({"pod": key, "reason": NOT_CHOSEN})
+            continue
         if MIRROR_ANNOTATION in (meta.get("annotations") or {}):
             skipped.append({"pod": key, "reason": "mirror pod (static pod managed by the kubelet)"})
             continue
@@ -174,8 +182,10 @@ class Drainer:
 
     def __init__(self, k8s: K8sClient, node: str, delete_emptydir_data: bool = False, force: bool = False,
                  timeout: float = 300.0, interval: float = 2.0, grace_period_seconds: Optional[int] = None,
-                 progress: Optional[Callable[[str, float, Any], None]] = None) -> None:
+                 progress: Optional[Callable[[str, float, Any], None]] = None,
+                 only_uids: Optional[AbstractSet[str]] = None) -> None:
         self.k8s = k8s
+        self.only_uids = only_uids
         self.node = node
         self.delete_emptydir_data = delete_emptydir_data
         self.force = force
@@ -186,7 +196,7 @@ class Drainer:
         self.evicted: List[Dict[str, str]] = []  # also filled when a DrainError is raised
 
     def plan(self) -> Tuple[List[Dict[str, Any]], List[Dict[str, str]], List[Dict[str, str]]]:
-        return classify_pods(self.k8s.pods_on_node(self.node), self.delete_emptydir_data, self.force)
+        return classify_pods(self.k8s.pods_on_node(self.node), self.delete_emptydir_data, self.force, self.only_uids)
 
     def check_blocking(self, blocking: List[Dict[str, str]]) -> None:
         if blocking:

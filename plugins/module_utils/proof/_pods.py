@@ -25,6 +25,8 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.proof._verify imp
     MANAGED_BY_VALUE,
     RUN_ID_LABEL,
     Check,
+    held_checks,
+    held_resources,
     pending_reason,
     pod_check,
     pod_manifest,
@@ -77,7 +79,7 @@ class PodRun:
             wanted: Optional[Sequence[Any]] = None) -> None:
         """A pod per node and advertised resource type (or the ``wanted`` pods: under DRA one per node
         and device kind, each bound to a claim of its own); ``hostnames``: node -> kubernetes.io/hostname."""
-        wanted = [w for exp in expected for w in pods_for(exp)] if wanted is None else list(wanted)
+        wanted = self.wanted_for(expected) if wanted is None else list(wanted)
         if not wanted:
             return
         self.k8s.ensure_namespace(self.namespace, labels=self.params["namespace_labels"])
@@ -107,6 +109,22 @@ class PodRun:
         finally:
             # by label, so that a pod whose create answer was lost is removed too
             self.cleanup(created)
+
+    def wanted_for(self, expected: Sequence[ExpectedNode]) -> List[Any]:
+        """A pod per node and advertised resource, except the resources that the node's running pods hold
+        entirely (said in ``checks``, held_checks): after a per-GPU MIG change (issue 38) the pods of
+        the untouched GPUs keep their devices, and a pod for those would never be scheduled."""
+        wanted: List[Any] = []
+        if not expected:
+            return wanted
+        on_node: Dict[str, List[Dict[str, Any]]] = {}
+        for pod in self.k8s.list("Pod"):  # one read for the fleet, all namespaces
+            on_node.setdefault(str((pod.get("spec") or {}).get("nodeName") or ""), []).append(pod)
+        for exp in expected:
+            held = held_resources(on_node.get(exp.node, []))
+            self.checks.extend(held_checks(exp, held))
+            wanted.extend(pods_for(exp, held))
+        return wanted
 
     def parallel(self, func: Callable[[Any], Any], items: Sequence[Any]) -> List[Any]:
         """Run func over items with up to ``parallel`` threads; the first error is raised after all ran."""

@@ -166,11 +166,49 @@ class PodSpecWanted:
         return "%d full GPU" % self.count if self.count else "full GPU"
 
 
-def pods_for(expected: ExpectedNode) -> List[PodSpecWanted]:
-    """One pod per advertised resource type with capacity > 0 (stable order)."""
+def _quantity(value: Any) -> int:
+    try:
+        return int(float(str(value)))
+    except ValueError:
+        return 0
+
+
+def held_resources(pods: Sequence[Mapping[str, Any]], skip_label: Tuple[str, str] = (MANAGED_BY_LABEL, MANAGED_BY_VALUE)
+                   ) -> Dict[str, int]:
+    """NVIDIA devices requested by a node's pods that hold them now (not finished), except ours."""
+    held: Dict[str, int] = {}
+    for pod in pods:
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if labels.get(skip_label[0]) == skip_label[1] or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            resources = container.get("resources") or {}
+            merged = dict(resources.get("requests") or {}, **(resources.get("limits") or {}))
+            for name, value in merged.items():
+                if name.startswith("nvidia.com/"):
+                    held[name] = held.get(name, 0) + _quantity(value)
+    return held
+
+
+def _fully_held(expected: ExpectedNode, held: Mapping[str, int]) -> List[str]:
+    return [r for r in sorted(expected.resources) if 0 < expected.resources[r] <= held.get(r, 0)]
+
+
+def held_checks(expected: ExpectedNode, held: Mapping[str, int]) -> List[Check]:
+    """A resource whose every device a running pod holds (issue 38: a per-GPU MIG change keeps the pods of
+    the untouched GPUs) gets no verification pod: it would never be scheduled. Said, not failed."""
+    return [Check(expected.node, "pod", resource, "a verification pod",
+                  "not run: all %d in use by running pods" % expected.resources[resource], True)
+            for resource in _fully_held(expected, held)]
+
+
+def pods_for(expected: ExpectedNode, held: Optional[Mapping[str, int]] = None) -> List[PodSpecWanted]:
+    """One pod per advertised resource type with capacity > 0 (stable order), except those whose
+    devices running pods hold entirely (``held``, see held_checks)."""
     wanted: List[PodSpecWanted] = []
+    skipped = set(_fully_held(expected, held or {}))
     for resource in sorted(expected.resources):
-        if expected.resources[resource] <= 0:
+        if expected.resources[resource] <= 0 or resource in skipped:
             continue
         record = expected.record_for(resource)
         wanted.append(PodSpecWanted(expected.node, resource, record.device_kind, record.mig_profile))

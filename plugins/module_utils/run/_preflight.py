@@ -27,6 +27,7 @@ SERIAL_ITEM = re.compile(r"^([1-9][0-9]*|([1-9][0-9]?|100)%)$")
 PERCENT = re.compile(r"^([0-9]|[1-9][0-9]|100)$")
 BACKENDS = ("host", "operator")
 VERIFY_PODS = ("always", "changed", "never")
+DRAIN_SCOPES = ("gpu", "node")  # gpufleet_mig_drain_scope (issue 38; docs/rollout.md)
 
 
 def _text(value: Any) -> str:
@@ -51,6 +52,9 @@ def variable_problems(values: Mapping[str, Any]) -> List[str]:
     pods = values.get("gpufleet_verify_pods", "always")
     if pods not in VERIFY_PODS:
         problems.append("gpufleet_verify_pods must be 'always', 'changed' or 'never', got '%s'" % pods)
+    scope = values.get("gpufleet_mig_drain_scope", "node")
+    if scope not in DRAIN_SCOPES:
+        problems.append("gpufleet_mig_drain_scope must be 'gpu' or 'node', got '%s'" % scope)
     configs = values.get("mig_configs", {})
     if not isinstance(configs, Mapping):
         problems.append("mig_configs must be a mapping of config name to mig-parted items, got %s" % json.dumps(configs, default=str))

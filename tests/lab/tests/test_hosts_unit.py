@@ -88,6 +88,9 @@ def test_inventory_groups_and_variables(tmp_path):
     assert group["hosts"]["a1"] == {
         "ansible_host": "127.0.0.2", "ansible_port": 2222, "gpulab_state_file": paths.state_file("a1"),
         "gpulab_model": "A100-40GB", "gpulab_gpu_count": 4, "gpulab_host_dir": paths.host_dir("a1"),
+        # the lab kubelet's device checkpoint of the host (issue 38), beside its state file
+        "gpufleet_kubelet_checkpoint": os.path.join(paths.host_dir("a1"), "state-kubelet", "device-plugins",
+                                                    "kubelet_internal_checkpoint"),
     }
     assert group["vars"]["ansible_user"] == "root"
     assert group["vars"]["ansible_ssh_private_key_file"] == paths.client_key

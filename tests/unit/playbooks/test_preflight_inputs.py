@@ -125,6 +125,6 @@ def test_site_refuses_the_later_plays_inputs_in_preflight_before_the_operator_pl
                   "h100-a: dra_driver_chart_version: '25.12' is not a DRA driver version",
                   "h100-a: dra_driver_values must be a mapping of chart values, got 'x'",
                   "h100-a: gpufleet_dra_claim_templates: claim_templates[0]: namespace 'Team_A' is not a DNS label",
-                  "h100-a: gpufleet_dra_claim_templates: claim_templates[0]: count must be a whole number >= 1, got 0"):
+                  "h100-a: gpufleet_dra_claim_templates: claim_templates[0]: count must be a whole number"):
         assert words in output, words
     assert 'PLAY [Cluster - the GPU Operator]' not in output  # nothing after preflight ran

@@ -28,7 +28,7 @@ import logging
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from gpulab.cluster import allocation, gpuprocesses
+from gpulab.cluster import allocation, devicecheckpoint, gpuprocesses
 from gpulab.cluster import devices as devmod
 from gpulab.cluster.containers import ALLOCATED_ANNOTATION, Outcome, Program, Workload, opens_all_gpus
 from gpulab.cluster.imagepull import private_hosts, pull_problems, reference_problem
@@ -94,6 +94,7 @@ class Kubelet:
         self._ip_counter = 10
         self._lock = threading.Lock()
         self._last_pods: List[Obj] = []  # as read by the last run_once (check_running reuses them)
+        self._checkpoints: Dict[str, Dict[str, Any]] = {}  # node -> the device checkpoint last written
 
     # ------------------------------------------------------------------ queries
 
@@ -136,6 +137,7 @@ class Kubelet:
                 self._step(pod, nodes[pod["spec"]["nodeName"]], now)
             except Exception:  # one broken pod must not stop the node
                 LOG.exception("kubelet: pod %s/%s", pod["metadata"].get("namespace"), pod["metadata"]["name"])
+        self._write_checkpoints(nodes)
         with self._lock:
             dues = [run.due for run in self.runs.values() if run.due is not None]
         return min(dues) if dues else None
@@ -430,6 +432,26 @@ class Kubelet:
                 statuses.append(container_status(container, {"terminated": terminated}, ready=False, restarts=run.restarts.get(container["name"], 0)))
             status["containerStatuses"] = statuses
         self.store.controller_update("v1/pods", run.namespace, run.name, mutate, subresource="status")
+
+    # ------------------------------------------------------------------ the device checkpoint
+
+    def _write_checkpoints(self, nodes: Dict[str, Obj]) -> None:
+        """Each host's device manager checkpoint (devicecheckpoint.py), rewritten when it changes: the
+        live allocations of the node's pods and the devices its plugin registers. A device-plugin
+        restart changes only the registered devices: running pods keep their entries."""
+        for node_name in nodes:
+            path = self.state_path_for(node_name)
+            if not path:
+                continue
+            with self._lock:
+                holders = [(run.uid, container, list(found)) for run in self.runs.values()
+                           if run.node == node_name and run.stage not in ("finished", "stopping")
+                           for container, found in run.allocations.items() if found]
+            published = self.node_devices(node_name)
+            checkpoint = devicecheckpoint.build(holders, published.devices if published else {})
+            if self._checkpoints.get(node_name) != checkpoint:
+                devicecheckpoint.write(path, checkpoint)
+                self._checkpoints[node_name] = checkpoint
 
     # ------------------------------------------------------------------ GPU processes
 

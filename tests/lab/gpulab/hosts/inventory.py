@@ -9,6 +9,7 @@ from typing import Any, Dict, Optional, Sequence
 
 import yaml
 
+from gpulab.cluster import devicecheckpoint
 from gpulab.hosts.layout import LabPaths
 from gpulab.hosts.specs import GROUP, Host
 
@@ -36,6 +37,9 @@ def inventory_data(paths: LabPaths, hosts: Sequence[Host], python: str,
             "gpulab_model": host.spec.model,
             "gpulab_gpu_count": host.spec.gpus,
             "gpulab_host_dir": host.host_dir,
+            # The lab kubelet's device checkpoint of this host (cluster/devicecheckpoint.py): the real
+            # /var/lib is read-only inside a lab host.
+            "gpufleet_kubelet_checkpoint": devicecheckpoint.path_for(host.state_file),
         }
         for group in host.spec.groups:
             children.setdefault(group, {"hosts": {}})["hosts"][host.spec.name] = None

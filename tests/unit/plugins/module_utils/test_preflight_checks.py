@@ -68,3 +68,11 @@ def test_the_backend_and_what_dra_needs_are_checked_per_host():
     assert host_problems(values, []) == ["NVIDIA driver 560.1 is too old for the DRA driver: 565 or newer is required"]
     assert host_problems({"gpufleet_gpu_backend": "both"}, []) == [
         "gpufleet_gpu_backend must be 'device-plugin' or 'dra', got 'both'"]
+
+
+def test_the_mig_drain_scope_is_gpu_or_node():
+    """Issue 38: gpufleet_mig_drain_scope picks the rollout's drain (the pods of the changing GPUs, or all)."""
+    assert variable_problems({"gpufleet_mig_drain_scope": "gpu"}) == variable_problems({}) == []
+    assert variable_problems({"gpufleet_mig_drain_scope": "node"}) == []
+    assert variable_problems({"gpufleet_mig_drain_scope": "GPU"}) == [
+        "gpufleet_mig_drain_scope must be 'gpu' or 'node', got 'GPU'"]

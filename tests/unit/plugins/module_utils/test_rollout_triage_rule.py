@@ -159,3 +159,13 @@ def test_a_converged_node_that_advertises_less_than_its_plan_is_readvertised():
     assert steps(dict(answer["b"], backend="dra"), cluster=True, pause=True, verify=True) == ["backend"]
     assert steps(answer["b"], cluster=True, pause=True, verify=False) == ["restart"]
     assert steps(answer["b"], cluster=False, pause=True, verify=True) == []
+
+
+def test_only_a_failed_check_of_what_a_node_advertises_sends_it_to_readvertise():
+    """A DRA node without a GPU plan in the read (a `plan` check) or a label that differs is no reason to
+    restart what advertises (the DRA rerun of test_rollout_dra.py restarted its kubelet plugin for that)."""
+    from ansible_collections.gpufleet.sharing.plugins.module_utils.fleet._rollout_triage import underadvertised_nodes
+    checks = [{"node": "a", "kind": "capacity", "ok": False}, {"node": "b", "kind": "plan", "ok": False},
+              {"node": "c", "kind": "label", "ok": False}, {"node": "d", "kind": "slice", "ok": False},
+              {"node": "e", "kind": "allocatable", "ok": False}, {"node": "f", "kind": "capacity", "ok": True}]
+    assert underadvertised_nodes(checks) == ["a", "d", "e"]

@@ -274,3 +274,24 @@ def test_mig_node_config_missing_config_in_configmap(api, capsys):
     result = run(mig_node_config, {"node": "gpu-a", "config": "b", "config_map": "mig"}, capsys)
     assert result["failed"] and "MIG config 'b' is not defined in ConfigMap gpu-operator/mig" in result["msg"]
     assert "it defines: a" in result["msg"] and api.writes == []
+
+
+def test_drain_of_chosen_pods_evicts_only_them_and_says_why_the_others_stay(api, capsys):
+    """Issue 38: the per-GPU scope evicts the pods of the GPUs that change; check mode says which."""
+    api.add(pod_path("gpu1"), make_pod("gpu1"))
+    args = {"node": "gpu-a", "state": "drain", "pod_uids": ["gpu1-1"]}
+    planned = run(node_maintenance, args, capsys, check=True)
+    assert planned["would_evict"] == ["work/gpu1"] and api.writes == []
+    result = run(node_maintenance, args, capsys)
+    assert result["evicted"] == ["work/gpu1"], result
+    assert pod_path("app") in api.objects and pod_path("gpu1") not in api.objects
+    assert {"pod": "work/app", "reason": "holds no device of the GPUs that change"} in result["left_on_node"]
+    assert api.objects[NODE]["spec"]["unschedulable"] is True
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"state": "drain", "pod_uids": ["a/b"]}, "'a/b' is not a pod UID"),
+    ({"state": "cordon", "pod_uids": ["x"]}, "pod_uids: only with state=drain")])
+def test_bad_pod_uids_are_refused_before_any_request(api, capsys, args, message):
+    result = run(node_maintenance, dict(args, node="gpu-a"), capsys)
+    assert result["failed"] and message in result["msg"] and api.writes == []
