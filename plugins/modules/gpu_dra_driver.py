@@ -219,8 +219,10 @@ release:
   description: The release (name, namespace, revision, status, chart, chart_version, app_version).
   returned: unless O(state=nodes)
   type: dict
-values:
-  description: The release's values, secrets redacted.
+release_values:
+  description:
+    - The release's values, secrets redacted.
+    - Called C(values) in earlier versions (a dict method name, which C(result.values) finds in Jinja instead of the key).
   returned: when O(state=present)
   type: dict
 nodes_switched:

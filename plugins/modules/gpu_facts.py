@@ -3,7 +3,6 @@
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
@@ -172,9 +171,13 @@ ansible_facts:
 import os
 from typing import Any, Dict, List, Sequence, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._host import HostCommands, read_file
-from ansible_collections.gpufleet.sharing.plugins.module_utils.base._module import GpuFleetModule
-from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._nvidia_smi import (
+# Before the rest of the collection, which needs a newer Python: a clear refusal on an older one.
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._host_python import refuse_older_python
+refuse_older_python("gpufleet.sharing.gpu_facts")
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._host import HostCommands, read_file  # noqa: E402
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._module import GpuFleetModule  # noqa: E402
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._nvidia_smi import (  # noqa: E402
     QUERY_ARGV,
     ParseError,
     commands_for,

@@ -346,8 +346,10 @@ release:
     chart: gpu-operator
     chart_version: v26.7.0
     app_version: v26.7.0
-values:
-  description: The values requested for the release (secret values redacted).
+release_values:
+  description:
+    - The values requested for the release (secret values redacted).
+    - Called C(values) in earlier versions (a dict method name, which C(result.values) finds in Jinja instead of the key).
   returned: when O(state=present)
   type: dict
   sample: {mig: {strategy: mixed}, migManager: {enabled: false}, driver: {enabled: false}}

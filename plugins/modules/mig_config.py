@@ -3,7 +3,6 @@
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
@@ -353,8 +352,12 @@ cdi_refresh_due:
 
 from typing import Any, Dict, List, Tuple
 
-from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._host import read_file, write_file
-from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_apply import (
+# Before the rest of the collection, which needs a newer Python: a clear refusal on an older one.
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._host_python import refuse_older_python
+refuse_older_python("gpufleet.sharing.mig_config")
+
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._host import read_file, write_file  # noqa: E402
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_apply import (  # noqa: E402
     DIR_MODE,
     FILE_MODE,
     CdiDecision,
@@ -375,16 +378,16 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_apply im
     stray_pending_problems,
     wanted_files,
 )
-from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_given_plan import GivenPlanError, given_plan, plan_to_dict, reusable
-from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_host import MigHost, read_document
-from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_parted import (
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_given_plan import GivenPlanError, given_plan, plan_to_dict, reusable  # noqa: E402
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_host import MigHost, read_document  # noqa: E402
+from ansible_collections.gpufleet.sharing.plugins.module_utils.mig._mig_parted import (  # noqa: E402
     DocumentError,
     MigPartedConfig,
     current_layout,
     parse_config,
     render_yaml,
 )
-from ansible_collections.gpufleet.sharing.plugins.module_utils.base._module import GpuFleetModule
+from ansible_collections.gpufleet.sharing.plugins.module_utils.base._module import GpuFleetModule  # noqa: E402
 
 ARGUMENT_SPEC = dict(
     config=dict(type="dict"),
@@ -405,8 +408,7 @@ ARGUMENT_SPEC = dict(
 
 
 def main() -> None:
-    GpuFleetModule(ARGUMENT_SPEC, mutually_exclusive=[("config", "config_file")],
-                   required_one_of=[("config", "config_file", "include_defaults")]).run(run)
+    GpuFleetModule(ARGUMENT_SPEC, mutually_exclusive=[("config", "config_file")], required_one_of=[("config", "config_file", "include_defaults")]).run(run)
 
 
 def run(mod: GpuFleetModule) -> None:

@@ -15,13 +15,14 @@ controller's own Python), it runs the module's ``main()`` in the worker process 
 the task, with the same arguments, the same ``_ansible_*`` settings, the same argument validation,
 ``no_log`` masking, warnings and result decoding as a module process (Ansible's ``AnsibleModule``
 itself, its result taken through the hook ``_record_module_result`` that ansible-core provides for
-in-worker execution, then ``_parse_returned_data`` as for a module's output). The strategy loads the
+in-worker execution, then ``_parse_returned_data`` as for a module's output). Every ansible-core
+internal it touches is named in ``_core_internals.py``, with the versions it was proven on. The strategy loads the
 action plugin in the main process before it forks the task's workers
 (``ansible/plugins/strategy/linear.py``, ``action_loader.get(..., class_only=True)``), and loading it
 imports the module and the ``kubernetes`` client there: every later worker inherits them.
 
 Everywhere else (a task delegated to another host, ``become``, ``async``, another interpreter, an
-ansible-core without the hook, or the variable ``gpufleet_in_process`` false) the module runs as a
+ansible-core the path was not proven on, said once at ``-v``, or the variable ``gpufleet_in_process`` false) the module runs as a
 module, exactly as without this plugin. The
 worker is a forked process of its own for this task only, so the module's process-wide state (its
 arguments, the environment of the task's ``environment:``) ends with it.
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import json
 import os
 import shutil
 import sys
@@ -39,34 +39,31 @@ import tempfile
 import traceback
 from typing import Any, Dict, Iterator, List, Mapping, Optional
 
-from ansible.module_utils import basic
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.plugins.action.normal import ActionModule as NormalAction
 from ansible.utils.display import Display
-from ansible.vars.clean import remove_internal_keys
-
-try:
-    from ansible.module_utils.common.json import Direction, get_module_encoder
-    HAS_PROFILES = True
-except ImportError:  # ansible-core before 2.19: the module runs as a module
-    HAS_PROFILES = False
 
 # Imported here, so in the main process when the strategy loads the action plugin: the kubernetes
 # client with it, which every worker forked afterwards inherits.
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s import _k8s  # noqa: F401  pylint: disable=unused-import
+from ansible_collections.gpufleet.sharing.plugins.plugin_utils._core_internals import surface
 from ansible_collections.gpufleet.sharing.plugins.plugin_utils._preload import keep_loaded, load_filters
 
 display = Display()
 
 load_filters()  # the collection's filters too (_preload.py)
 
-PROFILE = "legacy"  # the serialization profile of a module without metadata (ansible/executor/module_common.py)
+# This ansible-core's internals for the in-process path (_core_internals.py), or why there are none.
+SURFACE, UNPROVEN = surface()
+if UNPROVEN:  # once, in the process that loads the first cluster action plugin
+    display.v("gpufleet.sharing: cluster modules run as ordinary module processes: %s" % UNPROVEN)
+
 COLLECTION_MODULES = "ansible_collections.gpufleet.sharing.plugins.modules."
 
 
 def in_process_blockers(connection: str, become: bool, async_val: int, interpreter: Optional[str],
-                        controller_python: str, hook_available: bool, enabled: bool = True) -> List[str]:
+                        controller_python: str, unproven: str, enabled: bool = True) -> List[str]:
     """Why this task's module cannot run in the worker process (empty: it can)."""
     reasons = [] if enabled else ["gpufleet_in_process is false"]
     if connection != "local":
@@ -77,8 +74,8 @@ def in_process_blockers(connection: str, become: bool, async_val: int, interpret
         reasons.append("async is set")
     if interpreter and os.path.realpath(interpreter) != os.path.realpath(controller_python):
         reasons.append("ansible_python_interpreter is %s, not the controller's %s" % (interpreter, controller_python))
-    if not hook_available:
-        reasons.append("this ansible-core has no in-worker module hook")
+    if unproven:
+        reasons.append(unproven)
     return reasons
 
 
@@ -121,7 +118,7 @@ class ClusterModuleAction(NormalAction):
         blockers = in_process_blockers(
             self._connection.transport, bool(self._play_context.become), int(self._task.async_val or 0),
             interpreter, sys.executable,
-            HAS_PROFILES and hasattr(basic.AnsibleModule, "_record_module_result"),
+            UNPROVEN,
             boolean(self._templar.template(task_vars.get("gpufleet_in_process", True)), strict=False))
         if blockers:
             display.vvv("%s runs as a module: %s" % (self._task.action, "; ".join(blockers)))
@@ -141,17 +138,8 @@ class ClusterModuleAction(NormalAction):
         task_environment: Dict[str, Any] = {}
         self._compute_environment_string(task_environment)
         output: List[str] = []
-
-        def record(_module: Any, result: Dict[str, Any]) -> None:
-            output.append(json.dumps(result, cls=get_module_encoder(PROFILE, Direction.MODULE_TO_CONTROLLER)))
-
-        encoder = get_module_encoder(PROFILE, Direction.CONTROLLER_TO_MODULE)
-        hook = basic.AnsibleModule._record_module_result
-        basic._ANSIBLE_ARGS = json.dumps({"ANSIBLE_MODULE_ARGS": args}, cls=encoder).encode("utf-8")
-        basic._ANSIBLE_PROFILE = PROFILE
-        setattr(basic.AnsibleModule, "_record_module_result", record)
         try:
-            with environment(task_environment):
+            with SURFACE.module_run(args, output.append), environment(task_environment):
                 module.main()
         except SystemExit:
             pass
@@ -159,12 +147,8 @@ class ClusterModuleAction(NormalAction):
             return {"failed": True, "changed": False, "msg": "%s failed: %s: %s" % (name, type(exc).__name__, exc),
                     "exception": traceback.format_exc()}
         finally:
-            setattr(basic.AnsibleModule, "_record_module_result", hook)
-            basic._ANSIBLE_ARGS = None
             if not args.get("_ansible_keep_remote_files"):
                 shutil.rmtree(scratch, ignore_errors=True)
         if not output:
             return {"failed": True, "changed": False, "msg": "%s ended without a result" % name}
-        data = self._parse_returned_data({"stdout": output[-1], "stderr": "", "rc": 0}, PROFILE)
-        remove_internal_keys(data)
-        return data
+        return SURFACE.task_result(self, output[-1])

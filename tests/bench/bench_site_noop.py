@@ -42,7 +42,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 LAB = os.path.join(REPO, 'tests', 'lab')
-BIN = os.path.join(REPO, '.venv', 'bin')
+BIN = os.path.dirname(sys.executable)  # this venv's ansible (a matrix leg's: .matrix/venv-2.21/bin/python runs this on 2.21)
 sys.path.insert(0, LAB)
 sys.path.insert(0, HERE)
 

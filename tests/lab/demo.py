@@ -7,12 +7,18 @@
    namespaces created first, as a cluster admin does), the path of the HTML fleet report and how to
    stop the lab.
 
+The lab's hosts take loopback addresses from GPUFLEET_TEST_LAB_ADDRESS (default 127.0.0.2), so that two
+demos (a version matrix's legs, two clones) never collide; ansible-playbook is the one beside the Python
+that runs this script (the venv of a matrix leg, tests/tools/matrix_leg.sh). `--again` re-runs site.yml on
+the running lab and fails unless every task reports changed=0.
+
 The lab stays up afterwards so that you can look around (`kubectl --kubeconfig DIR/kubeconfig get
 nodes`, `ssh` into a host, re-run the playbook and watch changed=0). `make demo-down` stops it.
 """
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -80,27 +86,60 @@ def queues_table(lab_dir):
     return '\n'.join(lines)
 
 
+def changed_hosts(recap):
+    """The hosts whose PLAY RECAP line reports changed (or failed) tasks: {host: line}."""
+    hosts = {}
+    for line in recap.splitlines():
+        match = re.match(r'^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)', line)
+        if match and any(int(count) for count in match.groups()[1:]):
+            hosts[match.group(1)] = line.strip()
+    return hosts
+
+
+def rerun_unchanged(playbook, env, started):
+    """site.yml once more on the running lab: 0 only when it passes with changed=0 on every host."""
+    print('+ ' + ' '.join(playbook), flush=True)
+    proc = subprocess.run(playbook, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, check=False)
+    print(proc.stdout)
+    recap = proc.stdout.rsplit('PLAY RECAP', 1)[-1] if 'PLAY RECAP' in proc.stdout else ''
+    changed = changed_hosts(recap)
+    if proc.returncode != 0 or not recap or changed:
+        print('Second run: NOT idempotent (exit %d): %s' % (proc.returncode, changed or 'no PLAY RECAP'), file=sys.stderr)
+        return proc.returncode or 1
+    print('Re-run%s finished in %.0f s with changed=0 on every host.' % (' (--check --diff)' if '--check' in playbook else '', time.time() - started))
+    return 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--dir', default=os.path.join(REPO, '.lab', 'demo'), help='lab directory')
     parser.add_argument('--check', action='store_true', help='run site.yml in check mode (--check --diff)')
+    parser.add_argument('--again', action='store_true',
+                        help='re-run site.yml on the running lab (no restart); fail unless changed=0 everywhere')
+    parser.add_argument('--first-address', default=os.environ.get('GPUFLEET_TEST_LAB_ADDRESS', '127.0.0.2'),
+                        help='loopback address of the first lab host (default: GPUFLEET_TEST_LAB_ADDRESS or 127.0.0.2)')
     options = parser.parse_args()
     lab_dir = os.path.abspath(options.dir)
 
     started = time.time()
-    if os.path.exists(os.path.join(lab_dir, 'pids.json')):
-        lab('down', '--dir', lab_dir)  # a previous demo's lab: stop exactly what it started
-    host_args = [arg for host in HOSTS for arg in ('--host', host)]
-    if lab('up', '--dir', lab_dir, '--cluster', *host_args) != 0:
-        print('The lab did not start; see the messages above.', file=sys.stderr)
-        return 1
-
-    create_team_namespaces(lab_dir)
+    if options.again:
+        if not os.path.exists(os.path.join(lab_dir, 'pids.json')):
+            print('--again needs the running lab of a previous demo in %s' % lab_dir, file=sys.stderr)
+            return 1
+    else:
+        if os.path.exists(os.path.join(lab_dir, 'pids.json')):
+            lab('down', '--dir', lab_dir)  # a previous demo's lab: stop exactly what it started
+        host_args = [arg for host in HOSTS for arg in ('--host', host)]
+        if lab('up', '--dir', lab_dir, '--cluster', '--first-address', options.first_address, *host_args) != 0:
+            print('The lab did not start; see the messages above.', file=sys.stderr)
+            return 1
+        create_team_namespaces(lab_dir)
     helm = tools.ensure_helm(os.path.join(REPO, '.cache'))
     report_dir = os.path.join(lab_dir, 'reports')
     shutil.rmtree(report_dir, ignore_errors=True)  # never print a previous run's report
     playbook = [
-        os.path.join(REPO, '.venv', 'bin', 'ansible-playbook'),
+        os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'),  # this venv's ansible-core
         '-i', os.path.join(lab_dir, 'inventory.yml'),
         '-i', os.path.join(REPO, 'inventories', 'lab'),
         '-e', 'gpufleet_kubeconfig=%s' % os.path.join(lab_dir, 'kubeconfig'),
@@ -113,6 +152,8 @@ def main():
         playbook[1:1] = ['--check', '--diff']
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, '.build'),
                ANSIBLE_FORCE_COLOR='0', ANSIBLE_NOCOLOR='1')
+    if options.again:
+        return rerun_unchanged(playbook, env, started)
     result = run(playbook, env=env)
 
     table = os.path.join(report_dir, 'gpufleet-verify.txt')

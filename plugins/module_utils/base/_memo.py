@@ -7,7 +7,8 @@ lookup): issue 26 item 3. Pure, no I/O; the kept results are immutable or copied
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Generic, Hashable, Optional, TypeVar
+from collections.abc import Hashable
+from typing import Any, Callable, Dict, Generic, Optional, TypeVar
 
 T = TypeVar("T")
 

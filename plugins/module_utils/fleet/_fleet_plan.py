@@ -23,7 +23,8 @@ host's planned GPUs, or its ``gpu_facts`` and MIG selection, from which each GPU
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Dict, Hashable, List, Mapping, Optional, Sequence, Set, Tuple
+from collections.abc import Hashable
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._argspecs import DEFAULT_MIG_CONFIG
 from ansible_collections.gpufleet.sharing.plugins.module_utils.base._changes import diff_entry as _changes_entry

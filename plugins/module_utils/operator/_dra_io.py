@@ -201,7 +201,7 @@ class DraDriver(GpuOperator):
         requested = self.requested_values(wanted_version, override)
         values = self.with_pull_secrets(k8s, self.mirrored(requested))
         result["kubelet_plugin_selector"] = selector(str(values.get("nameOverride") or meta["name"]))
-        result.update(release=info, values=self.redacted(values))
+        result.update(release=info, release_values=self.redacted(values))
         result["action"] = action = release_action(entry, meta["name"], wanted_version, before, values)
         backends.label_nodes(k8s)
         self.apply_cluster_objects(k8s, [], None)

@@ -189,7 +189,7 @@ class GpuOperator:
         values, carried = carry_forward(requested, self.live_policy(k8s))
         before_values = {} if entry is None else self._stored_values if self._stored_values is not None else \
             self.helm.values(params["release_name"], params["namespace"])
-        result.update(release=info, values=self.redacted(values), carried_forward=carried,
+        result.update(release=info, release_values=self.redacted(values), carried_forward=carried,
                       values_changes=values_changes(self.redacted(before_values), self.redacted(values)))
         result["action"] = action = release_action(entry, meta["name"], wanted_version,
                                                    _without(before_values, carried), _without(values, carried))

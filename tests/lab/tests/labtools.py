@@ -127,18 +127,20 @@ def wait_settled(what: str, version: Callable[[], Any], polls: int = 10, timeout
 
 
 @contextlib.contextmanager
-def one_gpu_node(lab_dir: str, node: str, model: str) -> Iterator[Any]:
-    """The lab (serve_lab) with one node of one `model` GPU, once the node advertises ``nvidia.com/gpu: 1``
-    (the gpu-operator namespace and a ClusterPolicy with the single MIG strategy); stopped on exit."""
-    running, _states = serve_lab(lab_dir, [(node, model, 1)])
+def one_gpu_node(lab_dir: str, node: str, model: str, count: int = 1) -> Iterator[Any]:
+    """The lab (serve_lab) with one node of ``count`` `model` GPUs, once the node advertises them as
+    ``nvidia.com/gpu`` (the gpu-operator namespace and a ClusterPolicy with the single MIG strategy);
+    stopped on exit. ``running.states[node]`` is the node's GPU state file."""
+    running, states = serve_lab(lab_dir, [(node, model, count)])
+    running.states = states
     store = running.store
     try:
         store.create("v1/namespaces", {"metadata": {"name": "gpu-operator"}})
         store.create("nvidia.com/v1/clusterpolicies", {
             "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
             "spec": {"mig": {"strategy": "single"}}})
-        wait_until("%s advertises its GPU" % node, lambda: (store.get("v1/nodes", None, node).get("status") or {})
-                   .get("allocatable", {}).get("nvidia.com/gpu") == "1", timeout=60)
+        wait_until("%s advertises its GPUs" % node, lambda: (store.get("v1/nodes", None, node).get("status") or {})
+                   .get("allocatable", {}).get("nvidia.com/gpu") == str(count), timeout=60)
         yield running
     finally:
         running.stop()

@@ -47,8 +47,8 @@ def test_secret_values_are_never_shown(lab, helm, tmp_path):
     out = raw_module_output(lab, "gpu_operator", args, check=True, diff=True, env=env)
     assert '"action": "installed"' in out and SECRET not in out and OTHER_SECRET not in out, out
     result = lab.run("gpu_operator", args, diff=True, env=env)
-    assert result["changed"] and result["values"]["driver"]["licensingConfig"]["token"] == "<redacted>"
-    assert result["values"]["custom"]["myField"] == "<redacted>"
+    assert result["changed"] and result["release_values"]["driver"]["licensingConfig"]["token"] == "<redacted>"
+    assert result["release_values"]["custom"]["myField"] == "<redacted>"
     assert SECRET not in json.dumps(result) and OTHER_SECRET not in json.dumps(result)
     # the role, -vvv, --diff, a changed value and the Ansible log
     playbook, log = tmp_path / "secret.yml", tmp_path / "ansible.log"

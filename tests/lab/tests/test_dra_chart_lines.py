@@ -51,7 +51,7 @@ def test_a_fresh_install_of_the_renamed_chart_runs_on_the_tainted_node(lab, vers
                       expected_gpus={"gpu-a": lab.gpus("gpu-a")})
     assert not done.get("failed") and done["action"] == "installed", done
     assert done["kubelet_plugin_selector"] == "dra-driver-nvidia-gpu-component=kubelet-plugin"
-    assert "tolerations" not in done["values"]["kubeletPlugin"]  # the chart's nvidia.com/gpu toleration is kept
+    assert "tolerations" not in done["release_values"]["kubeletPlugin"]  # the chart's nvidia.com/gpu toleration is kept
     assert _daemonsets(lab) == ["dra-driver-nvidia-gpu-kubelet-plugin"]
     pods = lab.store.items("v1/pods", "nvidia-dra-driver-gpu", field_selector="spec.nodeName=gpu-a")
     assert [p["spec"]["containers"][0]["image"] for p in pods] == [
@@ -70,7 +70,7 @@ def test_upgrade_from_25_12_to_0_5_keeps_the_objects_and_has_no_way_back(lab):
     upgraded = lab.driver(chart_ref=NEW_CHART, chart_version="0.5.0", dra_nodes=["gpu-a"], tolerations=toleration,
                           expected_gpus={"gpu-a": lab.gpus("gpu-a")})
     assert not upgraded.get("failed") and upgraded["action"] == "upgraded", upgraded
-    assert upgraded["values"]["nameOverride"] == "nvidia-dra-driver-gpu"
+    assert upgraded["release_values"]["nameOverride"] == "nvidia-dra-driver-gpu"
     assert upgraded["kubelet_plugin_selector"] == "nvidia-dra-driver-gpu-component=kubelet-plugin"
     assert _daemonsets(lab) == ["nvidia-dra-driver-gpu-kubelet-plugin"]  # upgraded in place, no duplicate
     pod = lab.plugin_pod("gpu-a")
@@ -91,7 +91,7 @@ def test_the_driver_root_follows_the_operator_driver_container(lab):
     stuck = lab.driver(chart_ref=NEW_CHART, chart_version="0.5.0", dra_nodes=["gpu-a"], wait_timeout=3)
     assert stuck["failed"] and stuck["waiting"] == {"gpu-a": "no Ready DRA kubelet plugin pod"}, stuck
     done = lab.driver(chart_ref=NEW_CHART, chart_version="0.5.0", dra_nodes=["gpu-a"], driver_root="/run/nvidia/driver")
-    assert not done.get("failed") and done["values"]["nvidiaDriverRoot"] == "/run/nvidia/driver", done
+    assert not done.get("failed") and done["release_values"]["nvidiaDriverRoot"] == "/run/nvidia/driver", done
 
 
 def test_the_role_restart_selectors_restart_the_new_charts_plugin(tmp_path, helm_binary):

@@ -17,25 +17,15 @@ import pytest
 from gpulab import gpustate
 from gpulab.cluster import devicecheckpoint
 from gpulab.cluster.devicemodel import Device
-from labtools import serve_lab, wait_until
+from labtools import one_gpu_node, wait_until
 
 NODE = "gpu-h"
 
 
 @pytest.fixture
 def lab(tmp_path):
-    running, states = serve_lab(str(tmp_path), [(NODE, "H100-80GB", 2)])
-    store = running.store
-    try:
-        store.create("v1/namespaces", {"metadata": {"name": "gpu-operator"}})
-        store.create("nvidia.com/v1/clusterpolicies", {
-            "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
-            "spec": {"mig": {"strategy": "single"}}})
-        wait_until("two GPUs advertised", lambda: (store.get("v1/nodes", None, NODE).get("status") or {})
-                   .get("allocatable", {}).get("nvidia.com/gpu") == "2", timeout=60)
-        yield running, states[NODE]
-    finally:
-        running.stop()
+    with one_gpu_node(str(tmp_path), NODE, "H100-80GB", count=2) as running:
+        yield running, running.states[NODE]
 
 
 def _pod(name):

@@ -108,5 +108,5 @@ def test_bad_operator_input_changes_nothing(lab, helm, extra, words):  # noqa: F
 def test_a_no_proxy_list_is_joined(lab, helm):  # noqa: F811
     applied = lab.run("gpu_operator", operator_args(lab, helm, wait=False, proxy={"no_proxy": [".svc", "10.0.0.0/8"]}),
                       env=helm.environment)
-    env = {e["name"]: e["value"] for e in applied["values"]["driver"]["env"]}
+    env = {e["name"]: e["value"] for e in applied["release_values"]["driver"]["env"]}
     assert env["NO_PROXY"] == ".svc,10.0.0.0/8", env

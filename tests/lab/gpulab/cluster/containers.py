@@ -45,11 +45,14 @@ class Outcome:
 class Program(Protocol):
     """Behaviour of a container. The default one is `Workload`; the operator registers its operands."""
 
-    def start(self, pod: Obj, container: Obj, allocated: List[devmod.Device]) -> Outcome: ...
+    def start(self, pod: Obj, container: Obj, allocated: List[devmod.Device]) -> Outcome:
+        """Start the container's program on its devices."""
 
-    def check(self, pod: Obj, container: Obj) -> Optional[Outcome]: ...
+    def check(self, pod: Obj, container: Obj) -> Optional[Outcome]:
+        """The program's outcome once it has one (None while it runs)."""
 
-    def stop(self, pod: Obj) -> None: ...
+    def stop(self, pod: Obj) -> None:
+        """Stop the program."""
 
 
 def container_command(container: Mapping[str, Any]) -> List[str]:
