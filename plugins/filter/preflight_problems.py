@@ -29,7 +29,9 @@ description:
     C(gpufleet_gpu_model) is not declared) - an item whose C(devices) name no GPU the host has, a config
     selecting none of its MIG-capable GPUs.
   - Then what concerns the whole fleet - a team's share (C(gpufleet_teams)) of a MIG profile that no GPU model of
-    the checked hosts has.
+    the checked hosts has, and M(gpufleet.sharing.gpu_quotas)' own plan over the planned hosts. Judged only when
+    every host of O(fleet) is checked in this play (a C(--limit) leaves these checks to M(gpufleet.sharing.gpu_quotas),
+    which also reads the nodes the play does not plan).
   - Then each host that could not be checked (not in O(checked), or without a recorded MIG selection).
   - The companion filter C(preflight_notes) (same input, no options) lists what could not be checked - GPU
     indexes named on a host whose model is declared (no read).
@@ -46,6 +48,13 @@ options:
     default: []
   checked:
     description: The hosts still in play (for example C(ansible_play_hosts)); the others were not checked.
+    type: list
+    elements: str
+  fleet:
+    description:
+      - Every GPU host of the inventory (for example C(groups['gpu_hosts']), which C(--limit) does not narrow). The
+        fleet-wide team checks run only when all of them are checked in this play. When omitted, the hosts given
+        are the fleet.
     type: list
     elements: str
   report_dir:
@@ -86,7 +95,8 @@ def _mig_problems(values: Mapping[str, Any]) -> List[str]:
 
 @hostvars_once
 def preflight_problems(hostvars: Mapping[str, Any], hosts: Sequence[str], tolerations: Optional[Sequence[Any]] = None,
-                       checked: Optional[Sequence[str]] = None, report_dir: Any = None) -> List[str]:
+                       checked: Optional[Sequence[str]] = None, report_dir: Any = None,
+                       fleet: Optional[Sequence[str]] = None) -> List[str]:
     problems = [p for p in [report_dir_problem(report_dir)] if p] if report_dir is not None else []
     problems += shared_node_problems([(host, node_name(host, hostvars[host])) for host in hosts])
     unchecked: List[str] = []
@@ -97,7 +107,9 @@ def preflight_problems(hostvars: Mapping[str, Any], hosts: Sequence[str], tolera
             continue
         problems += ["%s: %s" % (host, problem) for problem in host_problems(values, _mig_problems(values))]
         problems += taint_report(hostvars, [host], values.get("gpu_operator_tolerations", tolerations or []))
-    problems += fleet_team_problems([hostvars[h] for h in hosts if NOT_CHECKED % h not in unchecked])
+    judged = [h for h in hosts if NOT_CHECKED % h not in unchecked]
+    if set(fleet if fleet is not None else hosts) <= set(judged):  # the whole fleet, or its teams are not judged here
+        problems += fleet_team_problems([hostvars[h] for h in judged])
     return problems + unchecked
 
 

@@ -42,7 +42,7 @@ def test_tolerated_taints_and_a_host_setting_pass():
 
 def test_documentation_parses():
     doc = yaml.safe_load(DOCUMENTATION)
-    assert doc["name"] == "preflight_problems" and set(doc["options"]) == {"tolerations", "checked", "report_dir"}
+    assert doc["name"] == "preflight_problems" and set(doc["options"]) == {"tolerations", "checked", "report_dir", "fleet"}
     assert doc["extends_documentation_fragment"] == ["gpufleet.sharing.fleet_filter"]  # _input (hostvars), hosts
 
 

@@ -59,3 +59,18 @@ def test_the_module_and_the_preflight_judge_with_one_function():
     hosts = [_host(h, "all-disabled", [_team("vision", {"nvidia.com/gpu": 3}), _team("nlp", {"nvidia.com/gpu": 2})])
              for h in ("gpu-a", "gpu-b")]
     assert fleet_team_problems(hosts) == [PLANNED + p for p in plan_problems(plan_quotas(nodes, teams), teams)]
+
+
+def test_a_limited_play_is_not_judged_against_part_of_the_fleet():
+    """``--limit`` (the EDA rulebook's jobs, a group at a time) leaves GPU hosts of the inventory out of the play:
+    their capacity and profiles count for the teams, so the fleet-wide checks are left to gpu_quotas, which
+    also reads the nodes the play does not plan. The whole fleet in play: judged as before."""
+    teams = [_team("vision", {"nvidia.com/gpu": 3, "nvidia.com/mig-1g.10gb": 1})]
+    hostvars = {h: _host(h, "all-disabled", teams) for h in ("gpu-a", "gpu-b")}
+    limited = {"gpu-a": hostvars["gpu-a"]}
+    fleet = ["gpu-a", "gpu-b", "gpu-c"]
+    assert preflight_problems(limited, ["gpu-a"], fleet=fleet) == []
+    assert preflight_problems(hostvars, ["gpu-a", "gpu-b"], fleet=fleet) == []
+    whole = preflight_problems(hostvars, ["gpu-a", "gpu-b"], fleet=["gpu-a", "gpu-b"])
+    assert whole and all(p.startswith(PLANNED) for p in whole), whole
+    assert preflight_problems(limited, ["gpu-a"]) != []  # no fleet given: the hosts in play are the fleet
