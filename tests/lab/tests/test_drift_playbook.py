@@ -140,4 +140,3 @@ def test_hand_changes_are_exactly_the_rows_and_nothing_changes(fleet):
     assert result.returncode == 0, output[-3000:]
     assert again["drift"] == report["drift"]
     assert snapshot(fleet) == before
-

@@ -69,8 +69,8 @@ def _pairs(text: str) -> List[str]:
 
 def _taint(text: str) -> Dict[str, str]:
     """``parseTaint``: ``key[=value]:Effect`` (or a bare key)."""
-    head, _, effect = text.partition(":")
-    key, _, value = head.partition("=")
+    head, _colon, effect = text.partition(":")
+    key, _equals, value = head.partition("=")
     return {"key": key, "value": value, "effect": effect}
 
 

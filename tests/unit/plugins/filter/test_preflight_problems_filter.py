@@ -107,8 +107,8 @@ def test_indexes_a_declared_model_cannot_check_are_noted():
 def test_a_team_share_of_a_profile_no_gpu_of_the_fleet_has_is_refused():
     """Issue 43 (4): a share of nvidia.com/mig-9g.99gb was accepted and the team's ClusterQueue rewritten with no
     GPU quota; the preflight names the team, the input and the fleet's models, once for the fleet."""
-    teams = [{"name": "vision", "namespaces": ["v"], "shares": {"nvidia.com/mig-9g.99gb": 1, "nvidia.com/mig-1g.5gb": 1,
-                                                                  "nvidia.com/mig-1g.10gb.me.shared": 1}}]
+    shares = {"nvidia.com/mig-9g.99gb": 1, "nvidia.com/mig-1g.5gb": 1, "nvidia.com/mig-1g.10gb.me.shared": 1}
+    teams = [{"name": "vision", "namespaces": ["v"], "shares": shares}]
     host = {"mig_selection": SELECTION, "gpufleet_teams": teams}
     hostvars = {"a100": dict(host, ansible_facts={"gpufleet_gpus": [A100_READ]}),
                 "h100": dict(host, gpufleet_gpu_model="H100-80GB")}

@@ -12,8 +12,8 @@ NODE = "dra-0"
 def slice_(node=NODE, driver="gpu.nvidia.com"):
     return {"spec": {"driver": driver, "nodeName": node, "pool": {"name": node}, "devices": [
         {"name": "gpu-0", "attributes": {"type": {"string": "gpu"}, "uuid": {"string": "GPU-0"}}},
-        {"name": "gpu-1-mig-9-0", "attributes": {"type": {"string": "mig"}, "uuid": {"string": "MIG-a"},
-                                                  "parentUUID": {"string": "GPU-1"}}},
+        {"name": "gpu-1-mig-9-0",
+         "attributes": {"type": {"string": "mig"}, "uuid": {"string": "MIG-a"}, "parentUUID": {"string": "GPU-1"}}},
         {"name": "gpu-1-mig-19-5-1", "attributes": {"type": {"string": "mig"}, "parentUUID": {"string": "GPU-1"}}}]}}
 
 

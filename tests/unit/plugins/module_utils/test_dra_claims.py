@@ -173,7 +173,7 @@ def test_kueue_refuses_mapping_names_that_are_not_label_keys():
 
 def _kueue_label_key(name):
     """content.IsLabelKey as Kueue calls it (k8s.io/apimachinery validation.IsQualifiedName), written for the test."""
-    prefix, _, part = name.rpartition("/")
+    prefix, _slash, part = name.rpartition("/")
     prefix_ok = not prefix or (len(prefix) <= 253 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", prefix))
     return bool(prefix_ok) and len(part) <= 63 and bool(re.fullmatch(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]", part))
 

@@ -14,8 +14,8 @@ def pod(requests, phase="Running", labels=None):
 
 
 def expected():
-    gpus = _node_gpus.node_gpus_from_plan([{"model": "H100-80GB", "count": 1},
-                                            {"model": "H100-80GB", "count": 1, "mig": {"1g.10gb": 7}}])
+    gpus = _node_gpus.node_gpus_from_plan([
+        {"model": "H100-80GB", "count": 1}, {"model": "H100-80GB", "count": 1, "mig": {"1g.10gb": 7}}])
     return _expected.expected_node("n", gpus, "mixed", None)
 
 

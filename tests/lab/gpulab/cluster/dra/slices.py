@@ -138,4 +138,5 @@ def node_slice(node: Mapping[str, Any], announced: List[Obj], generation: int) -
     }
 
 
-__all__ = ["DRIVER", "PCI_BUS_ID", "binary_si", "devices", "dynamic_devices", "placement_device", "gpu_device", "mig_device", "mig_device_name", "node_slice", "semver"]
+__all__ = ["DRIVER", "PCI_BUS_ID", "binary_si", "devices", "dynamic_devices", "placement_device", "gpu_device", "mig_device",
+           "mig_device_name", "node_slice", "semver"]
