@@ -6,8 +6,8 @@
 gpu_quotas plans the fleet (``planned_fleet``) and then the quotas (``plan_quotas``, ``plan_problems``) in its own
 play, after the operator play. The preflight runs the same two plans here over the hosts of the play, each
 planned from its GPU read and MIG selection as ``node_plans`` gives them to the module, so that a sum over the
-fleet's capacity, a share of a resource no planned host advertises, a node without a product label or a team
-beyond Kueue's resource-group limits is refused before anything changes. Judged only when every host's GPUs
+fleet's capacity, a node without a product label or a team beyond Kueue's resource-group limits is refused
+before anything changes (a share of a resource no planned host advertises stays the module's warning). Judged only when every host's GPUs
 were read and plan: a host whose model is only declared is planned by the module from its node's labels.
 GPU nodes of the cluster outside the inventory, and live taints, are the module's to add.
 """
@@ -56,10 +56,11 @@ def planned_nodes(node_plans: Sequence[Mapping[str, Any]], mig_strategy: Optiona
 
 def inventory_quota_problems(node_plans: Sequence[Mapping[str, Any]], teams: Sequence[Team], overcommit: bool,
                              mig_strategy: Optional[str]) -> List[str]:
-    """gpu_quotas' refusals and its shares of resources no planned host advertises, over the planned hosts."""
+    """gpu_quotas' refusals over the planned hosts. A share of a resource no planned host advertises is not one:
+    the module gives it no quota with a warning (teams may be declared before the layout that gives them)."""
     nodes = planned_nodes(node_plans, mig_strategy)
     if not nodes or not teams:
         return []
     plan = plan_quotas(nodes, teams, overcommit)
     return ["gpufleet_teams over the planned hosts (%s): %s" % (", ".join(n["node"] for n in nodes), problem)
-            for problem in plan_problems(plan, teams) + plan.warnings]
+            for problem in plan_problems(plan, teams)]
