@@ -55,9 +55,9 @@ options:
     default: kube-system
   device_holders:
     description:
-      - Also read, per node, which pods hold which GPU device through a ResourceClaim (a DRA node): the claims'
+      - Also read, per node, which pods hold which GPU device through a ResourceClaim (a DRA node), from the claims'
         C(status.allocation.devices.results) (driver C(gpu.nvidia.com), pool, device) and C(status.reservedFor),
-        each device named by its C(uuid) as the node's ResourceSlices publish it (a MIG device: its own UUID).
+        each device named by its C(uuid) as the node's ResourceSlices publish it (a MIG device by its own UUID).
         For the per-GPU drain scope of a MIG change (C(docs/rollout.md), "Drain scope").
     type: bool
     default: false
