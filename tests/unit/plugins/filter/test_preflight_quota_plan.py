@@ -53,7 +53,8 @@ def test_judged_only_when_every_host_was_read():
 def test_the_module_and_the_preflight_judge_with_one_function():
     """gpu_quotas refuses with ``plan_problems`` over its node list; the preflight's node list of the same hosts
     gives the same refusals (the preflight prefixes them)."""
-    teams, _ = parse_teams([_team("vision", {"nvidia.com/gpu": 3}), _team("nlp", {"nvidia.com/gpu": 2})])
+    teams, problems = parse_teams([_team("vision", {"nvidia.com/gpu": 3}), _team("nlp", {"nvidia.com/gpu": 2})])
+    assert problems == []
     nodes = planned_nodes([plan_entry(_host(h, "all-disabled", [])) for h in ("gpu-a", "gpu-b")], "mixed")
     assert [n["resources"] for n in nodes] == [{"nvidia.com/gpu": 2}, {"nvidia.com/gpu": 2}]
     hosts = [_host(h, "all-disabled", [_team("vision", {"nvidia.com/gpu": 3}), _team("nlp", {"nvidia.com/gpu": 2})])
