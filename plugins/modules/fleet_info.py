@@ -17,7 +17,8 @@ description:
     (the C(timeAdded) of its C(node.kubernetes.io/unschedulable) taint), and since when the MIG manager
     has failed (the last C(MigConfigFailed) Warning event on the node, as the MIG manager records it).
   - The rollout lock, a C(coordination.k8s.io/v1) Lease (see M(gpufleet.sharing.rollout_lock)).
-  - Uses the verbs list on C(nodes) and C(events) and get on C(leases).
+  - Uses the verbs list on C(nodes) and C(events) and get on C(leases); with O(device_holders), list on
+    C(resourceclaims) and C(resourceslices) (C(resource.k8s.io/v1)).
 author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
@@ -52,6 +53,14 @@ options:
     description: Namespace of the rollout lock's Lease.
     type: str
     default: kube-system
+  device_holders:
+    description:
+      - Also read, per node, which pods hold which GPU device through a ResourceClaim (a DRA node), from the claims'
+        C(status.allocation.devices.results) (driver C(gpu.nvidia.com), pool, device) and C(status.reservedFor),
+        each device named by its C(uuid) as the node's ResourceSlices publish it (a MIG device by its own UUID).
+        For the per-GPU drain scope of a MIG change (C(docs/rollout.md), "Drain scope").
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -82,6 +91,15 @@ lock_namespace_missing:
   returned: always
   type: str
   sample: null
+device_holders:
+  description:
+    - With O(device_holders), per node, one entry per (pod, allocated device) - C(pod_uid), C(container) (the
+      claim, C(claim <namespace>/<name>)), C(resource) (the driver) and C(device_id) (the device's UUID, or
+      C(<pool>/<device>) when no ResourceSlice of the node lists it); else absent.
+  returned: when O(device_holders) is true
+  type: dict
+  sample: {gpu-a: [{pod_uid: 0c5d..., container: claim work/trainer-a-gpu-x7k2p, resource: gpu.nvidia.com,
+                    device_id: GPU-8f2e...}]}
 now:
   description: The controller's clock (epoch seconds) when the Lease was read.
   returned: always
@@ -89,8 +107,10 @@ now:
 """
 
 import time
+from dataclasses import asdict
 from typing import Any, Dict, List, Mapping
 
+from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._kubelet_devices import claim_holders
 from ansible_collections.gpufleet.sharing.plugins.module_utils.k8s._cluster_module import ClusterModule
 
 STATE_LABELS = ("nvidia.com/mig.config.state", "nvidia.com/gpu-driver-upgrade-state")
@@ -101,6 +121,7 @@ ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     nodes=dict(type="list", elements="str", required=True),
     lock_name=dict(type="str", default="gpufleet-sharing-rollout"),
     lock_namespace=dict(type="str", default="kube-system"),
+    device_holders=dict(type="bool", default=False),
 )
 
 
@@ -142,6 +163,10 @@ def run(mod: ClusterModule) -> None:
     # No Lease in a namespace that does not exist: the lock's state is unknown, not free (issue 43).
     missing = lease is None and mod.k8s.get("Namespace", params["lock_namespace"]) is None
     mod.result["lock_namespace_missing"] = params["lock_namespace"] if missing else None
+    if params["device_holders"]:
+        claims, slices = mod.k8s.list("ResourceClaim"), mod.k8s.list("ResourceSlice")
+        mod.result["device_holders"] = dict((name, [asdict(h) for h in claim_holders(claims, slices, name)])
+                                            for name in params["nodes"])
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
 
 Inputs: the wanted scope (``gpufleet_mig_drain_scope``: ``gpu`` or ``node``), the host's plan per GPU
 (``plan_to_dict``'s ``gpus``: ``index``, ``model``, ``before``, ``after``, ``mode_change``,
-``layout_change``), gpu_facts' GPUs, the kubelet's device holders (``_kubelet_devices``), the apply
+``layout_change``), gpu_facts' GPUs, the device holders (``_kubelet_devices``: the kubelet's checkpoint on a device-plugin node, the
+ResourceClaims' allocations on a DRA node), the apply
 backend and whether the host has NVSwitches (fabric manager). The answer is a ``ScopeDecision``: the
 GPUs that change, the pods to evict and the pods that keep running, or the whole-node scope with
 the reason. Facts (docs/reference/kubelet-devices.md, docs/reference/specs.md §4.1, §6.2):
@@ -37,6 +38,7 @@ from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._kubelet_devi
 from ansible_collections.gpufleet.sharing.plugins.module_utils.gpu._mig_catalog import find_model
 
 SCOPES = ("gpu", "node")
+GPU_BACKENDS = ("device-plugin", "dra")
 MIG_PARTED = "nvidia-mig-parted"
 
 
@@ -88,6 +90,8 @@ def _node(reason: str, gpus: Sequence[int]) -> ScopeDecision:
 
 
 def _explain(holder: DeviceHolder, index: int) -> str:
+    if holder.container.startswith("claim "):  # a DRA node: the ResourceClaim holds it (claim_holders)
+        return "%s holds %s (%s) of GPU %d" % (holder.container, holder.device_id, holder.resource, index)
     return "container %s holds %s (%s) of GPU %d" % (holder.container, holder.device_id, holder.resource, index)
 
 
@@ -104,9 +108,9 @@ def decide(wanted: str, changes: Sequence[Mapping[str, Any]], gpus: Sequence[Map
         return _node("gpufleet_mig_drain_scope is node", indexes)
     if moves:
         return _node("the node moves to another GPU backend in this run: every pod's devices change", indexes)
-    if gpu_backend != "device-plugin":
-        return _node("a %s node: its pods' devices are in ResourceClaims, which the per-GPU scope does not read "
-                     "yet (the kubelet's device checkpoint holds device-plugin devices only)" % gpu_backend, indexes)
+    if gpu_backend not in GPU_BACKENDS:
+        return _node("GPU backend %r: the per-GPU scope reads device holders of %s nodes only" % (
+            gpu_backend, " and ".join(GPU_BACKENDS)), indexes)
     resets: List[int] = []
     other_mig = [int(g["index"]) for g in gpus
                  if int(g["index"]) not in indexes and (g.get("mig") or {}).get("current")]

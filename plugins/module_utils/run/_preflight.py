@@ -53,7 +53,7 @@ def variable_problems(values: Mapping[str, Any]) -> List[str]:
     pods = values.get("gpufleet_verify_pods", "always")
     if pods not in VERIFY_PODS:
         problems.append("gpufleet_verify_pods must be 'always', 'changed' or 'never', got '%s'" % pods)
-    scope = values.get("gpufleet_mig_drain_scope", "node")
+    scope = values.get("gpufleet_mig_drain_scope", "gpu")
     if scope not in DRAIN_SCOPES:
         problems.append("gpufleet_mig_drain_scope must be 'gpu' or 'node', got '%s'" % scope)
     configs = values.get("mig_configs", {})

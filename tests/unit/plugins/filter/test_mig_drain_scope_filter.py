@@ -49,3 +49,18 @@ def test_bad_input_is_an_error_naming_it():
 def test_a_dra_node_takes_the_node_scope_without_reading_the_checkpoint():
     scope = mig_drain_scope(PLAN, "gpu", GPUS, None, gpu_backend="dra")
     assert scope["scope"] == "node" and "ResourceClaims" in scope["reason"]
+
+
+def test_a_dra_node_takes_its_holders_from_fleet_info():
+    holders = [{"pod_uid": "u%d" % i, "container": "claim w/c%d" % i, "resource": "gpu.nvidia.com",
+                "device_id": "GPU-%d" % i} for i in (0, 1)]
+    scope = mig_drain_scope(PLAN, "gpu", GPUS, None, gpu_backend="dra", holders=holders)
+    assert (scope["scope"], scope["evict"], scope["keep"]) == ("gpu", ["u1"], ["u0"])
+    assert scope["why"] == {"u1": "claim w/c1 holds GPU-1 (gpu.nvidia.com) of GPU 1"}
+
+
+def test_a_dra_node_whose_claims_were_not_read_drains_the_node():
+    scope = mig_drain_scope(PLAN, "gpu", GPUS, None, gpu_backend="dra")
+    assert scope["scope"] == "node" and scope["reason"] == "the node's ResourceClaims could not be read"
+    with pytest.raises(AnsibleFilterError, match="device_holders"):
+        mig_drain_scope(PLAN, "gpu", GPUS, None, gpu_backend="dra", holders=[{"pod_uid": "u"}])

@@ -179,9 +179,30 @@ def test_a_scope_that_is_neither_is_refused():
         ds.decide("rack", [], [], [], PARTED, False)
 
 
-def test_a_dra_node_or_a_node_that_changes_backend_drains_the_node():
+def test_a_dra_node_evicts_the_pods_whose_claims_hold_a_changing_gpus_device():
+    slices = [{"spec": {"driver": kd.DRA_DRIVER, "nodeName": "n", "pool": {"name": "n"}, "devices": [
+        {"name": "gpu-%d" % i, "attributes": {"uuid": {"string": "GPU-%d" % i}}} for i in (0, 1)]}}]
+    claims = [{"metadata": {"namespace": "w", "name": "c%d" % i}, "status": {
+        "allocation": {"devices": {"results": [{"driver": kd.DRA_DRIVER, "pool": "n", "device": "gpu-%d" % i}]}},
+        "reservedFor": [{"resource": "pods", "name": "p%d" % i, "uid": "u%d" % i}]}} for i in (0, 1)]
+    found = kd.claim_holders(claims, slices, "n")
+    dra = ds.decide("gpu", [change(1, layout=True)], [gpu(0), gpu(1)], found, PARTED, False, gpu_backend="dra")
+    assert (dra.scope, dra.evict, dra.keep) == ("gpu", ("u1",), ("u0",))
+    assert dict(dra.why) == {"u1": "claim w/c1 holds GPU-1 (gpu.nvidia.com) of GPU 1"}
+
+
+def test_a_claim_on_a_device_no_slice_lists_drains_the_node():
+    claims = [{"metadata": {"namespace": "w", "name": "c"}, "status": {
+        "allocation": {"devices": {"results": [{"driver": kd.DRA_DRIVER, "pool": "n", "device": "gpu-9"}]}},
+        "reservedFor": [{"resource": "pods", "name": "p", "uid": "u"}]}}]
+    found = kd.claim_holders(claims, [], "n")
+    dra = ds.decide("gpu", [change(1, layout=True)], [gpu(0), gpu(1)], found, PARTED, False, gpu_backend="dra")
+    assert dra.scope == "node" and "n/gpu-9" in dra.reason
+
+
+def test_a_node_that_changes_backend_or_of_an_unknown_backend_drains_the_node():
     found = holders(entry("p0", ["GPU-0"]))
-    dra = ds.decide("gpu", [change(0, layout=True)], [gpu(0)], found, PARTED, False, gpu_backend="dra")
-    assert dra.scope == "node" and "ResourceClaims" in dra.reason
+    other = ds.decide("gpu", [change(0, layout=True)], [gpu(0)], found, PARTED, False, gpu_backend="vgpu")
+    assert other.scope == "node" and "'vgpu'" in other.reason
     moving = ds.decide("gpu", [change(0, layout=True)], [gpu(0)], found, PARTED, False, moves=True)
     assert moving.scope == "node" and "another GPU backend" in moving.reason

@@ -40,3 +40,22 @@ def test_reads_what_drift_needs_and_writes_nothing(monkeypatch):
 def test_no_lease(monkeypatch):
     result, failed = run(fleet_info, {"nodes": []}, FakeK8s(), monkeypatch, check_mode=True)
     assert not failed and result["lease"] is None and result["nodes"] == {}
+
+
+def test_device_holders_maps_each_nodes_claims_to_its_slices_devices(monkeypatch):
+    fake = FakeK8s()
+    fake.add("ResourceSlice", "a-gpu", spec={"driver": "gpu.nvidia.com", "nodeName": "a", "pool": {"name": "a"}, "devices": [
+        {"name": "gpu-0", "attributes": {"uuid": {"string": "GPU-0"}}},
+        {"name": "gpu-1-mig-0", "attributes": {"uuid": {"string": "MIG-1a"}, "parentUUID": {"string": "GPU-1"}}}]})
+    for name, node, device, uid in (("c0", "a", "gpu-0", "u0"), ("c1", "a", "gpu-1-mig-0", "u1"), ("c2", "b", "gpu-0", "u2")):
+        fake.add("ResourceClaim", name, namespace="w", status={
+            "allocation": {"devices": {"results": [{"driver": "gpu.nvidia.com", "pool": node, "device": device}]}},
+            "reservedFor": [{"resource": "pods", "name": "p-" + uid, "uid": uid}]})
+    result, failed = run(fleet_info, {"nodes": ["a"], "device_holders": True}, fake, monkeypatch, check_mode=True)
+    assert not failed and not result["changed"]
+    assert result["device_holders"] == {"a": [
+        {"pod_uid": "u0", "container": "claim w/c0", "resource": "gpu.nvidia.com", "device_id": "GPU-0"},
+        {"pod_uid": "u1", "container": "claim w/c1", "resource": "gpu.nvidia.com", "device_id": "MIG-1a"}]}
+    assert fake.writes == [] and fake.dry_writes == []
+    plain, _failed = run(fleet_info, {"nodes": ["a"]}, fake, monkeypatch)
+    assert "device_holders" not in plain
