@@ -3,10 +3,10 @@ import os
 import subprocess
 
 import pytest
+from test_preflight import ANSIBLE_PLAYBOOK
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PLAYBOOK = os.path.join(REPO, 'playbooks', 'drift.yml')
-ANSIBLE_PLAYBOOK = os.path.join(REPO, '.venv', 'bin', 'ansible-playbook')
 
 
 @pytest.mark.parametrize('extra, fragment', [

@@ -4,11 +4,13 @@ Every host here runs with ansible_connection=local and declares its GPU model, s
 anywhere (the example inventory's addresses are documentation, never contacted).
 """
 import os
+import sys
 import subprocess
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PLAYBOOK = os.path.join(REPO, 'playbooks', 'preflight.yml')
-ANSIBLE_PLAYBOOK = os.path.join(REPO, '.venv', 'bin', 'ansible-playbook')
+# The ansible-playbook of the Python that runs the tests (.venv's, or a matrix leg's venv: tests/tools/matrix_leg.sh).
+ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), 'ansible-playbook')
 
 
 def run_preflight(inventory):

@@ -5,9 +5,9 @@ Every host runs with ansible_connection=local and declares its GPU model: nothin
 """
 import os
 import subprocess
+from test_preflight import ANSIBLE_PLAYBOOK
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-ANSIBLE_PLAYBOOK = os.path.join(REPO, '.venv', 'bin', 'ansible-playbook')
 PLANTED = 's3cr3t-Planted-Pa55word-0x9f'
 
 

@@ -9,9 +9,9 @@ anywhere.
 import os
 import subprocess
 import sys
+from test_preflight import ANSIBLE_PLAYBOOK
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-ANSIBLE_PLAYBOOK = os.path.join(REPO, '.venv', 'bin', 'ansible-playbook')
 ROWS = ''.join('%d, NVIDIA H100 80GB HBM3, GPU-%d0000000-0000-0000-0000-000000000000, 00000000:0%d:00.0, 0x233010DE, '
                '81559, Disabled, Disabled, 580.95.05\\n' % (i, i, i + 1) for i in range(2))
 INVENTORY = '''all:

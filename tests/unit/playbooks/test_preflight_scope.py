@@ -2,10 +2,10 @@
 import os
 import re
 import subprocess
+from test_preflight import ANSIBLE_PLAYBOOK
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PLAYBOOK = os.path.join(REPO, 'playbooks', 'preflight.yml')
-ANSIBLE_PLAYBOOK = os.path.join(REPO, '.venv', 'bin', 'ansible-playbook')
 
 INVENTORY = '''
 all:
