@@ -36,6 +36,10 @@ SMALL = {"mig_config": "inference-small",
                                               "devices": "all", "mig-enabled": True,
                                               "mig-devices": {"1g.5gb": 7}}]}}
 
+# The workload holds no GPU: only the whole-node drain evicts it (the per-GPU scope, the default, keeps pods on
+# GPUs that do not change, docs/rollout.md). These tests are about the eviction rule, so they drain the node.
+NODE_SCOPE = {"gpufleet_mig_drain_scope": "node"}
+
 pytestmark = pytest.mark.lab_hosts
 
 
@@ -149,7 +153,7 @@ def test_rollout_and_verify_with_the_rollout_role_only(lab, tmp_path):
     access.delete(lab.dir, install_binding())
     lab.workload()
     server.metrics(lab.dir, reset=True)
-    output = assert_green(lab.play("rollout.yml", str(tmp_path), SMALL))
+    output = assert_green(lab.play("rollout.yml", str(tmp_path), dict(SMALL, **NODE_SCOPE)))
     assert re.search(r"%s +changed" % NODE, output), output[-3000:]
     assert lab.requests().get("create v1/pods/eviction", 0) >= 1  # the drain evicted the workload
     assert_green(lab.play("verify.yml", str(tmp_path), SMALL))
@@ -161,7 +165,7 @@ def test_without_the_eviction_rule_the_rollout_fails_naming_it(lab, tmp_path):
     access.apply(lab.dir, [role])
     lab.workload()
     try:
-        result = lab.play("rollout.yml", str(tmp_path))  # back to the inventory's layout
+        result = lab.play("rollout.yml", str(tmp_path), NODE_SCOPE)  # back to the inventory's layout
     finally:
         access.apply(lab.dir, load("gpufleet-sharing.yml"))
     output = flat(result)
