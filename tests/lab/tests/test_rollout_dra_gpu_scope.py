@@ -11,7 +11,6 @@ GPU 1's seven MIG devices, while the pod on GPU 0 keeps running: same uid, no re
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 
@@ -19,32 +18,20 @@ import pytest
 
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_devices import published_devices
 from ansible_collections.gpufleet.sharing.plugins.module_utils.operator._dra_io import RESOURCE_SLICE
-from gpulab import gpustate, hosts
-from labtools import FAST_ENV, environ, run_module, wait_until
-from rollout_lab import WORK_NS, RolloutLab, _helm, flat
+from gpulab import gpustate
+from labtools import run_module, wait_until
+from rollout_lab import WORK_NS, _helm, flat
 from test_rollout_dra import CHART, DRA_VARS, on_backend
+from test_rollout_gpu_scope import MIG_CONFIGS, create_trainer, running_pod, two_gpu_lab
 
 pytestmark = pytest.mark.lab_hosts
 
-MIG_CONFIGS = {
-    "two-whole": [{"devices": "all", "mig-enabled": False}],
-    "gpu1-split": [{"devices": [0], "mig-enabled": False},
-                   {"devices": [1], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}],
-}
-OWNER = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "trainer", "uid": "rs-trainer-uid"}
 RESOURCE_API = "resource.k8s.io/v1"
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    lab_dir = str(tmp_path_factory.mktemp("dragpuscopelab"))
-    with environ(FAST_ENV):
-        info = hosts.up(lab_dir, [hosts.parse_host_spec("flt-0=H100-80GB:2@gpu_hosts")], cluster=True,
-                        first_address=os.environ.get("GPUFLEET_TEST_LAB_ADDRESS", "127.0.10.2"))
-    lab = RolloutLab(lab_dir, info)
-    try:
-        site = lab.play("site.yml", mig_config="two-whole", mig_configs=MIG_CONFIGS)
-        assert site.returncode == 0, flat(site.stdout + site.stderr)[-4000:]
+    with two_gpu_lab(str(tmp_path_factory.mktemp("dragpuscopelab"))) as lab:
         installed = run_module("gpu_dra_driver", {"chart_ref": CHART, "chart_version": "25.12.0", "helm_binary": _helm(),
                                                   "kubeconfig": lab.kubeconfig, "wait": False}, lab.dir)
         assert installed["action"] == "installed", installed
@@ -52,8 +39,6 @@ def fleet(tmp_path_factory):
         moved = lab.play("rollout.yml", mig_config="two-whole", mig_configs=MIG_CONFIGS, **DRA_VARS)
         assert moved.returncode == 0, flat(moved.stdout + moved.stderr)[-4000:]
         yield lab
-    finally:
-        hosts.down(lab_dir)
 
 
 def start_trainer(lab, name):
@@ -64,18 +49,11 @@ def start_trainer(lab, name):
                         "metadata": {"name": "one-gpu", "namespace": WORK_NS},
                         "spec": {"spec": {"devices": {"requests": [
                             {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}})
-    lab.k8s.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
-        "name": name, "namespace": WORK_NS, "labels": {"app": "trainer"}, "ownerReferences": [dict(OWNER, controller=True)]},
-        "spec": {"terminationGracePeriodSeconds": 0,  # the scheduler allocates the claim and places the pod
-                 "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
-                 "containers": [{"name": "cuda", "image": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04",
-                                 "command": ["sleep", "infinity"], "resources": {"claims": [{"name": "gpu"}]}}]}})
-
-    def running():
-        pod = lab.k8s.get("Pod", name, WORK_NS) or {}
-        return pod if (pod.get("status") or {}).get("phase") == "Running" else None
+    # no nodeName: the scheduler allocates the claim and places the pod
+    create_trainer(lab, name, {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                               "resources": {"claims": [{"name": "gpu"}]}})
     try:
-        return wait_until(name + " running", running, 30)
+        return wait_until(name + " running", lambda: running_pod(lab, name), 30)
     except AssertionError as exc:
         raise AssertionError("%s: %s; claims %s" % (exc, lab.k8s.get("Pod", name, WORK_NS).get("status"),
                                                     [c.get("status") for c in lab.k8s.list("ResourceClaim", WORK_NS)])) from exc

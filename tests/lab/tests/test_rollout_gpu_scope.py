@@ -9,8 +9,10 @@ whole GPU plus GPU 1's MIG devices, while the pod on GPU 0 keeps running: same u
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
+from typing import Any, Dict, Iterator
 
 import pytest
 
@@ -29,9 +31,9 @@ MIG_CONFIGS = {
 OWNER = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "trainer", "uid": "rs-trainer-uid"}
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
-    lab_dir = str(tmp_path_factory.mktemp("gpuscopelab"))
+@contextlib.contextmanager
+def two_gpu_lab(lab_dir: str) -> Iterator[RolloutLab]:
+    """flt-0 with two whole H100s, converged by site.yml (also test_rollout_dra_gpu_scope.py's start)."""
     with environ(FAST_ENV):
         info = hosts.up(lab_dir, [hosts.parse_host_spec("flt-0=H100-80GB:2@gpu_hosts")], cluster=True,
                         first_address=os.environ.get("GPUFLEET_TEST_LAB_ADDRESS", "127.0.10.2"))
@@ -44,18 +46,32 @@ def fleet(tmp_path_factory):
         hosts.down(lab_dir)
 
 
-def start_trainer(lab, name):
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    with two_gpu_lab(str(tmp_path_factory.mktemp("gpuscopelab"))) as lab:
+        yield lab
+
+
+def create_trainer(lab, name: str, spec: Dict[str, Any]) -> None:
+    """A pod of the ReplicaSet ``trainer`` in the work namespace, its container asking what ``spec`` adds."""
     lab.k8s.ensure_namespace(WORK_NS)
+    spec = dict(spec)
+    container = {"name": "cuda", "image": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04", "command": ["sleep", "infinity"],
+                 "resources": spec.pop("resources")}
     lab.k8s.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
         "name": name, "namespace": WORK_NS, "labels": {"app": "trainer"}, "ownerReferences": [dict(OWNER, controller=True)]},
-        "spec": {"nodeName": "flt-0", "terminationGracePeriodSeconds": 0,
-                 "containers": [{"name": "cuda", "image": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04",
-                                 "command": ["sleep", "infinity"], "resources": {"limits": {"nvidia.com/gpu": 1}}}]}})
+        "spec": dict(spec, terminationGracePeriodSeconds=0, containers=[container])})
 
-    def running():
-        pod = lab.k8s.get("Pod", name, WORK_NS) or {}
-        return pod if (pod.get("status") or {}).get("phase") == "Running" else None
-    return wait_until(name + " running", running, 30)
+
+def running_pod(lab, name: str):
+    """The pod once it runs (None before), for wait_until."""
+    pod = lab.k8s.get("Pod", name, WORK_NS) or {}
+    return pod if (pod.get("status") or {}).get("phase") == "Running" else None
+
+
+def start_trainer(lab, name):
+    create_trainer(lab, name, {"nodeName": "flt-0", "resources": {"limits": {"nvidia.com/gpu": 1}}})
+    return wait_until(name + " running", lambda: running_pod(lab, name), 30)
 
 
 def capacity(lab):
